@@ -1,0 +1,37 @@
+#include "common/util/main_guard.h"
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "common/util/error.h"
+#include "common/util/exit_codes.h"
+
+namespace torus {
+
+void write_termination_log(const char* reason) noexcept {
+  std::FILE* f = std::fopen("/dev/termination-log", "r+");
+  if (f == nullptr) return;
+  std::fputs(reason, f);
+  std::fclose(f);
+}
+
+int run_main(const char* program, const std::function<int()>& body) {
+  std::string reason;
+  int code = to_int(ExitCode::kFailure);
+  try {
+    return body();
+  } catch (const Timeout& e) {
+    reason = e.what();
+    code = to_int(ExitCode::kCollectiveTimeout);
+  } catch (const std::exception& e) {
+    reason = e.what();
+  } catch (...) {
+    reason = "unknown exception";
+  }
+  std::fprintf(stderr, "%s: error: %s\n", program, reason.c_str());
+  write_termination_log(reason.c_str());
+  return code;
+}
+
+}  // namespace torus

@@ -1,0 +1,15 @@
+#pragma once
+// The one place that catches: runs a program body, reports the reason for failure on stderr and in
+// /dev/termination-log (Kubernetes shows it in the pod status), and turns it into an exit code.
+#include <functional>
+
+namespace torus {
+
+// Returns body()'s exit code, or a non-zero code for an escaped exception (Retryable errors map to
+// ExitCode::kRetryable, Timeout to kCollectiveTimeout where the body says so via RetryableError).
+int run_main(const char* program, const std::function<int()>& body);
+
+// Writes `reason` to /dev/termination-log if that file exists (best effort, never throws).
+void write_termination_log(const char* reason) noexcept;
+
+}  // namespace torus

@@ -1,0 +1,44 @@
+#pragma once
+// CUDA_CHECK / CUDNN_CHECK / CUBLAS_CHECK / NCCL_CHECK: throw a typed CudaError carrying the expression,
+// file:line and the library's own message. Only `main` catches (common/util/main_guard.h).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "common/util/error.h"
+
+namespace torus::cuda {
+
+class CudaError : public Error {
+ public:
+  using Error::Error;
+};
+
+[[noreturn]] void throw_cuda_error(const char* library, const char* expr, const char* file, int line,
+                                   const std::string& message);
+
+inline void check(cudaError_t s, const char* expr, const char* file, int line) {
+  if (s != cudaSuccess) throw_cuda_error("CUDA", expr, file, line, cudaGetErrorString(s));
+}
+inline void check(cudnnStatus_t s, const char* expr, const char* file, int line) {
+  if (s != CUDNN_STATUS_SUCCESS) throw_cuda_error("cuDNN", expr, file, line, cudnnGetErrorString(s));
+}
+inline void check(cublasStatus_t s, const char* expr, const char* file, int line) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw_cuda_error("cuBLAS", expr, file, line, cublasGetStatusString(s));
+}
+inline void check(ncclResult_t s, const char* expr, const char* file, int line) {
+  if (s != ncclSuccess && s != ncclInProgress) throw_cuda_error("NCCL", expr, file, line, ncclGetErrorString(s));
+}
+
+// Number of usable CUDA devices; 0 when there is no driver or device (any error counts as "no GPU").
+int device_count() noexcept;
+
+}  // namespace torus::cuda
+
+#define CUDA_CHECK(expr) ::torus::cuda::check((expr), #expr, __FILE__, __LINE__)
+#define CUDNN_CHECK(expr) ::torus::cuda::check((expr), #expr, __FILE__, __LINE__)
+#define CUBLAS_CHECK(expr) ::torus::cuda::check((expr), #expr, __FILE__, __LINE__)
+#define NCCL_CHECK(expr) ::torus::cuda::check((expr), #expr, __FILE__, __LINE__)
