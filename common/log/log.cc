@@ -36,10 +36,14 @@ std::string& tag_ref() {
 
 char level_letter(Level l) {
   switch (l) {
-    case Level::Debug: return 'D';
-    case Level::Info: return 'I';
-    case Level::Warn: return 'W';
-    case Level::Error: return 'E';
+    case Level::Debug:
+      return 'D';
+    case Level::Info:
+      return 'I';
+    case Level::Warn:
+      return 'W';
+    case Level::Error:
+      return 'E';
   }
   return '?';
 }

@@ -37,7 +37,7 @@ class Line {
 
 }  // namespace torus::log
 
-#define TLOG(level)                                                      \
-  if (::torus::log::Level::level < ::torus::log::threshold()) {          \
-  } else                                                                 \
+#define TLOG(level)                                             \
+  if (::torus::log::Level::level < ::torus::log::threshold()) { \
+  } else                                                        \
     ::torus::log::Line(::torus::log::Level::level, __FILE__, __LINE__)

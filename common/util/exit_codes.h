@@ -4,10 +4,10 @@ namespace torus {
 
 enum class ExitCode : int {
   kSuccess = 0,
-  kFailure = 1,            // permanent: bad input, a bug; the gang is not restarted under ExitCode policy
-  kUsage = 2,              // bad command line
-  kRetryable = 42,         // transient: the gang should restart from its last checkpoint (e.g. a peer died)
-  kCollectiveTimeout = 43, // a collective never finished; retryable, reported as CollectiveTimeout
+  kFailure = 1,             // permanent: bad input, a bug; the gang is not restarted under ExitCode policy
+  kUsage = 2,               // bad command line
+  kRetryable = 42,          // transient: the gang should restart from its last checkpoint (e.g. a peer died)
+  kCollectiveTimeout = 43,  // a collective never finished; retryable, reported as CollectiveTimeout
 };
 
 constexpr int to_int(ExitCode c) { return static_cast<int>(c); }

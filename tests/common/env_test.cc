@@ -1,7 +1,8 @@
+#include "common/util/env.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include "common/util/env.h"
 #include "common/util/error.h"
 
 namespace torus {

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "common/log/log.h"
+
+#include <gtest/gtest.h>
 
 namespace torus {
 namespace {
