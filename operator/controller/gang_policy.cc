@@ -1,0 +1,216 @@
+#include "operator/controller/gang_policy.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/util/error.h"
+#include "common/util/exit_codes.h"
+
+namespace torus::controller {
+namespace {
+
+using Phase = WorkerState::Phase;
+
+bool is_worker_retryable_code(const GangPolicy& policy, int code) {
+  if (code == to_int(ExitCode::kRetryable) || code == to_int(ExitCode::kCollectiveTimeout)) return true;
+  return std::find(policy.extra_retryable_codes.begin(), policy.extra_retryable_codes.end(), code) !=
+         policy.extra_retryable_codes.end();
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::string describe_exit(const WorkerState& w) {
+  std::ostringstream os;
+  os << w.name << " exited with code " << effective_exit_code(w).value_or(-1);
+  if (w.term_signal) os << " (signal " << *w.term_signal << ")";
+  if (!w.detail.empty()) os << " (" << w.detail << ")";
+  return os.str();
+}
+
+// Failed workers of one class, in the order observed.
+struct Failures {
+  std::vector<const WorkerState*> permanent;
+  std::vector<const WorkerState*> retryable;
+  int succeeded = 0;
+};
+
+Failures collect_failures(const GangPolicy& policy, const GangObservation& gang) {
+  Failures f;
+  for (const auto& w : gang.workers) {
+    auto code = effective_exit_code(w);
+    if (!code) continue;
+    switch (classify_exit(policy, *code)) {
+      case ExitClass::kSuccess:
+        ++f.succeeded;
+        break;
+      case ExitClass::kRetryable:
+        f.retryable.push_back(&w);
+        break;
+      case ExitClass::kPermanent:
+        f.permanent.push_back(&w);
+        break;
+    }
+  }
+  return f;
+}
+
+bool any_collective_timeout(const std::vector<const WorkerState*>& workers) {
+  return std::any_of(workers.begin(), workers.end(), [](const WorkerState* w) {
+    return effective_exit_code(*w) == to_int(ExitCode::kCollectiveTimeout);
+  });
+}
+
+Decision failure_decision(Reason reason, const std::vector<const WorkerState*>& workers, const std::string& prefix) {
+  Decision d{Verdict::kFail, reason, prefix, {}, std::nullopt};
+  std::vector<std::string> parts;
+  for (const auto* w : workers) {
+    d.culprits.push_back(w->name);
+    parts.push_back(describe_exit(*w));
+  }
+  d.message += join(parts);
+  return d;
+}
+
+Decision decide_permanent(const GangPolicy& policy, const Failures& f) {
+  // Under Never a collective timeout still fails, but the reason says what happened.
+  Reason reason = policy.restart_policy == RestartPolicy::kNever && any_collective_timeout(f.permanent)
+                      ? Reason::kCollectiveTimeout
+                      : Reason::kWorkerFailed;
+  return failure_decision(reason, f.permanent, "worker failed permanently: ");
+}
+
+Decision decide_retryable(const GangPolicy& policy, const GangObservation& gang, const Failures& f) {
+  if (gang.attempt - 1 >= policy.backoff_limit) {
+    std::ostringstream prefix;
+    prefix << "backoff limit " << policy.backoff_limit << " reached after attempt " << gang.attempt << ": ";
+    return failure_decision(Reason::kBackoffLimitExceeded, f.retryable, prefix.str());
+  }
+  Reason cause = any_collective_timeout(f.retryable) ? Reason::kCollectiveTimeout : Reason::kRetryableFailure;
+  Decision d =
+      failure_decision(cause, f.retryable, "restarting the gang as attempt " + std::to_string(gang.attempt + 1) + ": ");
+  d.verdict = Verdict::kRestart;
+  return d;
+}
+
+// Workers that are not running in this attempt: pending ones and ones that do not exist yet.
+std::vector<std::string> not_running(const GangObservation& gang) {
+  std::vector<std::string> names;
+  for (const auto& w : gang.workers) {
+    if (w.phase == Phase::kPending) names.push_back(w.detail.empty() ? w.name : w.name + " (" + w.detail + ")");
+  }
+  int missing = gang.expected_workers - static_cast<int>(gang.workers.size());
+  if (missing > 0) names.push_back(std::to_string(missing) + " worker(s) never created");
+  return names;
+}
+
+Seconds ceil_seconds(Clock::duration d) {
+  auto s = std::chrono::ceil<Seconds>(d);
+  return std::max(s, Seconds(0));
+}
+
+std::optional<Seconds> earlier(std::optional<Seconds> a, Seconds b) { return a ? std::min(*a, b) : b; }
+
+}  // namespace
+
+const char* to_string(Reason reason) {
+  switch (reason) {
+    case Reason::kNone:
+      return "";
+    case Reason::kWorkerFailed:
+      return "WorkerFailed";
+    case Reason::kBackoffLimitExceeded:
+      return "BackoffLimitExceeded";
+    case Reason::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case Reason::kGangTimeout:
+      return "GangTimeout";
+    case Reason::kCollectiveTimeout:
+      return "CollectiveTimeout";
+    case Reason::kRetryableFailure:
+      return "RetryableFailure";
+  }
+  return "";
+}
+
+const char* to_string(RestartPolicy policy) {
+  switch (policy) {
+    case RestartPolicy::kNever:
+      return "Never";
+    case RestartPolicy::kOnFailure:
+      return "OnFailure";
+    case RestartPolicy::kExitCode:
+      return "ExitCode";
+  }
+  return "";
+}
+
+RestartPolicy parse_restart_policy(const std::string& text, const std::string& field) {
+  if (text == "Never") return RestartPolicy::kNever;
+  if (text == "OnFailure") return RestartPolicy::kOnFailure;
+  if (text == "ExitCode") return RestartPolicy::kExitCode;
+  throw InvalidArgument(field + ": must be one of Never, OnFailure, ExitCode, got '" + text + "'");
+}
+
+std::optional<int> effective_exit_code(const WorkerState& worker) {
+  if (worker.exit_code) return worker.exit_code;
+  if (worker.term_signal) return 128 + *worker.term_signal;
+  if (worker.phase == Phase::kSucceeded) return 0;
+  return std::nullopt;
+}
+
+ExitClass classify_exit(const GangPolicy& policy, int exit_code) {
+  if (exit_code == 0) return ExitClass::kSuccess;
+  switch (policy.restart_policy) {
+    case RestartPolicy::kNever:
+      return ExitClass::kPermanent;
+    case RestartPolicy::kOnFailure:
+      return ExitClass::kRetryable;
+    case RestartPolicy::kExitCode:
+      break;
+  }
+  // Signals (128+n, e.g. 137 for SIGKILL/OOM) and codes above are the platform's doing, not the program's.
+  if (exit_code >= 128 || exit_code < 0) return ExitClass::kRetryable;
+  return is_worker_retryable_code(policy, exit_code) ? ExitClass::kRetryable : ExitClass::kPermanent;
+}
+
+Decision decide(const GangPolicy& policy, const GangObservation& gang) {
+  Failures f = collect_failures(policy, gang);
+  if (!f.permanent.empty()) return decide_permanent(policy, f);
+  if (f.retryable.empty() && gang.expected_workers > 0 && f.succeeded >= gang.expected_workers) {
+    return Decision{Verdict::kSucceed,
+                    Reason::kNone,
+                    "all " + std::to_string(f.succeeded) + " workers succeeded",
+                    {},
+                    std::nullopt};
+  }
+  std::optional<Seconds> recheck;
+  if (policy.active_deadline) {
+    TimePoint deadline = gang.job_start + *policy.active_deadline;
+    if (gang.now >= deadline) {
+      return Decision{Verdict::kFail,
+                      Reason::kDeadlineExceeded,
+                      "active deadline of " + std::to_string(policy.active_deadline->count()) + "s passed",
+                      {},
+                      std::nullopt};
+    }
+    recheck = ceil_seconds(deadline - gang.now);
+  }
+  if (!f.retryable.empty()) return decide_retryable(policy, gang, f);
+  if (policy.running_deadline && !gang.running_since) {
+    TimePoint deadline = gang.attempt_start + *policy.running_deadline;
+    if (gang.now >= deadline) {
+      Decision d{Verdict::kFail, Reason::kGangTimeout, {}, not_running(gang), std::nullopt};
+      d.message = "gang did not reach Running within " + std::to_string(policy.running_deadline->count()) +
+                  "s; never scheduled or started: " + join(d.culprits);
+      return d;
+    }
+    recheck = earlier(recheck, ceil_seconds(deadline - gang.now));
+  }
+  return Decision{Verdict::kContinue, Reason::kNone, {}, {}, recheck};
+}
+
+}  // namespace torus::controller

@@ -1,0 +1,94 @@
+#pragma once
+// The gang restart contract, shared by the operator (worker pods) and `torus run` (local processes).
+//
+// Pure functions: given the run policy and what the gang's workers did, decide whether the gang keeps going,
+// restarts as a new attempt (every worker, from the last checkpoint), fails with a reason, or succeeded.
+// No Kubernetes, no clocks: the caller passes `now` and the times it observed.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace torus::controller {
+
+using Clock = std::chrono::system_clock;
+using TimePoint = Clock::time_point;
+using Seconds = std::chrono::seconds;
+
+// Which worker exits restart the gang (TrainingJob spec.runPolicy.restartPolicy).
+enum class RestartPolicy {
+  kNever,      // any failure fails the job
+  kOnFailure,  // any failure restarts the gang
+  kExitCode,   // 128-255 and the worker's retryable codes restart, 1-127 fail
+};
+
+// What a worker exit means for the gang under a restart policy.
+enum class ExitClass { kSuccess, kRetryable, kPermanent };
+
+// Why a gang restarted or failed; the names match the TrainingJob condition reasons.
+enum class Reason {
+  kNone,
+  kWorkerFailed,          // a worker failed permanently (or under Never)
+  kBackoffLimitExceeded,  // retryable failures used up the backoff limit
+  kDeadlineExceeded,      // spec.runPolicy.activeDeadlineSeconds passed
+  kGangTimeout,           // the gang did not reach Running within the scheduling deadline
+  kCollectiveTimeout,     // a worker reported a collective that never finished
+  kRetryableFailure,      // restart cause only: a retryable worker exit
+};
+
+const char* to_string(Reason reason);
+const char* to_string(RestartPolicy policy);
+// Parses "Never" / "OnFailure" / "ExitCode"; throws InvalidArgument naming `field` otherwise.
+RestartPolicy parse_restart_policy(const std::string& text, const std::string& field);
+
+// The run policy knobs the decision depends on.
+struct GangPolicy {
+  RestartPolicy restart_policy = RestartPolicy::kExitCode;
+  int backoff_limit = 3;                    // gang restarts allowed (attempt N+1 needs N <= backoff_limit)
+  std::optional<Seconds> active_deadline;   // from the job's start (first attempt)
+  std::optional<Seconds> running_deadline;  // from each attempt's start until every worker runs
+  std::vector<int> extra_retryable_codes;   // besides ExitCode::kRetryable and kCollectiveTimeout
+};
+
+// One worker as observed (a pod's main container, or a local process).
+struct WorkerState {
+  enum class Phase { kPending, kRunning, kSucceeded, kFailed };
+  std::string name;  // pod or process name, used in messages
+  Phase phase = Phase::kPending;
+  std::optional<int> exit_code;    // set when the worker exited
+  std::optional<int> term_signal;  // a local process killed by a signal (counts as 128 + signal)
+  std::string detail;              // e.g. "OOMKilled", "Unschedulable: 0/3 nodes available"
+};
+
+// The gang as observed by the caller.
+struct GangObservation {
+  int expected_workers = 0;
+  std::vector<WorkerState> workers;        // one per worker that exists in this attempt
+  int attempt = 1;                         // 1-based
+  TimePoint job_start;                     // first attempt's start
+  TimePoint attempt_start;                 // this attempt's start
+  std::optional<TimePoint> running_since;  // when every worker of this attempt had reached Running
+  TimePoint now;
+};
+
+enum class Verdict {
+  kContinue,  // nothing to do yet; look again at `recheck_after` at the latest
+  kRestart,   // tear the gang down and start attempt + 1
+  kFail,      // the job failed for `reason`
+  kSucceed,   // every worker succeeded
+};
+
+struct Decision {
+  Verdict verdict = Verdict::kContinue;
+  Reason reason = Reason::kNone;         // fail reason, or restart cause
+  std::string message;                   // human text naming the workers involved
+  std::vector<std::string> culprits;     // workers that caused the restart/failure
+  std::optional<Seconds> recheck_after;  // the next deadline, when one applies
+};
+
+// The effective exit code: exit_code, or 128 + term_signal.
+std::optional<int> effective_exit_code(const WorkerState& worker);
+ExitClass classify_exit(const GangPolicy& policy, int exit_code);
+Decision decide(const GangPolicy& policy, const GangObservation& gang);
+
+}  // namespace torus::controller

@@ -1,0 +1,60 @@
+#pragma once
+// The controller work queue (client-go's rate-limited delaying queue): de-duplicated keys, one key processed by
+// one worker at a time, per-key exponential backoff for errors, and timers for requeueAfter.
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_set>
+
+#include "operator/kube/rate_limit.h"
+
+namespace torus::kube {
+
+class WorkQueue {
+ public:
+  // Error backoff from `base` doubling to `cap` per key (defaults: 5 ms .. 1000 s).
+  explicit WorkQueue(Duration base = std::chrono::milliseconds(5), Duration cap = std::chrono::seconds(1000));
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  // Queues `key` unless already queued; a key being processed is queued again once done() is called.
+  void add(const std::string& key);
+  // Queues `key` after `delay` (an earlier pending timer for the same key wins).
+  void add_after(const std::string& key, Duration delay);
+  // Queues `key` after its next exponential backoff delay.
+  void add_rate_limited(const std::string& key);
+  // Resets `key`'s backoff after a successful pass.
+  void forget(const std::string& key);
+  int failures(const std::string& key) const { return backoff_.failures(key); }
+
+  // Blocks until a key is ready (and marks it processing) or the queue shuts down (nullopt).
+  std::optional<std::string> get();
+  // Marks `key` no longer processing; re-queues it if it was added meanwhile.
+  void done(const std::string& key);
+  // Wakes every get() with nullopt; later adds are ignored.
+  void shutdown();
+
+  size_t length() const;
+
+ private:
+  void enqueue_locked(const std::string& key);
+  void promote_due_timers_locked(SteadyClock::time_point now);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  std::unordered_set<std::string> dirty_;  // queued or waiting to be re-queued after processing
+  std::unordered_set<std::string> processing_;
+  std::multimap<SteadyClock::time_point, std::string> timers_;
+  std::map<std::string, SteadyClock::time_point> timer_of_;  // the earliest pending timer per key
+  ExponentialBackoff backoff_;
+  enum class State { kOpen, kShutDown } state_ = State::kOpen;
+};
+
+}  // namespace torus::kube

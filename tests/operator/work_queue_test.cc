@@ -1,0 +1,163 @@
+// Work queue and rate limiter: de-duplication, one worker per key, backoff arithmetic, timers, token bucket.
+#include "operator/kube/work_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "common/util/error.h"
+#include "operator/kube/rate_limit.h"
+
+namespace torus::kube {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(WorkQueue, DeduplicatesQueuedKeys) {
+  WorkQueue q;
+  q.add("ns/a");
+  q.add("ns/a");
+  q.add("ns/b");
+  EXPECT_EQ(q.length(), 2u);
+  EXPECT_EQ(q.get(), "ns/a");
+  EXPECT_EQ(q.get(), "ns/b");
+}
+
+TEST(WorkQueue, KeyAddedWhileProcessingComesBackAfterDone) {
+  WorkQueue q;
+  q.add("ns/a");
+  auto key = q.get();
+  ASSERT_EQ(key, "ns/a");
+  q.add("ns/a");
+  q.add("ns/a");
+  EXPECT_EQ(q.length(), 0u) << "a key being processed must not be handed to a second worker";
+  q.done("ns/a");
+  EXPECT_EQ(q.length(), 1u);
+  EXPECT_EQ(q.get(), "ns/a");
+  q.done("ns/a");
+  EXPECT_EQ(q.length(), 0u);
+}
+
+TEST(WorkQueue, NeverProcessesOneKeyConcurrently) {
+  WorkQueue q;
+  std::atomic<int> in_flight{0}, max_in_flight{0}, processed{0};
+  constexpr int kAdds = 2000;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&] {
+      while (auto key = q.get()) {
+        int now = ++in_flight;
+        int prev = max_in_flight.load();
+        while (now > prev && !max_in_flight.compare_exchange_weak(prev, now)) {
+        }
+        std::this_thread::yield();
+        --in_flight;
+        ++processed;
+        q.done(*key);
+      }
+    });
+  }
+  for (int i = 0; i < kAdds; ++i) q.add("ns/only");
+  // Wait (bounded) until the queue is drained, then stop the workers.
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (q.length() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  q.shutdown();
+  for (auto& t : workers) t.join();
+  EXPECT_EQ(max_in_flight.load(), 1);
+  EXPECT_GE(processed.load(), 1);
+  EXPECT_LE(processed.load(), kAdds);
+}
+
+TEST(WorkQueue, AddAfterDeliversOnlyOnceDue) {
+  WorkQueue q;
+  auto start = std::chrono::steady_clock::now();
+  q.add_after("ns/timer", 30ms);
+  q.add_after("ns/timer", 10s);  // a later timer for the same key does not postpone the earlier one
+  EXPECT_EQ(q.length(), 0u);
+  auto key = q.get();
+  EXPECT_EQ(key, "ns/timer");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 30ms);
+}
+
+TEST(WorkQueue, ImmediateAddOvertakesTimer) {
+  WorkQueue q;
+  q.add_after("ns/late", 1h);
+  q.add("ns/now");
+  EXPECT_EQ(q.get(), "ns/now");
+}
+
+TEST(WorkQueue, ShutdownWakesBlockedGet) {
+  WorkQueue q;
+  auto waiter = std::async(std::launch::async, [&] { return q.get(); });
+  q.shutdown();
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(waiter.get(), std::nullopt);
+}
+
+TEST(WorkQueue, RateLimitedCountsFailuresAndForgetResets) {
+  WorkQueue q(1ms, 1s);
+  q.add_rate_limited("ns/a");
+  q.add_rate_limited("ns/a");
+  EXPECT_EQ(q.failures("ns/a"), 2);
+  EXPECT_EQ(q.get(), "ns/a");
+  q.forget("ns/a");
+  EXPECT_EQ(q.failures("ns/a"), 0);
+}
+
+TEST(Backoff, DoublesFrom5msAndCapsAt1000s) {
+  ExponentialBackoff b(5ms, 1000s);
+  EXPECT_EQ(b.next("k"), 5ms);
+  EXPECT_EQ(b.next("k"), 10ms);
+  EXPECT_EQ(b.next("k"), 20ms);
+  EXPECT_EQ(b.next("other"), 5ms) << "backoff is per key";
+  for (int i = 0; i < 100; ++i) b.next("k");
+  EXPECT_EQ(b.next("k"), std::chrono::nanoseconds(1000s));
+  b.forget("k");
+  EXPECT_EQ(b.next("k"), 5ms);
+}
+
+TEST(Backoff, DelayFormula) {
+  EXPECT_EQ(backoff_delay(100ms, 10s, 0), 100ms);
+  EXPECT_EQ(backoff_delay(100ms, 10s, 3), 800ms);
+  EXPECT_EQ(backoff_delay(100ms, 10s, 7), 10s);
+  EXPECT_EQ(backoff_delay(100ms, 10s, 1000), 10s);
+}
+
+TEST(RetryAfter, ParsesSecondsOnly) {
+  EXPECT_EQ(parse_retry_after("3"), std::chrono::nanoseconds(3s));
+  EXPECT_EQ(parse_retry_after(""), std::nullopt);
+  EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), std::nullopt);
+  EXPECT_EQ(parse_retry_after("-1"), std::nullopt);
+}
+
+TEST(TokenBucket, BurstThenQps) {
+  TokenBucket bucket(10.0, 3);  // 10 per second, 3 saved
+  auto t0 = SteadyClock::time_point(100s);
+  EXPECT_EQ(bucket.reserve(t0), Duration::zero());
+  EXPECT_EQ(bucket.reserve(t0), Duration::zero());
+  EXPECT_EQ(bucket.reserve(t0), Duration::zero());
+  // The burst is spent: each further request waits one more 1/qps slot.
+  EXPECT_NEAR(std::chrono::duration<double>(bucket.reserve(t0)).count(), 0.1, 1e-9);
+  EXPECT_NEAR(std::chrono::duration<double>(bucket.reserve(t0)).count(), 0.2, 1e-9);
+  // One second later the debt is paid and tokens refilled, but never beyond the burst.
+  auto t1 = t0 + 10s;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(bucket.reserve(t1), Duration::zero());
+  EXPECT_GT(bucket.reserve(t1), Duration::zero());
+}
+
+TEST(TokenBucket, SustainedRateMatchesQps) {
+  TokenBucket bucket(50.0, 5);
+  auto t = SteadyClock::time_point(0s);
+  Duration last{};
+  for (int i = 0; i < 105; ++i) last = bucket.reserve(t);
+  // 105 requests at once: 5 from the burst, 100 paid at 50/s -> the last waits 2 s.
+  EXPECT_NEAR(std::chrono::duration<double>(last).count(), 2.0, 1e-6);
+}
+
+TEST(TokenBucket, RejectsNonPositiveQps) { EXPECT_THROW(TokenBucket(0.0, 1), InvalidArgument); }
+
+}  // namespace
+}  // namespace torus::kube
