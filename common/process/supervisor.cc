@@ -101,6 +101,12 @@ size_t Supervisor::start(const ProcessSpec& spec) {
   if (pid < 0) throw_errno("fork for " + spec.name);
   if (pid == 0) {
     // Child: only async-signal-safe calls from here to exec.
+    sigset_t none;  // a supervisor may block signals to read them from a signalfd: children start clean
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
     ::setpgid(0, 0);  // Ctrl-C on the terminal reaches the supervisor only; it decides how to stop the gang
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
@@ -186,13 +192,17 @@ std::optional<Termination> Supervisor::reap(Child& child) {
   return t;
 }
 
-void Supervisor::pump(std::chrono::milliseconds timeout) {
+bool Supervisor::pump(std::chrono::milliseconds timeout) {
   struct Source {
     Child* child;
     enum { kPid, kOut, kErr } kind;
   };
   std::vector<pollfd> fds;
   std::vector<Source> sources;
+  if (wakeup_fd_ >= 0) {
+    fds.push_back({wakeup_fd_, POLLIN, 0});
+    sources.push_back({nullptr, Source::kPid});
+  }
   for (auto& c : children_) {
     if (c.running) {
       fds.push_back({c.pidfd, POLLIN, 0});
@@ -207,14 +217,19 @@ void Supervisor::pump(std::chrono::milliseconds timeout) {
       sources.push_back({&c, Source::kErr});
     }
   }
-  if (fds.empty()) return;
+  if (fds.empty()) return true;
   const int n = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
   if (n < 0) {
-    if (errno == EINTR) return;
+    if (errno == EINTR) return true;
     throw_errno("poll on worker processes");
   }
+  bool woken = false;
   for (size_t i = 0; i < fds.size(); ++i) {
     if (fds[i].revents == 0) continue;
+    if (sources[i].child == nullptr) {
+      woken = true;
+      continue;
+    }
     Child& c = *sources[i].child;
     switch (sources[i].kind) {
       case Source::kOut:
@@ -230,6 +245,7 @@ void Supervisor::pump(std::chrono::milliseconds timeout) {
         break;
     }
   }
+  return !woken;
 }
 
 std::optional<Termination> Supervisor::wait_any(std::chrono::milliseconds timeout) {
@@ -244,7 +260,7 @@ std::optional<Termination> Supervisor::wait_any(std::chrono::milliseconds timeou
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return std::nullopt;
-    pump(left);
+    if (!pump(left) && finished_.empty()) return std::nullopt;
   }
 }
 

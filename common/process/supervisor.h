@@ -52,9 +52,14 @@ class Supervisor {
   // as exit code 127 of the child, like a shell).
   size_t start(const ProcessSpec& spec);
 
-  // Pumps output and returns the next child that ended, or nullopt when `timeout` passes first or no child
-  // is running. Output lines are delivered through the handler from this call (the caller's thread).
+  // Pumps output and returns the next child that ended, or nullopt when `timeout` passes first, no child
+  // is running, or the wakeup fd became readable. Output lines are delivered through the handler from this
+  // call (the caller's thread). The handler must not call start().
   std::optional<Termination> wait_any(std::chrono::milliseconds timeout);
+
+  // A file descriptor (e.g. a signalfd or a self-pipe) whose readability ends wait_any() early, so a caller
+  // can react to Ctrl-C without polling. -1 disables. The supervisor never reads it.
+  void set_wakeup_fd(int fd) { wakeup_fd_ = fd; }
 
   void signal(size_t index, int signo);
   void signal_all(int signo);
@@ -66,7 +71,8 @@ class Supervisor {
 
  private:
   struct Child;
-  void pump(std::chrono::milliseconds timeout);
+  // Returns false when the wakeup fd fired.
+  bool pump(std::chrono::milliseconds timeout);
   void drain(Child& child, Stream stream);
   void deliver_line(size_t index, Stream stream, std::string& buffer, bool flush_partial);
   std::optional<Termination> reap(Child& child);
@@ -74,6 +80,7 @@ class Supervisor {
   LineHandler on_line_;
   std::vector<Child> children_;
   std::vector<Termination> finished_;  // reaped but not yet returned by wait_any
+  int wakeup_fd_ = -1;
 };
 
 }  // namespace torus::process

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <mutex>
 
@@ -109,6 +110,26 @@ TEST(Supervisor, DestructorLeavesNoChildBehind) {
     pid = sup.pid(sup.start(sh("exec sleep 60")));
   }
   EXPECT_NE(::kill(pid, 0), 0);  // reaped and gone
+}
+
+}  // namespace
+}  // namespace torus::process
+
+namespace torus::process {
+namespace {
+
+TEST(Supervisor, WakeupFdEndsWaitEarly) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  Supervisor sup(nullptr);
+  sup.set_wakeup_fd(p[0]);
+  sup.start(ProcessSpec{"sleeper", {"/bin/sh", "-c", "exec sleep 60"}, {}});
+  ASSERT_EQ(::write(p[1], "x", 1), 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(sup.wait_any(std::chrono::milliseconds(30000)).has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  ::close(p[0]);
+  ::close(p[1]);
 }
 
 }  // namespace

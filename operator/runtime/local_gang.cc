@@ -1,0 +1,165 @@
+#include "operator/runtime/local_gang.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "common/log/log.h"
+#include "common/util/error.h"
+
+namespace torus::runtime {
+namespace {
+
+using controller::Clock;
+using controller::Verdict;
+using controller::WorkerState;
+using std::chrono::milliseconds;
+
+// Reads whatever the interrupt fd holds (a signalfd siginfo, or bytes in a test pipe); one wakeup, one interrupt.
+void consume_interrupt(int fd) {
+  char buf[128];
+  (void)!::read(fd, buf, sizeof(buf));
+}
+
+class Attempt {
+ public:
+  Attempt(const GangLaunch& launch, GangListener& listener, int attempt)
+      : launch_(launch),
+        listener_(listener),
+        number_(attempt),
+        sup_([this](size_t i, process::Stream s, std::string_view line) {
+          listener_.on_line(static_cast<int>(i), s, line);
+        }) {
+    sup_.set_wakeup_fd(launch.interrupt_fd);
+    workers_.resize(static_cast<size_t>(launch.world_size));
+    for (int rank = 0; rank < launch.world_size; ++rank) {
+      process::ProcessSpec spec = launch.make_rank(rank, attempt);
+      workers_[static_cast<size_t>(rank)].name = spec.name.empty() ? "rank " + std::to_string(rank) : spec.name;
+      sup_.start(spec);
+      workers_[static_cast<size_t>(rank)].phase = WorkerState::Phase::kRunning;
+    }
+    started_ = Clock::now();
+  }
+
+  Clock::time_point started() const { return started_; }
+  process::Supervisor& supervisor() { return sup_; }
+
+  void record(const process::Termination& t) {
+    WorkerState& w = workers_.at(t.index);
+    if (t.signal != 0) {
+      w.term_signal = t.signal;
+    } else {
+      w.exit_code = t.exit_code;
+    }
+    w.phase = t.success() ? WorkerState::Phase::kSucceeded : WorkerState::Phase::kFailed;
+    listener_.on_worker_exit(static_cast<int>(t.index), t);
+  }
+
+  controller::GangObservation observe(Clock::time_point job_start) const {
+    controller::GangObservation g;
+    g.expected_workers = launch_.world_size;
+    g.workers = workers_;
+    g.attempt = number_;
+    g.job_start = job_start;
+    g.attempt_start = started_;
+    g.running_since = started_;  // local processes run as soon as they are started
+    g.now = Clock::now();
+    return g;
+  }
+
+  void stop() {
+    for (const auto& t : sup_.stop_all(launch_.stop_grace)) record(t);
+  }
+
+ private:
+  const GangLaunch& launch_;
+  GangListener& listener_;
+  int number_;
+  process::Supervisor sup_;
+  std::vector<WorkerState> workers_;
+  Clock::time_point started_;
+};
+
+milliseconds next_wait(const GangLaunch& launch, const controller::Decision& d) {
+  milliseconds wait = launch.tick;
+  if (d.recheck_after) wait = std::min(wait, std::chrono::duration_cast<milliseconds>(*d.recheck_after));
+  return std::max(wait, milliseconds(1));
+}
+
+// Ctrl-C: the first asks every worker to checkpoint and stop (SIGTERM), the second kills them.
+GangOutcome interrupted(Attempt& attempt, GangListener& listener, int attempt_number, const GangLaunch& launch) {
+  listener.on_interrupt(1);
+  process::Supervisor& sup = attempt.supervisor();
+  sup.signal_all(SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + launch.stop_grace;
+  while (sup.running() > 0) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    if (auto t = sup.wait_any(left)) {
+      attempt.record(*t);
+    } else if (sup.running() > 0 && std::chrono::steady_clock::now() < deadline) {
+      consume_interrupt(launch.interrupt_fd);  // a second Ctrl-C
+      listener.on_interrupt(2);
+      break;
+    }
+  }
+  attempt.stop();
+  return GangOutcome{GangPhase::kSuspended, controller::Reason::kNone,
+                     "interrupted: workers were asked to checkpoint and stop; run again to resume", attempt_number};
+}
+
+}  // namespace
+
+const char* to_string(GangPhase phase) {
+  switch (phase) {
+    case GangPhase::kSucceeded:
+      return "Succeeded";
+    case GangPhase::kFailed:
+      return "Failed";
+    case GangPhase::kSuspended:
+      return "Suspended";
+  }
+  return "";
+}
+
+GangOutcome run_local_gang(const GangLaunch& launch, GangListener& listener) {
+  if (launch.world_size < 1)
+    throw InvalidArgument("world size must be at least 1, got " + std::to_string(launch.world_size));
+  const Clock::time_point job_start = Clock::now();
+  for (int number = 1;; ++number) {
+    listener.on_attempt_start(number);
+    Attempt attempt(launch, listener, number);
+    for (;;) {
+      const controller::Decision d = controller::decide(launch.policy, attempt.observe(job_start));
+      if (d.verdict == Verdict::kSucceed) return GangOutcome{GangPhase::kSucceeded, d.reason, d.message, number};
+      if (d.verdict == Verdict::kFail) {
+        attempt.stop();
+        return GangOutcome{GangPhase::kFailed, d.reason, d.message, number};
+      }
+      if (d.verdict == Verdict::kRestart) {
+        listener.on_restart(d);
+        attempt.stop();
+        break;
+      }
+      auto ended = attempt.supervisor().wait_any(next_wait(launch, d));
+      if (ended) {
+        attempt.record(*ended);
+        continue;
+      }
+      if (launch.interrupt_fd >= 0 && attempt.supervisor().running() > 0) {
+        pollfd pfd{launch.interrupt_fd, POLLIN, 0};
+        if (::poll(&pfd, 1, 0) == 1) {
+          consume_interrupt(launch.interrupt_fd);
+          return interrupted(attempt, listener, number, launch);
+        }
+      }
+      listener.on_tick();
+    }
+  }
+}
+
+}  // namespace torus::runtime
