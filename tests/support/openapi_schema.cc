@@ -233,7 +233,9 @@ class Validator {
     const auto props = schema.find("properties");
     const auto additional = schema.find("additionalProperties");
     for (const auto& [key, child] : value.items()) {
-      if (props != schema.end() && props->is_object() && props->contains(key)) {
+      if (at_resource_root && key == "metadata") {
+        check_metadata(schema, child);
+      } else if (props != schema.end() && props->is_object() && props->contains(key)) {
         check((*props)[key], child, child_path(path, key), false);
       } else if (additional != schema.end() && additional->is_object()) {
         check(*additional, child, map_path(path, key), false);
@@ -242,6 +244,24 @@ class Validator {
       } else if (!is_known_field(schema, key, at_resource_root) && !preserves_unknown(schema) &&
                  options_.unknown_fields == UnknownFields::kReport) {
         add(child_path(path, key), ErrorKind::kUnknownField, "unknown field");
+      }
+    }
+  }
+
+  // ObjectMeta belongs to the apiserver: a CRD schema may only constrain metadata.name and generateName.
+  void check_metadata(const json& root_schema, const json& metadata) {
+    if (!metadata.is_object()) {
+      add("metadata", ErrorKind::kType, "Invalid value: " + compact(metadata) + ": must be of type object");
+      return;
+    }
+    const json* schema = root_schema.contains("properties") ? &root_schema["properties"] : nullptr;
+    if (!schema || !schema->is_object() || !schema->contains("metadata")) return;
+    schema = &(*schema)["metadata"];
+    if (!schema->contains("properties") || !(*schema)["properties"].is_object()) return;
+    const json& props = (*schema)["properties"];
+    for (const char* field : {"name", "generateName"}) {
+      if (props.contains(field) && metadata.contains(field)) {
+        check(props[field], metadata[field], std::string("metadata.") + field, false);
       }
     }
   }
@@ -290,7 +310,9 @@ json prune(const json& schema, const json& value, bool at_resource_root) {
     const auto additional = schema.find("additionalProperties");
     json out = json::object();
     for (const auto& [key, child] : value.items()) {
-      if (props != schema.end() && props->is_object() && props->contains(key)) {
+      if (at_resource_root && key == "metadata") {
+        out[key] = child;  // ObjectMeta is never pruned by a CRD schema
+      } else if (props != schema.end() && props->is_object() && props->contains(key)) {
         const json& child_schema = (*props)[key];
         if (child.is_null() && !flag(child_schema, "nullable")) continue;
         out[key] = prune(child_schema, child, false);

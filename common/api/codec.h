@@ -1,0 +1,44 @@
+#pragma once
+// TrainingJob <-> JSON / YAML. Decoding is strict: an unknown field or a wrong type is an error naming its path
+// (`spec.training.batchSze: unknown field`), except inside the opaque `spec.gang.resources` and
+// `spec.gang.template`. Every error is collected; nothing is silently dropped. YAML is read with the YAML 1.2
+// core schema (true/false, ints, floats, null; quoted scalars are strings); a malformed file reports line:column.
+#include <yaml-cpp/yaml.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "common/api/field_error.h"
+#include "common/api/training_job.h"
+
+namespace torus::api {
+
+struct Decoded {
+  TrainingJob job;     // what could be read; fields with errors are left unset
+  FieldErrors errors;  // empty when the document is a well-formed TrainingJob (not yet validated: validation.h)
+};
+
+Decoded decode_json(const nlohmann::json& document);
+// `source` names the text in messages (a file name); a YAML stream must hold exactly one document.
+Decoded decode_yaml(std::string_view text);
+// Reads and decodes a file; an unreadable file is reported as an error with an empty path.
+Decoded decode_file(const std::string& path);
+
+// Throwing forms, for programs that only go on with a well-formed job: InvalidArgument lists every error.
+TrainingJob from_json(const nlohmann::json& document);
+TrainingJob from_yaml(std::string_view text, std::string_view source = "");
+
+nlohmann::json to_json(const TrainingJob& job);
+std::string to_yaml(const TrainingJob& job);
+nlohmann::json status_to_json(const TrainingJobStatus& status);  // for PATCHing the status subresource
+nlohmann::json spec_to_json(const TrainingJobSpec& spec);
+
+// Generic YAML <-> JSON with the same scalar rules (YAML 1.2 core schema). yaml_to_json reports duplicate keys and
+// unsupported nodes (aliases to nowhere) as FieldErrors at their JSON path.
+nlohmann::json yaml_to_json(const YAML::Node& node, FieldErrors& errors);
+// Parses a YAML text holding one document; malformed YAML becomes a FieldError with line and column.
+nlohmann::json parse_yaml_document(std::string_view text, FieldErrors& errors);
+std::string json_to_yaml(const nlohmann::json& value);
+
+}  // namespace torus::api

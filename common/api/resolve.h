@@ -1,0 +1,67 @@
+#pragma once
+// The runtime values derived from a TrainingJob spec, as pure functions, so that the worker, the local runtime
+// and the operator compute them the same way. Inputs are a defaulted, valid spec (defaults.h, validation.h);
+// a missing value throws torus::InvalidArgument naming the field.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "common/api/training_job.h"
+
+namespace torus::api {
+
+// workers x processesPerWorker.
+int32_t world_size(const TrainingJobSpec& spec);
+
+// One progressive-resizing phase with everything resolved: epochs [from_epoch, to_epoch).
+struct ResolvedPhase {
+  int32_t from_epoch = 0;
+  int32_t to_epoch = 0;
+  int32_t image_size = 0;
+  int32_t global_batch = 0;
+  int32_t per_rank_batch = 0;  // global_batch / world size
+  bool operator==(const ResolvedPhase&) const = default;
+};
+
+// The phases, or one phase over all epochs when the spec lists none; phases inherit the training batch and the
+// data image size where they do not set their own.
+std::vector<ResolvedPhase> resolve_phases(const TrainingJobSpec& spec);
+// The phase that contains `epoch` (the last one for an epoch past the end).
+const ResolvedPhase& phase_for_epoch(const std::vector<ResolvedPhase>& phases, int32_t epoch);
+
+// Training images of the data set when it is fixed by the spec (Fashion-MNIST 60000, CIFAR-10 50000, synthetic);
+// nullopt for an image folder (count the files).
+std::optional<int64_t> known_train_images(const DataSpec& data);
+
+// Optimizer steps per epoch: whole global batches (the last partial batch is dropped), at least 1.
+int64_t steps_per_epoch(int64_t train_images, int32_t global_batch);
+
+// Where a global step (counted from 0 over the whole run) falls.
+struct StepPosition {
+  int32_t epoch = 0;
+  int64_t step_in_epoch = 0;
+  int64_t steps_in_epoch = 0;
+  double fractional_epoch = 0;  // epoch + step_in_epoch / steps_in_epoch
+};
+StepPosition locate_step(const std::vector<ResolvedPhase>& phases, int64_t train_images, int64_t step);
+int64_t total_steps(const std::vector<ResolvedPhase>& phases, int64_t train_images);
+
+// The schedule's LR at a fractional epoch, before batch scaling.
+double schedule_lr(const TrainingSpec& training, double fractional_epoch);
+// The LR to use: schedule_lr scaled by global_batch / referenceBatchSize when the spec sets a reference.
+double learning_rate(const TrainingSpec& training, double fractional_epoch, int32_t global_batch);
+// The LR of a global step: locates the step, then its phase's batch.
+double learning_rate_at_step(const TrainingJobSpec& spec, int64_t train_images, int64_t step);
+
+// The torus2d grid (x along the fast dimension); {world, 1} when the spec gives none.
+struct GridShape {
+  int32_t x = 1;
+  int32_t y = 1;
+  bool operator==(const GridShape&) const = default;
+};
+GridShape torus_grid(const TrainingJobSpec& spec);
+
+// validationImageSize, else the last phase's image size.
+int32_t validation_image_size(const TrainingJobSpec& spec);
+
+}  // namespace torus::api
