@@ -1,0 +1,222 @@
+// Every layer's backward against central finite differences of L = sum(y * r) for a random r.
+#include "worker/nn/layers.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "common/util/error.h"
+#include "tests/worker/test_util.h"
+#include "worker/backend/cpu/cpu_backend.h"
+
+namespace torus::worker::nn {
+namespace {
+
+using testing::dot;
+using testing::random_vector;
+
+class LayerGradTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backend_ = cpu::make_cpu_backend(1);
+    ctx_ = std::make_unique<Context>(*backend_);
+  }
+
+  // After layers are built: allocate arenas and initialize.
+  void allocate(Module& m, uint64_t seed = 7) {
+    auto alloc = [this](size_t bytes) { return backend_->allocate(bytes); };
+    ctx_->params.allocate(alloc);
+    ctx_->stats.allocate(alloc);
+    ctx_->grads = ctx_->params.mirror(alloc);
+    m.init(seed);
+  }
+
+  double loss(Module& m, Tensor x, const std::vector<float>& r) {
+    Tensor y = m.forward(x);
+    EXPECT_EQ(static_cast<size_t>(y.numel()), r.size());
+    return dot(y.f32(), r.data(), y.numel());
+  }
+
+  // Checks d loss / d v[i] for sampled i against the analytic gradient g.
+  void check(const char* what, float* v, const float* g, int64_t n, const std::function<double()>& f, int samples = 24,
+             double h = 1e-2, double tol = 2e-2) {
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int64_t> pick(0, n - 1);
+    int checked = 0;
+    for (int s = 0; s < samples; ++s) {
+      const int64_t i = samples >= n ? s % n : pick(rng);
+      const float saved = v[i];
+      v[i] = saved + static_cast<float>(h);
+      const double up = f();
+      v[i] = saved - static_cast<float>(h);
+      const double down = f();
+      v[i] = saved;
+      const double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(g[i], numeric, tol * std::max(1.0, std::abs(numeric))) << what << " element " << i;
+      ++checked;
+    }
+    EXPECT_GT(checked, 0);
+  }
+
+  // Full check of a module on input shape `shape`: input gradient and every parameter gradient.
+  void check_module(Module& m, Shape shape, double h = 1e-2, double tol = 2e-2) {
+    auto xv = random_vector(static_cast<size_t>(shape.numel()), 11);
+    Tensor x(xv.data(), shape);
+    Tensor y = m.forward(x);
+    auto r = random_vector(static_cast<size_t>(y.numel()), 13);
+    std::vector<float> rv = r;
+    Tensor dx = m.backward(Tensor(rv.data(), y.shape()));
+    std::vector<float> dxv(dx.f32(), dx.f32() + dx.numel());
+    std::vector<std::vector<float>> dparams;
+    for (size_t i = 0; i < ctx_->params.size(); ++i) {
+      Tensor g = ctx_->grad(i);
+      dparams.emplace_back(g.f32(), g.f32() + g.numel());
+    }
+    auto f = [&] { return loss(m, x, r); };
+    check("input", xv.data(), dxv.data(), x.numel(), f, 24, h, tol);
+    for (size_t i = 0; i < ctx_->params.size(); ++i) {
+      Tensor p = ctx_->param(i);
+      check(ctx_->params.entry(i).name.c_str(), p.f32(), dparams[i].data(), p.numel(), f, 16, h, tol);
+    }
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Context> ctx_;
+};
+
+TEST_F(LayerGradTest, Conv3x3Stride1) {
+  Conv2d conv(*ctx_, "c", 3, 5, 3, 1, 1, {2, 6, 6});
+  allocate(conv);
+  check_module(conv, {2, 6, 6, 3});
+}
+
+TEST_F(LayerGradTest, Conv1x1Stride2AndOtherBatchSize) {
+  // Laid out for batch 4 at 8x8, run at batch 2 at 7x7: the layout must still be right.
+  Conv2d conv(*ctx_, "c", 4, 16, 1, 2, 0, {4, 8, 8});
+  allocate(conv);
+  check_module(conv, {2, 7, 7, 4});
+}
+
+TEST_F(LayerGradTest, Conv7x7Stride2Stem) {
+  Conv2d conv(*ctx_, "c", 3, 8, 7, 2, 3, {2, 10, 10});
+  allocate(conv);
+  check_module(conv, {2, 10, 10, 3});
+}
+
+TEST_F(LayerGradTest, BatchNormTraining) {
+  BatchNorm2d bn(*ctx_, "bn", 4, Activation::kNone, GammaInit::kOne);
+  allocate(bn);
+  check_module(bn, {3, 3, 3, 4}, 1e-2, 3e-2);
+}
+
+TEST_F(LayerGradTest, BatchNormWithFusedRelu) {
+  BatchNorm2d bn(*ctx_, "bn", 4, Activation::kRelu, GammaInit::kOne);
+  allocate(bn);
+  check_module(bn, {3, 3, 3, 4}, 1e-3, 5e-2);
+}
+
+TEST_F(LayerGradTest, BatchNormEvalUsesRunningStatistics) {
+  BatchNorm2d bn(*ctx_, "bn", 2, Activation::kNone, GammaInit::kOne, 1.0f);  // momentum 1: running = batch
+  allocate(bn);
+  auto xv = random_vector(2 * 4 * 4 * 2, 5, 3.0f);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] += 2.0f;
+  Tensor x(xv.data(), {2, 4, 4, 2});
+  std::vector<float> train_y;
+  Tensor y = bn.forward(x);
+  train_y.assign(y.f32(), y.f32() + y.numel());
+  ctx_->mode = Mode::kEval;
+  Tensor ye = bn.forward(x);
+  // Eval divides by the unbiased variance, training by the biased one: ratio sqrt((m-1)/m) with m = 32.
+  const double ratio = std::sqrt(31.0 / 32.0);
+  for (int64_t i = 0; i < ye.numel(); ++i) EXPECT_NEAR(ye.f32()[i], train_y[i] * ratio, 1e-3) << i;
+}
+
+TEST_F(LayerGradTest, ReluLayer) {
+  Relu relu(*ctx_);
+  allocate(relu);
+  check_module(relu, {2, 3, 3, 4}, 1e-3);
+}
+
+TEST_F(LayerGradTest, MaxPool2x2) {
+  Pool2d pool(*ctx_, PoolKind::kMax, 2, 2);
+  allocate(pool);
+  check_module(pool, {2, 4, 5, 3}, 1e-3);
+}
+
+TEST_F(LayerGradTest, AvgPool3x3Stride2Padded) {
+  Pool2d pool(*ctx_, PoolKind::kAvg, 3, 2, 1);
+  allocate(pool);
+  check_module(pool, {2, 5, 5, 3});
+}
+
+TEST_F(LayerGradTest, GlobalMaxAndAvgPool) {
+  Pool2d gmax(*ctx_, PoolKind::kMax, 0, 1);
+  Pool2d gavg(*ctx_, PoolKind::kAvg, 0, 1);
+  allocate(gmax);
+  check_module(gmax, {2, 3, 3, 4}, 1e-3);
+  check_module(gavg, {2, 3, 3, 4});
+}
+
+TEST_F(LayerGradTest, LinearWithBias) {
+  Linear fc(*ctx_, "fc", 12, 5);
+  allocate(fc);
+  check_module(fc, {3, 1, 1, 12});
+}
+
+TEST_F(LayerGradTest, ResidualJoinWithProjectionShortcut) {
+  auto branch = std::make_unique<Sequential>();
+  branch->add<Conv2d>(*ctx_, "b.conv", 3, 4, 3, 2, 1, InputSize{2, 6, 6});
+  branch->add<BatchNorm2d>(*ctx_, "b.bn", 4, Activation::kNone, GammaInit::kOne);
+  auto shortcut = std::make_unique<Sequential>();
+  shortcut->add<Conv2d>(*ctx_, "s.conv", 3, 4, 1, 2, 0, InputSize{2, 6, 6});
+  ResidualJoin join(*ctx_, std::move(branch), std::move(shortcut));
+  allocate(join);
+  check_module(join, {2, 6, 6, 3}, 1e-3, 5e-2);
+}
+
+TEST_F(LayerGradTest, GradientsAreAnnouncedInDecreasingParameterOrder) {
+  auto branch = std::make_unique<Sequential>();
+  branch->add<Conv2d>(*ctx_, "b.conv", 3, 4, 3, 1, 1, InputSize{2, 4, 4});
+  branch->add<BatchNorm2d>(*ctx_, "b.bn", 4, Activation::kNone, GammaInit::kZero);
+  auto shortcut = std::make_unique<Sequential>();
+  shortcut->add<Conv2d>(*ctx_, "s.conv", 3, 4, 1, 1, 0, InputSize{2, 4, 4});
+  ResidualJoin join(*ctx_, std::move(branch), std::move(shortcut));
+  allocate(join);
+  std::vector<size_t> order;
+  ctx_->grad_ready = [&](size_t i) { order.push_back(i); };
+  auto xv = random_vector(2 * 4 * 4 * 3, 1);
+  Tensor y = join.forward(Tensor(xv.data(), {2, 4, 4, 3}));
+  auto r = random_vector(static_cast<size_t>(y.numel()), 2);
+  join.backward(Tensor(r.data(), y.shape()));
+  ASSERT_EQ(order.size(), ctx_->params.size());
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], order.size() - 1 - i);
+}
+
+TEST_F(LayerGradTest, ConvWeightImportExportRoundTrip) {
+  const ConvGeometry g{4, 8, 8, 3, 16, 3, 3, 1, 1};
+  const size_t native_elems = backend_->conv_weight_elements(g);
+  EXPECT_GE(native_elems, static_cast<size_t>(g.weight_shape().numel()));
+  auto w = random_vector(static_cast<size_t>(g.weight_shape().numel()), 9);
+  Buffer native = backend_->allocate(native_elems * 4);
+  Tensor nt = native.view({static_cast<int64_t>(native_elems)});
+  backend_->conv_weight_import(g, w.data(), nt);
+  std::vector<float> back(w.size());
+  backend_->conv_weight_export(g, nt, back.data());
+  EXPECT_EQ(back, w);
+}
+
+TEST_F(LayerGradTest, WrongChannelCountIsRefusedWithTheShape) {
+  Conv2d conv(*ctx_, "c", 3, 4, 3, 1, 1, {1, 4, 4});
+  allocate(conv);
+  std::vector<float> x(1 * 4 * 4 * 2);
+  try {
+    conv.forward(Tensor(x.data(), {1, 4, 4, 2}));
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("2 channels, expected 3"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace torus::worker::nn

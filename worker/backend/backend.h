@@ -1,0 +1,133 @@
+#pragma once
+// The ops a ResNet needs, independent of where they run. Layers (worker/nn) call only this interface; the CPU
+// backend implements it with oneDNN, the CUDA backend with cuDNN/cuBLAS. Every op takes a geometry struct
+// (shapes and hyper-parameters, compared by value): a backend caches its primitives/plans per geometry, so
+// the first call of a shape builds the plan and every later call only executes it.
+//
+// Layout contract: activations are dense NHWC fp32 `(N, H, W, C)`; linear inputs `(N, C)`; linear weights
+// (out, in) row-major; BN vectors `(C)`. Conv weights are stored in a backend-native layout whose size
+// conv_weight_elements() gives; conv_weight_import/export convert from/to plain (O, I, KH, KW) at the edges
+// (init, checkpoint, tests). Native padding elements stay zero through training.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "worker/backend/math.h"
+#include "worker/tensor/tensor.h"
+
+namespace torus::worker {
+
+enum class Activation : uint8_t { kNone, kRelu };
+enum class PoolKind : uint8_t { kMax, kAvg };
+
+struct ConvGeometry {
+  int64_t n = 0, h = 0, w = 0, c_in = 0;  // input (N, H, W, C)
+  int64_t c_out = 0, kh = 0, kw = 0, stride = 1, pad = 0;
+  int64_t out_h() const { return (h + 2 * pad - kh) / stride + 1; }
+  int64_t out_w() const { return (w + 2 * pad - kw) / stride + 1; }
+  Shape input_shape() const { return {n, h, w, c_in}; }
+  Shape output_shape() const { return {n, out_h(), out_w(), c_out}; }
+  Shape weight_shape() const { return {c_out, c_in, kh, kw}; }
+  auto operator<=>(const ConvGeometry&) const = default;
+};
+
+struct NormGeometry {
+  int64_t n = 0, h = 0, w = 0, c = 0;  // (N, H, W, C)
+  float eps = 1e-5f;
+  Activation activation = Activation::kNone;  // fused after the normalization
+  Shape shape() const { return {n, h, w, c}; }
+  auto operator<=>(const NormGeometry&) const = default;
+};
+
+struct PoolGeometry {
+  int64_t n = 0, h = 0, w = 0, c = 0;  // input (N, H, W, C)
+  PoolKind kind = PoolKind::kMax;
+  int64_t kh = 2, kw = 2, stride = 2, pad = 0;  // global pooling: kh = h, kw = w
+  int64_t out_h() const { return (h + 2 * pad - kh) / stride + 1; }
+  int64_t out_w() const { return (w + 2 * pad - kw) / stride + 1; }
+  Shape input_shape() const { return {n, h, w, c}; }
+  Shape output_shape() const { return {n, out_h(), out_w(), c}; }
+  static PoolGeometry global(int64_t n, int64_t h, int64_t w, int64_t c, PoolKind kind) {
+    return {n, h, w, c, kind, h, w, 1, 0};
+  }
+  auto operator<=>(const PoolGeometry&) const = default;
+};
+
+struct LinearGeometry {
+  int64_t n = 0, in = 0, out = 0;  // x (N, in), w (out, in), b (out), y (N, out)
+  auto operator<=>(const LinearGeometry&) const = default;
+};
+
+struct SgdHyper {
+  float lr = 0, momentum = 0, weight_decay = 0;
+  math::Nesterov nesterov = math::Nesterov::kOff;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual int threads() const = 0;
+
+  // --- memory -----------------------------------------------------------------------------------------
+  virtual Buffer allocate(size_t bytes) = 0;  // zero-filled, backend memory
+  virtual void upload(const void* host, Tensor dst) = 0;
+  virtual void download(Tensor src, void* host) = 0;
+  virtual void copy(Tensor src, Tensor dst) = 0;
+  virtual void fill(Tensor t, float value) = 0;
+  virtual void synchronize() = 0;
+
+  // --- convolution (no bias: every ResNet conv is followed by BN) -----------------------------------
+  // Elements a weight of this conv occupies in the native layout; fixes that layout for this geometry's
+  // weight shape (later geometries of other batch/image sizes convert internally only if they must).
+  virtual size_t conv_weight_elements(const ConvGeometry& g) = 0;
+  virtual void conv_weight_import(const ConvGeometry& g, const float* host_oihw, Tensor native) = 0;
+  virtual void conv_weight_export(const ConvGeometry& g, Tensor native, float* host_oihw) = 0;
+  virtual void conv_forward(const ConvGeometry& g, Tensor x, Tensor w, Tensor y) = 0;
+  virtual void conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w, Tensor dx) = 0;
+  virtual void conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) = 0;
+
+  // --- batch norm (with the activation in the geometry fused) ---------------------------------------
+  // Bytes of the training-forward workspace the backward needs (fused ReLU mask); may be 0.
+  virtual size_t norm_workspace_bytes(const NormGeometry& g) = 0;
+  // Normalizes with batch statistics; saves mean and biased variance (C) for backward and updates the
+  // running mean / unbiased variance with `momentum`.
+  virtual void norm_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y,
+                                     Tensor save_mean, Tensor save_var, Tensor running_mean, Tensor running_var,
+                                     float momentum, Tensor workspace) = 0;
+  virtual void norm_forward_inference(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor mean,
+                                      Tensor var, Tensor y) = 0;
+  // dy is the gradient of the (activated) output; writes dx, dgamma, dbeta.
+  virtual void norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
+                             Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) = 0;
+
+  // --- elementwise ---------------------------------------------------------------------------------
+  virtual void relu_forward(Tensor x, Tensor y) = 0;
+  // Gradient through a ReLU whose output was y.
+  virtual void relu_backward(Tensor y, Tensor dy, Tensor dx) = 0;
+  // y = act(a + b): the residual join.
+  virtual void add(Tensor a, Tensor b, Tensor y, Activation act) = 0;
+
+  // --- pooling -------------------------------------------------------------------------------------
+  virtual size_t pool_workspace_bytes(const PoolGeometry& g) = 0;
+  virtual void pool_forward(const PoolGeometry& g, Tensor x, Tensor y, Tensor workspace) = 0;
+  virtual void pool_backward(const PoolGeometry& g, Tensor dy, Tensor workspace, Tensor dx) = 0;
+
+  // --- linear --------------------------------------------------------------------------------------
+  virtual void linear_forward(const LinearGeometry& g, Tensor x, Tensor w, Tensor b, Tensor y) = 0;
+  virtual void linear_backward_data(const LinearGeometry& g, Tensor dy, Tensor w, Tensor dx) = 0;
+  virtual void linear_backward_weights(const LinearGeometry& g, Tensor x, Tensor dy, Tensor dw, Tensor db) = 0;
+
+  // --- loss and metrics ----------------------------------------------------------------------------
+  // Mean label-smoothed softmax cross-entropy of logits (N, K) against int32 labels (N); writes dlogits
+  // (the gradient of that mean) unless it is empty. Returns the loss on the host.
+  virtual double softmax_cross_entropy(Tensor logits, Tensor labels, float smoothing, Tensor dlogits) = 0;
+  // Samples whose label is among the k largest logits.
+  virtual int64_t count_top_k(Tensor logits, Tensor labels, int k) = 0;
+
+  // --- optimizer -----------------------------------------------------------------------------------
+  virtual void sgd_update(Tensor param, Tensor grad, Tensor momentum_buffer, const SgdHyper& h) = 0;
+};
+
+}  // namespace torus::worker

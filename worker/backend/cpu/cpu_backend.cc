@@ -1,0 +1,525 @@
+#include "worker/backend/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <dnnl.hpp>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "common/log/log.h"
+#include "common/util/env.h"
+#include "common/util/error.h"
+
+namespace torus::worker::cpu {
+namespace {
+
+using dnnl::memory;
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+memory::desc nhwc(int64_t n, int64_t h, int64_t w, int64_t c) { return memory::desc({n, c, h, w}, dt::f32, tag::nhwc); }
+memory::desc flat(int64_t n) { return memory::desc({n}, dt::f32, tag::a); }
+
+void expect_elements(Tensor t, int64_t elements, const char* what) {
+  if (t.numel() != elements)
+    throw InvalidArgument(std::string("cpu backend: ") + what + " has " + std::to_string(t.numel()) +
+                          " elements, expected " + std::to_string(elements));
+}
+
+// A weight layout conversion, done into a buffer the plan owns (only when two primitives disagree).
+struct Converter {
+  memory::desc from, to;
+  dnnl::reorder prim;
+  Buffer scratch;  // holds the converted weights
+};
+
+struct ConvPlan {
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_forward fwd;
+  dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
+  dnnl::convolution_backward_data bwd_data;
+  dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
+  dnnl::convolution_backward_weights bwd_w;
+  std::optional<Converter> fwd_w, bwd_data_w, bwd_w_dw;  // native <-> what each primitive wants
+};
+
+struct NormPlan {
+  dnnl::batch_normalization_forward::primitive_desc train_pd;
+  dnnl::batch_normalization_forward train;
+  dnnl::batch_normalization_forward::primitive_desc infer_pd;
+  dnnl::batch_normalization_forward infer;
+  dnnl::batch_normalization_backward::primitive_desc bwd_pd;
+  dnnl::batch_normalization_backward bwd;
+};
+
+struct PoolPlan {
+  dnnl::pooling_forward::primitive_desc fwd_pd;
+  dnnl::pooling_forward fwd;
+  dnnl::pooling_backward::primitive_desc bwd_pd;
+  dnnl::pooling_backward bwd;
+};
+
+struct LinearPlan {
+  dnnl::inner_product_forward::primitive_desc fwd_pd;
+  dnnl::inner_product_forward fwd;
+  dnnl::inner_product_backward_data::primitive_desc bwd_data_pd;
+  dnnl::inner_product_backward_data bwd_data;
+  dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd;
+  dnnl::inner_product_backward_weights bwd_w;
+};
+
+struct EltwisePlan {
+  dnnl::eltwise_forward::primitive_desc fwd_pd;
+  dnnl::eltwise_forward fwd;
+  dnnl::eltwise_backward bwd;
+};
+
+// Conv weight layouts are fixed per weight shape and conv hyper-parameters, not per batch or image size.
+ConvGeometry weight_key(ConvGeometry g) {
+  g.n = g.h = g.w = 0;
+  return g;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), threads_(threads) {
+    omp_set_num_threads(threads_);
+    TLOG(Info) << "cpu backend: oneDNN " << dnnl_version()->major << "." << dnnl_version()->minor << "."
+               << dnnl_version()->patch << ", " << threads_ << " threads";
+  }
+
+  std::string name() const override { return "cpu-onednn"; }
+  int threads() const override { return threads_; }
+
+  Buffer allocate(size_t bytes) override { return allocate_host(bytes); }
+  void upload(const void* host, Tensor dst) override { std::memcpy(dst.data(), host, dst.bytes()); }
+  void download(Tensor src, void* host) override { std::memcpy(host, src.data(), src.bytes()); }
+  void copy(Tensor src, Tensor dst) override {
+    expect_elements(dst, src.numel(), "copy destination");
+    std::memcpy(dst.data(), src.data(), src.bytes());
+  }
+  void fill(Tensor t, float value) override { std::fill_n(t.f32(), t.numel(), value); }
+  void synchronize() override { stream_.wait(); }
+
+  // --- convolution ---------------------------------------------------------------------------------
+  size_t conv_weight_elements(const ConvGeometry& g) override { return native_weight(g).get_size() / sizeof(float); }
+
+  void conv_weight_import(const ConvGeometry& g, const float* host_oihw, Tensor native) override {
+    memory::desc md = native_weight(g);
+    expect_elements(native, static_cast<int64_t>(md.get_size() / sizeof(float)), "conv weight (native)");
+    memory plain(plain_weight(g), engine_, const_cast<float*>(host_oihw));
+    memory dst(md, engine_, native.data());
+    dnnl::reorder(plain, dst).execute(stream_, plain, dst);
+    stream_.wait();
+  }
+
+  void conv_weight_export(const ConvGeometry& g, Tensor native, float* host_oihw) override {
+    memory::desc md = native_weight(g);
+    expect_elements(native, static_cast<int64_t>(md.get_size() / sizeof(float)), "conv weight (native)");
+    memory src(md, engine_, native.data());
+    memory plain(plain_weight(g), engine_, host_oihw);
+    dnnl::reorder(src, plain).execute(stream_, src, plain);
+    stream_.wait();
+  }
+
+  void conv_forward(const ConvGeometry& g, Tensor x, Tensor w, Tensor y) override {
+    ConvPlan& p = conv_plan(g);
+    expect_elements(x, g.input_shape().numel(), "conv input");
+    expect_elements(y, g.output_shape().numel(), "conv output");
+    memory wmem = weights_in(p.fwd_w, native_weight(g), w);
+    p.fwd.execute(stream_, {{DNNL_ARG_SRC, mem(p.fwd_pd.src_desc(), x)},
+                            {DNNL_ARG_WEIGHTS, wmem},
+                            {DNNL_ARG_DST, mem(p.fwd_pd.dst_desc(), y)}});
+  }
+
+  void conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w, Tensor dx) override {
+    ConvPlan& p = conv_plan(g);
+    expect_elements(dy, g.output_shape().numel(), "conv output gradient");
+    expect_elements(dx, g.input_shape().numel(), "conv input gradient");
+    memory wmem = weights_in(p.bwd_data_w, native_weight(g), w);
+    p.bwd_data.execute(stream_, {{DNNL_ARG_DIFF_DST, mem(p.bwd_data_pd.diff_dst_desc(), dy)},
+                                 {DNNL_ARG_WEIGHTS, wmem},
+                                 {DNNL_ARG_DIFF_SRC, mem(p.bwd_data_pd.diff_src_desc(), dx)}});
+  }
+
+  void conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) override {
+    ConvPlan& p = conv_plan(g);
+    expect_elements(x, g.input_shape().numel(), "conv input");
+    expect_elements(dy, g.output_shape().numel(), "conv output gradient");
+    memory::desc native = native_weight(g);
+    memory dst(native, engine_, dw.data());
+    memory target = p.bwd_w_dw ? memory(p.bwd_w_pd.diff_weights_desc(), engine_, p.bwd_w_dw->scratch.data()) : dst;
+    p.bwd_w.execute(stream_, {{DNNL_ARG_SRC, mem(p.bwd_w_pd.src_desc(), x)},
+                              {DNNL_ARG_DIFF_DST, mem(p.bwd_w_pd.diff_dst_desc(), dy)},
+                              {DNNL_ARG_DIFF_WEIGHTS, target}});
+    if (p.bwd_w_dw) p.bwd_w_dw->prim.execute(stream_, target, dst);
+  }
+
+  // --- batch norm ----------------------------------------------------------------------------------
+  size_t norm_workspace_bytes(const NormGeometry& g) override {
+    NormPlan& p = norm_plan(g);
+    return g.activation == Activation::kRelu ? p.train_pd.workspace_desc().get_size() : 0;
+  }
+
+  void norm_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y, Tensor save_mean,
+                             Tensor save_var, Tensor running_mean, Tensor running_var, float momentum,
+                             Tensor workspace) override {
+    NormPlan& p = norm_plan(g);
+    expect_elements(x, g.shape().numel(), "batch norm input");
+    expect_elements(y, g.shape().numel(), "batch norm output");
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(p.train_pd.src_desc(), x)},
+                                            {DNNL_ARG_DST, mem(p.train_pd.dst_desc(), y)},
+                                            {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
+                                            {DNNL_ARG_SHIFT, mem(flat(g.c), beta)},
+                                            {DNNL_ARG_MEAN, mem(p.train_pd.mean_desc(), save_mean)},
+                                            {DNNL_ARG_VARIANCE, mem(p.train_pd.variance_desc(), save_var)}};
+    if (g.activation == Activation::kRelu) args[DNNL_ARG_WORKSPACE] = mem(p.train_pd.workspace_desc(), workspace);
+    p.train.execute(stream_, args);
+    update_running(g, save_mean, save_var, running_mean, running_var, momentum);
+  }
+
+  void norm_forward_inference(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor mean, Tensor var,
+                              Tensor y) override {
+    NormPlan& p = norm_plan(g);
+    expect_elements(x, g.shape().numel(), "batch norm input");
+    p.infer.execute(stream_, {{DNNL_ARG_SRC, mem(p.infer_pd.src_desc(), x)},
+                              {DNNL_ARG_DST, mem(p.infer_pd.dst_desc(), y)},
+                              {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
+                              {DNNL_ARG_SHIFT, mem(flat(g.c), beta)},
+                              {DNNL_ARG_MEAN, mem(flat(g.c), mean)},
+                              {DNNL_ARG_VARIANCE, mem(flat(g.c), var)}});
+  }
+
+  void norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
+                     Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) override {
+    NormPlan& p = norm_plan(g);
+    expect_elements(dy, g.shape().numel(), "batch norm output gradient");
+    expect_elements(dx, g.shape().numel(), "batch norm input gradient");
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(p.bwd_pd.src_desc(), x)},
+                                            {DNNL_ARG_DIFF_DST, mem(p.bwd_pd.diff_dst_desc(), dy)},
+                                            {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
+                                            {DNNL_ARG_SHIFT, mem(flat(g.c), beta)},
+                                            {DNNL_ARG_MEAN, mem(flat(g.c), save_mean)},
+                                            {DNNL_ARG_VARIANCE, mem(flat(g.c), save_var)},
+                                            {DNNL_ARG_DIFF_SRC, mem(p.bwd_pd.diff_src_desc(), dx)},
+                                            {DNNL_ARG_DIFF_SCALE, mem(flat(g.c), dgamma)},
+                                            {DNNL_ARG_DIFF_SHIFT, mem(flat(g.c), dbeta)}};
+    if (g.activation == Activation::kRelu) args[DNNL_ARG_WORKSPACE] = mem(p.train_pd.workspace_desc(), workspace);
+    p.bwd.execute(stream_, args);
+  }
+
+  // --- elementwise ---------------------------------------------------------------------------------
+  void relu_forward(Tensor x, Tensor y) override {
+    expect_elements(y, x.numel(), "relu output");
+    EltwisePlan& p = relu_plan(x.numel());
+    p.fwd.execute(stream_, {{DNNL_ARG_SRC, mem(flat(x.numel()), x)}, {DNNL_ARG_DST, mem(flat(x.numel()), y)}});
+  }
+
+  void relu_backward(Tensor y, Tensor dy, Tensor dx) override {
+    expect_elements(dy, y.numel(), "relu output gradient");
+    expect_elements(dx, y.numel(), "relu input gradient");
+    EltwisePlan& p = relu_plan(y.numel());
+    memory::desc md = flat(y.numel());
+    p.bwd.execute(stream_,
+                  {{DNNL_ARG_DST, mem(md, y)}, {DNNL_ARG_DIFF_DST, mem(md, dy)}, {DNNL_ARG_DIFF_SRC, mem(md, dx)}});
+  }
+
+  void add(Tensor a, Tensor b, Tensor y, Activation act) override {
+    expect_elements(b, a.numel(), "add operand");
+    expect_elements(y, a.numel(), "add output");
+    dnnl::binary& p = add_plan(a.numel(), act);
+    memory::desc md = flat(a.numel());
+    p.execute(stream_, {{DNNL_ARG_SRC_0, mem(md, a)}, {DNNL_ARG_SRC_1, mem(md, b)}, {DNNL_ARG_DST, mem(md, y)}});
+  }
+
+  // --- pooling -------------------------------------------------------------------------------------
+  size_t pool_workspace_bytes(const PoolGeometry& g) override {
+    return g.kind == PoolKind::kMax ? pool_plan(g).fwd_pd.workspace_desc().get_size() : 0;
+  }
+
+  void pool_forward(const PoolGeometry& g, Tensor x, Tensor y, Tensor workspace) override {
+    PoolPlan& p = pool_plan(g);
+    expect_elements(x, g.input_shape().numel(), "pool input");
+    expect_elements(y, g.output_shape().numel(), "pool output");
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(p.fwd_pd.src_desc(), x)},
+                                            {DNNL_ARG_DST, mem(p.fwd_pd.dst_desc(), y)}};
+    if (g.kind == PoolKind::kMax) args[DNNL_ARG_WORKSPACE] = mem(p.fwd_pd.workspace_desc(), workspace);
+    p.fwd.execute(stream_, args);
+  }
+
+  void pool_backward(const PoolGeometry& g, Tensor dy, Tensor workspace, Tensor dx) override {
+    PoolPlan& p = pool_plan(g);
+    expect_elements(dy, g.output_shape().numel(), "pool output gradient");
+    expect_elements(dx, g.input_shape().numel(), "pool input gradient");
+    std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, mem(p.bwd_pd.diff_dst_desc(), dy)},
+                                            {DNNL_ARG_DIFF_SRC, mem(p.bwd_pd.diff_src_desc(), dx)}};
+    if (g.kind == PoolKind::kMax) args[DNNL_ARG_WORKSPACE] = mem(p.fwd_pd.workspace_desc(), workspace);
+    p.bwd.execute(stream_, args);
+  }
+
+  // --- linear --------------------------------------------------------------------------------------
+  void linear_forward(const LinearGeometry& g, Tensor x, Tensor w, Tensor b, Tensor y) override {
+    LinearPlan& p = linear_plan(g);
+    expect_elements(x, g.n * g.in, "linear input");
+    expect_elements(y, g.n * g.out, "linear output");
+    p.fwd.execute(stream_, {{DNNL_ARG_SRC, mem(p.fwd_pd.src_desc(), x)},
+                            {DNNL_ARG_WEIGHTS, mem(p.fwd_pd.weights_desc(), w)},
+                            {DNNL_ARG_BIAS, mem(p.fwd_pd.bias_desc(), b)},
+                            {DNNL_ARG_DST, mem(p.fwd_pd.dst_desc(), y)}});
+  }
+
+  void linear_backward_data(const LinearGeometry& g, Tensor dy, Tensor w, Tensor dx) override {
+    LinearPlan& p = linear_plan(g);
+    p.bwd_data.execute(stream_, {{DNNL_ARG_DIFF_DST, mem(p.bwd_data_pd.diff_dst_desc(), dy)},
+                                 {DNNL_ARG_WEIGHTS, mem(p.bwd_data_pd.weights_desc(), w)},
+                                 {DNNL_ARG_DIFF_SRC, mem(p.bwd_data_pd.diff_src_desc(), dx)}});
+  }
+
+  void linear_backward_weights(const LinearGeometry& g, Tensor x, Tensor dy, Tensor dw, Tensor db) override {
+    LinearPlan& p = linear_plan(g);
+    p.bwd_w.execute(stream_, {{DNNL_ARG_SRC, mem(p.bwd_w_pd.src_desc(), x)},
+                              {DNNL_ARG_DIFF_DST, mem(p.bwd_w_pd.diff_dst_desc(), dy)},
+                              {DNNL_ARG_DIFF_WEIGHTS, mem(p.bwd_w_pd.diff_weights_desc(), dw)},
+                              {DNNL_ARG_DIFF_BIAS, mem(p.bwd_w_pd.diff_bias_desc(), db)}});
+  }
+
+  // --- loss and metrics (hand-written: a few thousand elements, no oneDNN primitive for them) -------
+  double softmax_cross_entropy(Tensor logits, Tensor labels, float smoothing, Tensor dlogits) override {
+    const int64_t n = logits.shape()[0], k = logits.shape()[1];
+    expect_elements(labels, n, "labels");
+    if (!dlogits.empty()) expect_elements(dlogits, n * k, "logit gradient");
+    const float* z = logits.f32();
+    const int32_t* y = labels.i32();
+    float* dz = dlogits.empty() ? nullptr : dlogits.f32();
+    const float inv_n = 1.0f / static_cast<float>(n);
+    double total = 0;
+#pragma omp parallel for reduction(+ : total)
+    for (int64_t i = 0; i < n; ++i)
+      total += xent_row(z + i * k, y[i], static_cast<int>(k), smoothing, inv_n, dz ? dz + i * k : nullptr);
+    return total / static_cast<double>(n);
+  }
+
+  int64_t count_top_k(Tensor logits, Tensor labels, int k) override {
+    const int64_t n = logits.shape()[0], classes = logits.shape()[1];
+    expect_elements(labels, n, "labels");
+    const float* z = logits.f32();
+    const int32_t* y = labels.i32();
+    int64_t correct = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = z + i * classes;
+      if (y[i] < 0 || y[i] >= classes)
+        throw InvalidArgument("labels: label " + std::to_string(y[i]) + " outside [0, " + std::to_string(classes) +
+                              ")");
+      float target = row[y[i]];
+      int64_t above = 0;  // ties count against the label, so a constant output scores 0
+      for (int64_t j = 0; j < classes; ++j) above += (row[j] > target || (row[j] == target && j < y[i])) ? 1 : 0;
+      correct += above < k ? 1 : 0;
+    }
+    return correct;
+  }
+
+  void sgd_update(Tensor param, Tensor grad, Tensor momentum_buffer, const SgdHyper& h) override {
+    expect_elements(grad, param.numel(), "gradient");
+    expect_elements(momentum_buffer, param.numel(), "momentum buffer");
+    float* w = param.f32();
+    const float* g = grad.f32();
+    float* v = momentum_buffer.f32();
+    const int64_t n = param.numel();
+#pragma omp parallel for simd if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) math::sgd_element(w[i], g[i], v[i], h.lr, h.momentum, h.weight_decay, h.nesterov);
+  }
+
+ private:
+  memory mem(const memory::desc& md, Tensor t) const { return memory(md, engine_, t.data()); }
+
+  static memory::desc plain_weight(const ConvGeometry& g) {
+    return memory::desc({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::oihw);
+  }
+
+  static float xent_row(const float* z, int32_t label, int k, float smoothing, float inv_n, float* dz) {
+    if (label < 0 || label >= k)
+      throw InvalidArgument("labels: label " + std::to_string(label) + " outside [0, " + std::to_string(k) + ")");
+    float zmax = *std::max_element(z, z + k);
+    double sum = 0;
+    for (int j = 0; j < k; ++j) sum += std::exp(static_cast<double>(z[j] - zmax));
+    const double log_sum = std::log(sum);
+    double loss = 0;
+    for (int j = 0; j < k; ++j) {
+      const double log_p = static_cast<double>(z[j] - zmax) - log_sum;
+      const float t = math::smoothed_target(j, label, smoothing, k);
+      loss -= t * log_p;
+      if (dz) dz[j] = math::xent_logit_grad(static_cast<float>(std::exp(log_p)), t, inv_n);
+    }
+    return loss;
+  }
+
+  // The layout this conv's weights live in: whatever the forward primitive picks for the first geometry.
+  memory::desc native_weight(const ConvGeometry& g) {
+    ConvGeometry key = weight_key(g);
+    auto it = native_weights_.find(key);
+    if (it != native_weights_.end()) return it->second;
+    memory::desc md = conv_plan(g).fwd_pd.weights_desc();
+    native_weights_.emplace(key, md);
+    return md;
+  }
+
+  // The weights as the primitive wants them: the native memory itself, or a converted copy.
+  memory weights_in(std::optional<Converter>& conv, const memory::desc& native, Tensor w) {
+    memory src(native, engine_, w.data());
+    if (!conv) return src;
+    memory dst(conv->to, engine_, conv->scratch.data());
+    conv->prim.execute(stream_, src, dst);
+    return dst;
+  }
+
+  std::optional<Converter> converter(const memory::desc& from, const memory::desc& to) {
+    if (from == to) return std::nullopt;
+    memory a(from, engine_, DNNL_MEMORY_NONE), b(to, engine_, DNNL_MEMORY_NONE);
+    Converter c{from, to, dnnl::reorder(dnnl::reorder::primitive_desc(a, b)),
+                allocate_host(std::max(from.get_size(), to.get_size()))};
+    return c;
+  }
+
+  ConvPlan& conv_plan(const ConvGeometry& g) {
+    auto it = conv_plans_.find(g);
+    if (it != conv_plans_.end()) return it->second;
+    if (g.out_h() <= 0 || g.out_w() <= 0)
+      throw InvalidArgument("conv: input " + g.input_shape().str() + " too small for a " + std::to_string(g.kh) + "x" +
+                            std::to_string(g.kw) + " kernel");
+    memory::desc src = nhwc(g.n, g.h, g.w, g.c_in), dst = nhwc(g.n, g.out_h(), g.out_w(), g.c_out);
+    memory::desc any_w({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::any);
+    memory::dims strides = {g.stride, g.stride}, pad = {g.pad, g.pad};
+    auto alg = dnnl::algorithm::convolution_direct;
+    ConvPlan p;
+    p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, src, any_w, dst, strides, pad, pad}, engine_};
+    p.fwd = dnnl::convolution_forward(p.fwd_pd);
+    p.bwd_data_pd = {{alg, src, any_w, dst, strides, pad, pad}, engine_, p.fwd_pd};
+    p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
+    p.bwd_w_pd = {{alg, src, any_w, dst, strides, pad, pad}, engine_, p.fwd_pd};
+    p.bwd_w = dnnl::convolution_backward_weights(p.bwd_w_pd);
+    auto native_it = native_weights_.find(weight_key(g));
+    memory::desc native = native_it != native_weights_.end() ? native_it->second : p.fwd_pd.weights_desc();
+    p.fwd_w = converter(native, p.fwd_pd.weights_desc());
+    p.bwd_data_w = converter(native, p.bwd_data_pd.weights_desc());
+    p.bwd_w_dw = converter(p.bwd_w_pd.diff_weights_desc(), native);
+    TLOG(Debug) << "conv plan " << g.input_shape().str() << " -> " << g.output_shape().str() << ": fwd "
+                << p.fwd_pd.impl_info_str() << ", bwd_data " << p.bwd_data_pd.impl_info_str() << ", bwd_w "
+                << p.bwd_w_pd.impl_info_str() << ", weight conversions "
+                << (p.fwd_w ? 1 : 0) + (p.bwd_data_w ? 1 : 0) + (p.bwd_w_dw ? 1 : 0);
+    return conv_plans_.emplace(g, std::move(p)).first->second;
+  }
+
+  NormPlan& norm_plan(const NormGeometry& g) {
+    auto it = norm_plans_.find(g);
+    if (it != norm_plans_.end()) return it->second;
+    memory::desc md = nhwc(g.n, g.h, g.w, g.c);
+    auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    if (g.activation == Activation::kRelu) flags |= dnnl::normalization_flags::fuse_norm_relu;
+    NormPlan p;
+    p.train_pd = {{dnnl::prop_kind::forward_training, md, g.eps, flags}, engine_};
+    p.train = dnnl::batch_normalization_forward(p.train_pd);
+    p.infer_pd = {{dnnl::prop_kind::forward_inference, md, g.eps, flags | dnnl::normalization_flags::use_global_stats},
+                  engine_};
+    p.infer = dnnl::batch_normalization_forward(p.infer_pd);
+    p.bwd_pd = {{dnnl::prop_kind::backward, md, md, g.eps, flags}, engine_, p.train_pd};
+    p.bwd = dnnl::batch_normalization_backward(p.bwd_pd);
+    return norm_plans_.emplace(g, std::move(p)).first->second;
+  }
+
+  PoolPlan& pool_plan(const PoolGeometry& g) {
+    auto it = pool_plans_.find(g);
+    if (it != pool_plans_.end()) return it->second;
+    if (g.out_h() <= 0 || g.out_w() <= 0) throw InvalidArgument("pool: input " + g.input_shape().str() + " too small");
+    memory::desc src = nhwc(g.n, g.h, g.w, g.c), dst = nhwc(g.n, g.out_h(), g.out_w(), g.c);
+    auto alg = g.kind == PoolKind::kMax ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
+    memory::dims strides = {g.stride, g.stride}, kernel = {g.kh, g.kw}, pad = {g.pad, g.pad};
+    PoolPlan p;
+    p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, src, dst, strides, kernel, pad, pad}, engine_};
+    p.fwd = dnnl::pooling_forward(p.fwd_pd);
+    p.bwd_pd = {{alg, src, dst, strides, kernel, pad, pad}, engine_, p.fwd_pd};
+    p.bwd = dnnl::pooling_backward(p.bwd_pd);
+    return pool_plans_.emplace(g, std::move(p)).first->second;
+  }
+
+  LinearPlan& linear_plan(const LinearGeometry& g) {
+    auto it = linear_plans_.find(g);
+    if (it != linear_plans_.end()) return it->second;
+    memory::desc src({g.n, g.in}, dt::f32, tag::nc), w({g.out, g.in}, dt::f32, tag::oi), b({g.out}, dt::f32, tag::x),
+        dst({g.n, g.out}, dt::f32, tag::nc);
+    LinearPlan p;
+    p.fwd_pd = {{dnnl::prop_kind::forward_training, src, w, b, dst}, engine_};
+    p.fwd = dnnl::inner_product_forward(p.fwd_pd);
+    p.bwd_data_pd = {{src, w, dst}, engine_, p.fwd_pd};
+    p.bwd_data = dnnl::inner_product_backward_data(p.bwd_data_pd);
+    p.bwd_w_pd = {{src, w, b, dst}, engine_, p.fwd_pd};
+    p.bwd_w = dnnl::inner_product_backward_weights(p.bwd_w_pd);
+    return linear_plans_.emplace(g, std::move(p)).first->second;
+  }
+
+  EltwisePlan& relu_plan(int64_t n) {
+    auto it = relu_plans_.find(n);
+    if (it != relu_plans_.end()) return it->second;
+    memory::desc md = flat(n);
+    auto alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+    EltwisePlan p;
+    p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f}, engine_};
+    p.fwd = dnnl::eltwise_forward(p.fwd_pd);
+    p.bwd = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc({alg, md, md, 0.f, 0.f}, engine_, p.fwd_pd));
+    return relu_plans_.emplace(n, std::move(p)).first->second;
+  }
+
+  dnnl::binary& add_plan(int64_t n, Activation act) {
+    auto key = std::make_pair(n, act);
+    auto it = add_plans_.find(key);
+    if (it != add_plans_.end()) return it->second;
+    memory::desc md = flat(n);
+    dnnl::primitive_attr attr;
+    if (act == Activation::kRelu) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, md, md, md}, attr, engine_);
+    return add_plans_.emplace(key, dnnl::binary(pd)).first->second;
+  }
+
+  void update_running(const NormGeometry& g, Tensor mean, Tensor var, Tensor running_mean, Tensor running_var,
+                      float momentum) {
+    const float m = static_cast<float>(g.n * g.h * g.w);
+    const float unbias = m > 1 ? m / (m - 1) : 1.0f;
+    float *rm = running_mean.f32(), *rv = running_var.f32();
+    const float *bm = mean.f32(), *bv = var.f32();
+    for (int64_t c = 0; c < g.c; ++c) {
+      rm[c] = math::running_update(rm[c], bm[c], momentum);
+      rv[c] = math::running_update(rv[c], bv[c] * unbias, momentum);
+    }
+  }
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  int threads_;
+  std::map<ConvGeometry, memory::desc> native_weights_;
+  std::map<ConvGeometry, ConvPlan> conv_plans_;
+  std::map<NormGeometry, NormPlan> norm_plans_;
+  std::map<PoolGeometry, PoolPlan> pool_plans_;
+  std::map<LinearGeometry, LinearPlan> linear_plans_;
+  std::map<int64_t, EltwisePlan> relu_plans_;
+  std::map<std::pair<int64_t, Activation>, dnnl::binary> add_plans_;
+};
+
+}  // namespace
+
+int default_threads() { return static_cast<int>(env::get_int_or("TORUS_NUM_THREADS", env::available_cpus())); }
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  if (threads <= 0) threads = default_threads();
+  if (threads <= 0)
+    throw InvalidArgument("TORUS_NUM_THREADS: must be a positive integer, got " + std::to_string(threads));
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace torus::worker::cpu

@@ -1,0 +1,16 @@
+#pragma once
+// The CPU backend: oneDNN primitives (cached per geometry) on NHWC fp32 activations, conv weights kept in the
+// blocked layout oneDNN picks for them, OpenMP threads sized from the cgroup CPU quota.
+#include <memory>
+
+#include "worker/backend/backend.h"
+
+namespace torus::worker::cpu {
+
+// Threads for the CPU backend: TORUS_NUM_THREADS if set, else the CPUs this process may use (cgroup quota).
+int default_threads();
+
+// threads <= 0 means default_threads(). OpenMP's thread count is process-wide: the last backend built wins.
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+
+}  // namespace torus::worker::cpu

@@ -1,0 +1,43 @@
+#pragma once
+// Scalar formulas shared by the CPU backend and CUDA kernels, so CPU tests execute the same math the GPU runs.
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define TORUS_HD __host__ __device__
+#else
+#define TORUS_HD
+#endif
+
+namespace torus::worker::math {
+
+enum class Nesterov : unsigned char { kOff, kOn };
+
+// One SGD step on one element, PyTorch's formulation: g += wd * w; v = mu * v + g;
+// w -= lr * (nesterov ? g + mu * v : v).
+TORUS_HD inline void sgd_element(float& w, float g, float& v, float lr, float momentum, float weight_decay,
+                                 Nesterov nesterov) {
+  g += weight_decay * w;
+  v = momentum * v + g;
+  float step = nesterov == Nesterov::kOn ? g + momentum * v : v;
+  w -= lr * step;
+}
+
+// Label-smoothed one-hot target of class k for a sample of class y among `classes`.
+TORUS_HD inline float smoothed_target(int k, int y, float smoothing, int classes) {
+  return (k == y ? 1.0f - smoothing : 0.0f) + smoothing / static_cast<float>(classes);
+}
+
+// d(mean loss)/d(logit) for probability p and smoothed target t over a batch of n.
+TORUS_HD inline float xent_logit_grad(float p, float t, float inv_n) { return (p - t) * inv_n; }
+
+// Running statistic update (PyTorch convention: the variance fed in is the unbiased batch variance).
+TORUS_HD inline float running_update(float running, float batch, float momentum) {
+  return (1.0f - momentum) * running + momentum * batch;
+}
+
+// Batch norm's affine map of one element given its channel's mean and 1/sqrt(var + eps).
+TORUS_HD inline float bn_affine(float x, float mean, float invstd, float gamma, float beta) {
+  return (x - mean) * invstd * gamma + beta;
+}
+
+}  // namespace torus::worker::math

@@ -1,0 +1,201 @@
+#pragma once
+// Layers with explicit forward and backward over the Backend interface (no autograd, no backend knowledge).
+// Each layer owns its output and input-gradient buffers (regrown when the batch or image size changes) and
+// registers its parameters in the Context's arenas at construction, in forward order.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "worker/backend/backend.h"
+#include "worker/tensor/arena.h"
+
+namespace torus::worker::nn {
+
+enum class Mode : uint8_t { kTrain, kEval };
+// The first layer does not need the gradient of the images.
+enum class InputGrad : uint8_t { kCompute, kSkip };
+// The last BN of a residual branch starts at gamma = 0, so every block starts as the identity.
+enum class GammaInit : uint8_t { kOne, kZero };
+
+// What layers share: the backend, the arenas, the mode, and who wants to hear that a gradient is final.
+struct Context {
+  Backend& backend;
+  Arena params;  // trainable parameters, in registration order
+  Arena stats;   // BN running mean / variance
+  Arena grads;   // mirror of params, allocated with it
+  Mode mode = Mode::kTrain;
+  std::function<void(size_t)> grad_ready;  // param index; called in backward order
+
+  explicit Context(Backend& b) : backend(b) {}
+  Tensor param(size_t i) const { return params.view(i); }
+  Tensor grad(size_t i) const { return grads.view(i); }
+  void notify_grad(size_t i) const {
+    if (grad_ready) grad_ready(i);
+  }
+};
+
+// A buffer that grows to the largest shape asked of it.
+class Scratch {
+ public:
+  Tensor get(Backend& backend, Shape shape);
+  Tensor bytes(Backend& backend, size_t bytes);
+
+ private:
+  Buffer buffer_;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  // x (N, H, W, C) -> y; keeps what backward needs.
+  virtual Tensor forward(Tensor x) = 0;
+  // dy -> dx (empty when the layer skips its input gradient); writes parameter gradients.
+  virtual Tensor backward(Tensor dy) = 0;
+  // Deterministic initialization from the seed (parameters are seeded by their index, not by call order).
+  virtual void init(uint64_t /*seed*/) {}
+};
+
+// The reference input a layer is built for: fixes backend weight layouts; other sizes still work.
+struct InputSize {
+  int64_t n, h, w;
+};
+
+class Conv2d final : public Module {
+ public:
+  Conv2d(Context& ctx, const std::string& name, int64_t c_in, int64_t c_out, int64_t kernel, int64_t stride,
+         int64_t pad, InputSize ref, InputGrad input_grad = InputGrad::kCompute);
+  Tensor forward(Tensor x) override;
+  Tensor backward(Tensor dy) override;
+  void init(uint64_t seed) override;
+  size_t weight_index() const { return weight_; }
+  ConvGeometry geometry_for(const Shape& x) const;
+
+ private:
+  Context& ctx_;
+  ConvGeometry g_;
+  InputGrad input_grad_;
+  size_t weight_;
+  Tensor x_;
+  Scratch y_, dx_;
+};
+
+class BatchNorm2d final : public Module {
+ public:
+  BatchNorm2d(Context& ctx, const std::string& name, int64_t c, Activation act, GammaInit gamma_init,
+              float momentum = 0.1f, float eps = 1e-5f);
+  Tensor forward(Tensor x) override;
+  Tensor backward(Tensor dy) override;
+  void init(uint64_t seed) override;
+
+ private:
+  NormGeometry geometry_for(const Shape& x) const;
+  Context& ctx_;
+  int64_t c_;
+  Activation act_;
+  GammaInit gamma_init_;
+  float momentum_, eps_;
+  size_t gamma_, beta_, running_mean_, running_var_;
+  Tensor x_;
+  Scratch y_, dx_, mean_, var_, workspace_;
+};
+
+class Relu final : public Module {
+ public:
+  explicit Relu(Context& ctx) : ctx_(ctx) {}
+  Tensor forward(Tensor x) override;
+  Tensor backward(Tensor dy) override;
+
+ private:
+  Context& ctx_;
+  Tensor y_;
+  Scratch out_, dx_;
+};
+
+class Pool2d final : public Module {
+ public:
+  // kernel == 0: global pooling over the whole image.
+  Pool2d(Context& ctx, PoolKind kind, int64_t kernel, int64_t stride, int64_t pad = 0)
+      : ctx_(ctx), kind_(kind), kernel_(kernel), stride_(stride), pad_(pad) {}
+  Tensor forward(Tensor x) override;
+  Tensor backward(Tensor dy) override;
+
+ private:
+  PoolGeometry geometry_for(const Shape& x) const;
+  Context& ctx_;
+  PoolKind kind_;
+  int64_t kernel_, stride_, pad_;
+  PoolGeometry g_;
+  Scratch y_, dx_, workspace_;
+};
+
+// x (N, H, W, C) with H * W * C == in -> y (N, out).
+class Linear final : public Module {
+ public:
+  Linear(Context& ctx, const std::string& name, int64_t in, int64_t out);
+  Tensor forward(Tensor x) override;
+  Tensor backward(Tensor dy) override;
+  void init(uint64_t seed) override;
+
+ private:
+  Context& ctx_;
+  int64_t in_, out_;
+  size_t weight_, bias_;
+  Shape x_shape_;
+  Tensor x_;
+  Scratch y_, dx_;
+};
+
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  template <typename M, typename... Args>
+  M& add(Args&&... args) {
+    auto m = std::make_unique<M>(std::forward<Args>(args)...);
+    M& ref = *m;
+    layers_.push_back(std::move(m));
+    return ref;
+  }
+  void append(std::unique_ptr<Module> m) { layers_.push_back(std::move(m)); }
+  Tensor forward(Tensor x) override;
+  Tensor backward(Tensor dy) override;
+  void init(uint64_t seed) override;
+  bool empty() const { return layers_.empty(); }
+
+ private:
+  std::vector<std::unique_ptr<Module>> layers_;
+};
+
+// y = x + body(x), no activation after the join (Page's ResNet-9 residual).
+class Residual final : public Module {
+ public:
+  Residual(Context& ctx, std::unique_ptr<Sequential> body) : ctx_(ctx), body_(std::move(body)) {}
+  Tensor forward(Tensor x) override;
+  Tensor backward(Tensor dy) override;
+  void init(uint64_t seed) override { body_->init(seed); }
+
+ private:
+  Context& ctx_;
+  std::unique_ptr<Sequential> body_;
+  Scratch y_, dx_;
+};
+
+// y = relu(branch(x) + shortcut(x)); shortcut is the identity when empty (ResNet basic/bottleneck join).
+class ResidualJoin final : public Module {
+ public:
+  ResidualJoin(Context& ctx, std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut)
+      : ctx_(ctx), branch_(std::move(branch)), shortcut_(std::move(shortcut)) {}
+  Tensor forward(Tensor x) override;
+  Tensor backward(Tensor dy) override;
+  void init(uint64_t seed) override;
+
+ private:
+  Context& ctx_;
+  std::unique_ptr<Sequential> branch_, shortcut_;
+  Tensor y_;
+  Scratch out_, dz_, dx_;
+};
+
+}  // namespace torus::worker::nn

@@ -1,0 +1,62 @@
+#pragma once
+// ResNets built from the layers: a ResNet-9-style CIFAR net (Page's "bag of tricks" shape with configurable
+// widths) and ResNet-18/34/50 with CIFAR or ImageNet stems.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker/nn/layers.h"
+
+namespace torus::worker::nn {
+
+enum class Arch : uint8_t { kResNet9, kResNet18, kResNet34, kResNet50 };
+// CIFAR: one 3x3 conv at full resolution. ImageNet: 7x7 stride-2 conv + 3x3 stride-2 max pool.
+enum class Stem : uint8_t { kCifar, kImageNet };
+
+Arch parse_arch(const std::string& name);  // "resnet9", "resnet18", ...; throws InvalidArgument
+std::string arch_name(Arch arch);
+Stem parse_stem(const std::string& name);  // "cifar" | "imagenet"
+
+struct ModelConfig {
+  Arch arch = Arch::kResNet9;
+  // ResNet-9: {prep, stage1, ..., stageK}, residual blocks on the first and last stage (Page: 64-128-256-512;
+  // Fashion-MNIST: 8-16-32-64; airbench-like: 64-256-256). ResNet-18/34/50: the four stage widths
+  // (default 64-128-256-512; ResNet-50 expands each by 4).
+  std::vector<int64_t> widths;
+  Stem stem = Stem::kCifar;
+  int64_t in_channels = 3;
+  int64_t num_classes = 10;
+  PoolKind head_pool = PoolKind::kMax;  // global pooling before the classifier
+  // The input the model is laid out for (backend weight layouts); other sizes run too.
+  int64_t batch_size = 128, image_size = 32;
+  uint64_t seed = 0;
+};
+
+class Model {
+ public:
+  Model(Backend& backend, const ModelConfig& config);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // images (N, H, W, C) -> logits (N, K). Eval mode normalizes with the running statistics.
+  Tensor forward(Tensor images, Mode mode);
+  // dlogits (N, K): writes every parameter gradient, announcing each through Context::grad_ready.
+  void backward(Tensor dlogits);
+  // Re-initializes every parameter and statistic from the seed.
+  void init(uint64_t seed);
+
+  Context& context() { return *ctx_; }
+  const Context& context() const { return *ctx_; }
+  Backend& backend() { return ctx_->backend; }
+  const ModelConfig& config() const { return config_; }
+  // Logical parameter count (what PyTorch reports), not the padded storage.
+  int64_t parameter_count() const;
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<Context> ctx_;
+  Sequential net_;
+};
+
+}  // namespace torus::worker::nn

@@ -1,0 +1,45 @@
+#pragma once
+// Learning-rate schedules and training phases: pure functions of the (fractional) epoch, so a resumed run
+// computes exactly the rate an uninterrupted one would.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torus::worker::optim {
+
+struct LrPoint {
+  double epoch;  // fractional: epoch + batch / batches_in_epoch
+  double lr;
+};
+
+// Piecewise linear through the points; constant before the first and after the last.
+class LrSchedule {
+ public:
+  // Points must have increasing epochs and non-negative rates; throws InvalidArgument naming the point.
+  explicit LrSchedule(std::vector<LrPoint> points);
+  // 0 -> peak over the first warmup_fraction of `epochs`, then linearly to 0 at `epochs`.
+  static LrSchedule warmup_then_linear_decay(double peak, double warmup_fraction, double epochs);
+  // One-cycle (triangular): peak/div -> peak at pct_start of `epochs` -> peak/final_div at the end.
+  static LrSchedule one_cycle(double peak, double epochs, double pct_start = 0.25, double div = 25.0,
+                              double final_div = 1e4);
+
+  double at(double epoch) const;
+  const std::vector<LrPoint>& points() const { return points_; }
+
+ private:
+  std::vector<LrPoint> points_;
+};
+
+// From start_epoch on, train with this per-rank batch size and image size (progressive resizing,
+// batch-size control). Phases change only at epoch boundaries.
+struct Phase {
+  int64_t start_epoch = 0;
+  int64_t batch_size = 0;
+  int64_t image_size = 0;
+};
+
+// The phase in force during `epoch`; phases must start at 0 and increase (validate_phases checks it).
+const Phase& phase_at(const std::vector<Phase>& phases, int64_t epoch);
+void validate_phases(const std::vector<Phase>& phases, const std::string& field);
+
+}  // namespace torus::worker::optim

@@ -1,0 +1,18 @@
+#include "worker/optim/sgd.h"
+
+namespace torus::worker::optim {
+
+Sgd::Sgd(Backend& backend, const Arena& params, const SgdConfig& config)
+    : backend_(backend),
+      config_(config),
+      momentum_(params.mirror([&backend](size_t bytes) { return backend.allocate(bytes); })) {}
+
+void Sgd::step(const Arena& params, const Arena& grads, float lr) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const SgdHyper h{lr, config_.momentum, takes_weight_decay(params.entry(i).kind) ? config_.weight_decay : 0.0f,
+                     config_.nesterov};
+    backend_.sgd_update(params.view(i), grads.view(i), momentum_.view(i), h);
+  }
+}
+
+}  // namespace torus::worker::optim

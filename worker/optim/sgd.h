@@ -1,0 +1,29 @@
+#pragma once
+// SGD with momentum / Nesterov; weight decay only on conv and linear weights (never BN or biases).
+#include "worker/backend/backend.h"
+#include "worker/tensor/arena.h"
+
+namespace torus::worker::optim {
+
+struct SgdConfig {
+  float momentum = 0.9f;
+  math::Nesterov nesterov = math::Nesterov::kOn;
+  float weight_decay = 5e-4f;
+};
+
+class Sgd {
+ public:
+  // Momentum buffers mirror the parameter arena (same entries and native layouts), starting at zero.
+  Sgd(Backend& backend, const Arena& params, const SgdConfig& config);
+  void step(const Arena& params, const Arena& grads, float lr);
+  Arena& momentum() { return momentum_; }
+  const Arena& momentum() const { return momentum_; }
+  const SgdConfig& config() const { return config_; }
+
+ private:
+  Backend& backend_;
+  SgdConfig config_;
+  Arena momentum_;
+};
+
+}  // namespace torus::worker::optim
