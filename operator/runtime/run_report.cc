@@ -1,0 +1,121 @@
+#include "operator/runtime/run_report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "common/process/worker_events.h"
+
+namespace torus::runtime {
+namespace {
+
+template <typename T>
+T value_or(const nlohmann::json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return fallback;
+  }
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string format_duration(double seconds) {
+  if (seconds < 0 || !std::isfinite(seconds)) return "?";
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof(buf), "%ldh%02ldm%02lds", s / 3600, (s / 60) % 60, s % 60);
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof(buf), "%ldm%02lds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lds", s);
+  }
+  return buf;
+}
+
+void RunReport::on_attempt_start(int attempt) { attempts_ = attempt; }
+
+void RunReport::on_event(int rank, const nlohmann::json& e) {
+  const std::string type = value_or<std::string>(e, "event", "");
+  if (type == process::event::kStarted) {
+    const int port = value_or<int>(e, "metrics_port", 0);
+    if (port > 0) metrics_ports_.push_back(port);
+    if (rank == 0 && e.contains("resumed_step")) resumed_step_ = value_or<int64_t>(e, "resumed_step", 0);
+    if (rank == 0 && e.contains("target_accuracy")) target_ = value_or<double>(e, "target_accuracy", 0);
+    return;
+  }
+  if (rank != 0) return;
+  if (type == process::event::kProgress) {
+    progress_.epoch = value_or<int>(e, "epoch", progress_.epoch);
+    progress_.epochs = value_or<int>(e, "epochs", progress_.epochs);
+    progress_.step = value_or<int64_t>(e, "step", progress_.step);
+    progress_.steps_total = value_or<int64_t>(e, "steps_total", progress_.steps_total);
+    progress_.loss = value_or<double>(e, "loss", progress_.loss);
+    progress_.lr = value_or<double>(e, "lr", progress_.lr);
+    progress_.images_per_s = value_or<double>(e, "images_per_s", progress_.images_per_s);
+    progress_.eta_s = value_or<double>(e, "eta_s", progress_.eta_s);
+    busbw_gbps_ = value_or<double>(e, "busbw_gbps", busbw_gbps_);
+    images_per_s_ = progress_.images_per_s;
+  } else if (type == process::event::kEvaluated) {
+    progress_.accuracy = value_or<double>(e, "accuracy", 0);
+    final_accuracy_ = progress_.accuracy;
+    if (!time_to_target_s_ && e.contains("time_to_target_s")) {
+      time_to_target_s_ = value_or<double>(e, "time_to_target_s", 0);
+    }
+  } else if (type == process::event::kFinished) {
+    if (e.contains("accuracy")) final_accuracy_ = value_or<double>(e, "accuracy", 0);
+    if (e.contains("time_to_target_s")) time_to_target_s_ = value_or<double>(e, "time_to_target_s", 0);
+    images_per_s_ = value_or<double>(e, "images_per_s", images_per_s_);
+    busbw_gbps_ = value_or<double>(e, "busbw_gbps", busbw_gbps_);
+    algorithm_ = value_or<std::string>(e, "allreduce_algorithm", algorithm_);
+  }
+}
+
+std::string RunReport::progress_line() const {
+  std::ostringstream os;
+  os << "epoch " << progress_.epoch << "/" << progress_.epochs << " · step " << progress_.step;
+  if (progress_.steps_total > 0) os << "/" << progress_.steps_total;
+  os << " · loss " << fixed(progress_.loss, 3);
+  if (progress_.accuracy) os << " · acc " << fixed(*progress_.accuracy * 100, 2) << "%";
+  os << " · " << fixed(progress_.images_per_s, 0) << " img/s";
+  if (progress_.eta_s >= 0) os << " · ETA " << format_duration(progress_.eta_s);
+  if (attempts_ > 1) os << " · attempt " << attempts_;
+  return os.str();
+}
+
+std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double wall_seconds) const {
+  std::vector<std::string> lines;
+  lines.push_back(std::string("phase: ") + to_string(outcome.phase) +
+                  (outcome.message.empty() ? "" : " (" + outcome.message + ")"));
+  lines.push_back("final accuracy: " + (final_accuracy_ ? fixed(*final_accuracy_ * 100, 2) + "%" : "n/a"));
+  if (target_) {
+    lines.push_back("time to " + fixed(*target_ * 100, 1) +
+                    "%: " + (time_to_target_s_ ? fixed(*time_to_target_s_, 1) + " s" : "not reached"));
+  }
+  lines.push_back("throughput: " + fixed(images_per_s_, 0) + " images/s");
+  lines.push_back("all-reduce bus bandwidth: " + fixed(busbw_gbps_, 2) + " GB/s" +
+                  (algorithm_.empty() ? "" : " (" + algorithm_ + ")"));
+  lines.push_back("restarts: " + std::to_string(std::max(outcome.attempts - 1, 0)) +
+                  (resumed_step_ ? ", resumed at step " + std::to_string(*resumed_step_) : ""));
+  lines.push_back("wall time: " + format_duration(wall_seconds));
+  std::ostringstream result;
+  result << "RESULT phase=" << to_string(outcome.phase)
+         << " accuracy=" << (final_accuracy_ ? fixed(*final_accuracy_, 4) : "nan")
+         << " time_to_target_s=" << (time_to_target_s_ ? fixed(*time_to_target_s_, 1) : "nan")
+         << " images_per_s=" << fixed(images_per_s_, 0) << " busbw_gbps=" << fixed(busbw_gbps_, 3)
+         << " restarts=" << std::max(outcome.attempts - 1, 0);
+  if (outcome.reason != controller::Reason::kNone) result << " reason=" << controller::to_string(outcome.reason);
+  lines.push_back(result.str());
+  return lines;
+}
+
+}  // namespace torus::runtime

@@ -1,0 +1,50 @@
+#pragma once
+// What `torus run` tells a person: a live progress line while the gang trains, and a summary at the end whose
+// last line is machine-readable (`RESULT phase=Succeeded accuracy=0.931 ...`). Pure: fed worker events
+// (common/process/worker_events.h) and the gang's outcome, it formats text; it never touches a terminal.
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "operator/runtime/local_gang.h"
+
+namespace torus::runtime {
+
+struct Progress {
+  int epoch = 0, epochs = 0;
+  int64_t step = 0, steps_total = 0;
+  double loss = 0, lr = 0, images_per_s = 0, eta_s = -1;
+  std::optional<double> accuracy;  // last validation top-1
+};
+
+class RunReport {
+ public:
+  // An event from `rank`. Rank 0 speaks for the gang (its figures are global); other ranks' starts are counted.
+  void on_event(int rank, const nlohmann::json& event);
+  void on_attempt_start(int attempt);
+
+  const Progress& progress() const { return progress_; }
+  // "epoch 2/4 · step 312/940 · loss 0.412 · acc 91.2% · 1987 img/s · ETA 1m02s"
+  std::string progress_line() const;
+  // Human summary lines followed by the RESULT line.
+  std::vector<std::string> summary(const GangOutcome& outcome, double wall_seconds) const;
+  std::vector<int> metrics_ports() const { return metrics_ports_; }
+
+ private:
+  Progress progress_;
+  std::optional<double> final_accuracy_;
+  std::optional<double> time_to_target_s_;
+  std::optional<double> target_;
+  double images_per_s_ = 0;  // from rank 0's "finished" event, else the last progress figure
+  double busbw_gbps_ = 0;
+  std::string algorithm_;
+  int attempts_ = 0;
+  std::optional<int64_t> resumed_step_;
+  std::vector<int> metrics_ports_;
+};
+
+// "1h02m03s", "4m05s", "12s"; "?" for a negative value.
+std::string format_duration(double seconds);
+
+}  // namespace torus::runtime

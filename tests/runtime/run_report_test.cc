@@ -1,0 +1,59 @@
+#include "operator/runtime/run_report.h"
+
+#include <gtest/gtest.h>
+
+namespace torus::runtime {
+namespace {
+
+TEST(RunReport, ProgressLineFromRankZeroEvents) {
+  RunReport r;
+  r.on_attempt_start(1);
+  r.on_event(0, {{"event", "progress"},
+                 {"epoch", 2},
+                 {"epochs", 4},
+                 {"step", 312},
+                 {"steps_total", 940},
+                 {"loss", 0.4123},
+                 {"images_per_s", 1987.4},
+                 {"eta_s", 62.0}});
+  r.on_event(1, {{"event", "progress"}, {"epoch", 9}, {"loss", 9.0}});  // other ranks do not speak for the gang
+  r.on_event(0, {{"event", "evaluated"}, {"epoch", 2}, {"accuracy", 0.912}});
+  EXPECT_EQ(r.progress_line(), "epoch 2/4 · step 312/940 · loss 0.412 · acc 91.20% · 1987 img/s · ETA 1m02s");
+}
+
+TEST(RunReport, SummaryEndsWithMachineReadableResult) {
+  RunReport r;
+  r.on_attempt_start(1);
+  r.on_event(0, {{"event", "started"}, {"metrics_port", 9401}, {"target_accuracy", 0.92}});
+  r.on_event(1, {{"event", "started"}, {"metrics_port", 9402}});
+  r.on_attempt_start(2);
+  r.on_event(0, {{"event", "evaluated"}, {"accuracy", 0.925}, {"time_to_target_s", 101.26}});
+  r.on_event(0, {{"event", "finished"}, {"accuracy", 0.931}, {"images_per_s", 2210.0}, {"busbw_gbps", 3.5}});
+  GangOutcome out{GangPhase::kSucceeded, controller::Reason::kNone, "", 2};
+  auto lines = r.summary(out, 130);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back(),
+            "RESULT phase=Succeeded accuracy=0.9310 time_to_target_s=101.3 images_per_s=2210 busbw_gbps=3.500 "
+            "restarts=1");
+  EXPECT_EQ(r.metrics_ports(), (std::vector<int>{9401, 9402}));
+}
+
+TEST(RunReport, FailureCarriesTheReason) {
+  RunReport r;
+  GangOutcome out{GangPhase::kFailed, controller::Reason::kBackoffLimitExceeded, "backoff limit 1 reached", 2};
+  auto lines = r.summary(out, 3);
+  EXPECT_EQ(lines.front(), "phase: Failed (backoff limit 1 reached)");
+  EXPECT_NE(lines.back().find("phase=Failed"), std::string::npos);
+  EXPECT_NE(lines.back().find("accuracy=nan"), std::string::npos);
+  EXPECT_NE(lines.back().find("reason=BackoffLimitExceeded"), std::string::npos);
+}
+
+TEST(FormatDuration, Units) {
+  EXPECT_EQ(format_duration(12.4), "12s");
+  EXPECT_EQ(format_duration(245), "4m05s");
+  EXPECT_EQ(format_duration(3723), "1h02m03s");
+  EXPECT_EQ(format_duration(-1), "?");
+}
+
+}  // namespace
+}  // namespace torus::runtime
