@@ -470,7 +470,8 @@ class Decoder {
     void operator()(const char* name, T& member) {
       seen.insert(name);
       auto it = object.find(name);
-      if (it != object.end()) decoder.read(*it, join(path, name), member);
+      // Kubernetes reads a null field as "not given".
+      if (it != object.end() && !it->is_null()) decoder.read(*it, join(path, name), member);
     }
     void tolerate(const char* name) { seen.insert(name); }
   };

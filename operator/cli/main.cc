@@ -7,6 +7,7 @@
 #include "common/util/exit_codes.h"
 #include "common/util/main_guard.h"
 #include "operator/cli/command.h"
+#include "operator/cli/run_command.h"
 #include "operator/cli/validate_command.h"
 
 namespace torus::cli {
@@ -15,6 +16,7 @@ namespace {
 // One line per subcommand: {name, summary, usage, function}.
 const std::array kCommands = {
     Command{"validate", kValidateSummary, kValidateUsage, validate_command},
+    Command{"run", kRunSummary, kRunUsage, run_command},
 };
 
 void print_help(std::FILE* out) {

@@ -1,0 +1,72 @@
+#include "common/api/resolve.h"
+
+#include <gtest/gtest.h>
+
+#include "common/api/validation.h"
+#include "common/util/error.h"
+#include "tests/api/corpus.h"
+
+namespace torus::api {
+namespace {
+
+TrainingJob example(const char* name) { return load_job_file((testing::source_dir() / "examples" / name).string()); }
+
+TEST(Resolve, FashionMnistRecipe) {
+  const TrainingJobSpec spec = example("fashion-mnist.yaml").spec;
+  EXPECT_EQ(world_size(spec), 2);
+  const auto phases = resolve_phases(spec);
+  ASSERT_EQ(phases.size(), 1u);
+  EXPECT_EQ(phases[0], (ResolvedPhase{0, 4, 28, 256, 128}));
+  const int64_t images = known_train_images(spec.data).value();
+  EXPECT_EQ(images, 60000);
+  EXPECT_EQ(steps_per_epoch(images, 256), 234);  // 60000 / 256, the partial batch dropped
+  EXPECT_EQ(total_steps(phases, images), 936);
+  // 20% linear warm-up to 0.2, then linear decay to 0.
+  EXPECT_DOUBLE_EQ(learning_rate_at_step(spec, images, 0), 0.0);
+  EXPECT_NEAR(learning_rate(spec.training, 0.4, 256), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate(spec.training, 0.8, 256), 0.2, 1e-12);
+  EXPECT_NEAR(learning_rate(spec.training, 2.4, 256), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate_at_step(spec, images, 936), 0.0, 1e-12);
+  const StepPosition mid = locate_step(phases, images, 234 * 2 + 117);
+  EXPECT_EQ(mid.epoch, 2);
+  EXPECT_EQ(mid.step_in_epoch, 117);
+  EXPECT_DOUBLE_EQ(mid.fractional_epoch, 2.5);
+  EXPECT_EQ(torus_grid(spec), (GridShape{2, 1}));
+}
+
+TEST(Resolve, ImageNetProgressiveResizingScalesBatchAndLr) {
+  const TrainingJobSpec spec = example("imagenet-resnet50.yaml").spec;
+  EXPECT_EQ(world_size(spec), 128);
+  const auto phases = resolve_phases(spec);
+  ASSERT_EQ(phases.size(), 5u);
+  EXPECT_EQ(phases[1], (ResolvedPhase{6, 16, 128, 16384, 128}));
+  EXPECT_EQ(phases[3], (ResolvedPhase{19, 37, 224, 24576, 192}));
+  EXPECT_EQ(phase_for_epoch(phases, 37).image_size, 288);
+  EXPECT_EQ(phase_for_epoch(phases, 99).image_size, 288);
+  EXPECT_EQ(validation_image_size(spec), 288);
+  // Piecewise-linear per 256 images, scaled by the phase's global batch; a repeated epoch is a step.
+  EXPECT_NEAR(schedule_lr(spec.training, 3), 0.06, 1e-12);
+  EXPECT_NEAR(schedule_lr(spec.training, 18.999), 0.1, 1e-12);
+  EXPECT_NEAR(schedule_lr(spec.training, 19), 0.03, 1e-12);
+  EXPECT_NEAR(schedule_lr(spec.training, 50), 0.0002, 1e-12);
+  EXPECT_NEAR(learning_rate(spec.training, 19, 24576), 0.03 * 96, 1e-9);
+  const int64_t images = 1281167;
+  const int64_t first_phase_steps = steps_per_epoch(images, 8192) * 6;
+  const StepPosition pos = locate_step(phases, images, first_phase_steps);
+  EXPECT_EQ(pos.epoch, 6);
+  EXPECT_EQ(pos.step_in_epoch, 0);
+  EXPECT_NEAR(learning_rate_at_step(spec, images, first_phase_steps), 0.1 * 16384 / 256, 1e-9);
+}
+
+TEST(Resolve, TorusGridAndMissingValues) {
+  TrainingJob job = example("fashion-mnist.yaml");
+  job.spec.all_reduce.algorithm = AllReduceAlgorithm::kTorus2d;
+  job.spec.all_reduce.grid = {2, 1};
+  EXPECT_EQ(torus_grid(job.spec), (GridShape{2, 1}));
+  job.spec.gang.workers.reset();
+  EXPECT_THROW(world_size(job.spec), InvalidArgument);
+  EXPECT_THROW(steps_per_epoch(100, 0), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace torus::api

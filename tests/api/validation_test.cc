@@ -1,0 +1,220 @@
+#include "common/api/validation.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "common/api/defaults.h"
+#include "common/util/error.h"
+#include "tests/api/corpus.h"
+
+namespace torus::api {
+namespace {
+
+using nlohmann::json;
+
+const json kBase = json::parse(R"({
+  "apiVersion": "torus.dev/v1alpha1", "kind": "TrainingJob", "metadata": {"name": "base"},
+  "spec": {
+    "gang": {"workers": 2, "processesPerWorker": 2},
+    "model": {"arch": "resnet9"},
+    "data": {"dataset": "synthetic"},
+    "training": {"epochs": 4, "batchSize": 256, "lrSchedule": {"peak": 0.2}}
+  }
+})");
+
+std::string dump(const FieldErrors& errors) {
+  std::string out;
+  for (const auto& e : errors) out += e.to_string() + "\n";
+  return out;
+}
+
+FieldErrors errors_of(const json& patch) {
+  json document = kBase;
+  document.merge_patch(patch);
+  const Decoded decoded = decode_json(document);
+  return check_decoded(decoded);
+}
+
+TEST(Validation, TheBaseJobIsValid) { EXPECT_TRUE(errors_of(json::object()).empty()) << dump(errors_of({})); }
+
+struct Case {
+  const char* name;
+  const char* patch;                  // JSON merge patch on kBase
+  std::vector<std::string> expected;  // exact "path: message" lines, in order
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class ValidationCase : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ValidationCase, ReportsExactlyTheseErrors) {
+  const Case& c = GetParam();
+  const FieldErrors errors = errors_of(json::parse(c.patch));
+  std::vector<std::string> lines;
+  for (const auto& e : errors) lines.push_back(e.to_string());
+  EXPECT_EQ(lines, c.expected) << dump(errors);
+}
+
+const Case kCases[] = {
+    {"negative_batch",
+     R"({"spec": {"training": {"batchSize": -4}}})",
+     {"spec.training.batchSize: must be a positive integer, got -4"}},
+    {"batch_not_divisible",
+     R"({"spec": {"training": {"batchSize": 250}}})",
+     {"spec.training.batchSize: must be divisible by the world size 4 (workers x processesPerWorker), got 250"}},
+    {"both_batches",
+     R"({"spec": {"training": {"perRankBatchSize": 64}}})",
+     {"spec.training.batchSize: give batchSize (global) or perRankBatchSize, not both"}},
+    {"no_batch",
+     R"({"spec": {"training": {"batchSize": null}}})",
+     {"spec.training.batchSize: is required: batchSize (global) or perRankBatchSize"}},
+    {"missing_required",
+     R"({"metadata": {"name": null}, "spec": {"gang": {"workers": null}, "model": {"arch": null},
+        "data": {"dataset": null}, "training": {"epochs": null}}})",
+     {"metadata.name: is required: the job's name", "spec.gang.workers: is required: the number of worker pods",
+      "spec.model.arch: is required: the network, one of \"resnet9\", \"resnet18\", \"resnet34\", \"resnet50\"",
+      "spec.data.dataset: is required: the data set", "spec.training.epochs: is required: the number of epochs"}},
+    {"bad_name",
+     R"({"metadata": {"name": "My_Job"}})",
+     {"metadata.name: must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter "
+      "or digit) of at most 48 characters, got \"My_Job\""}},
+    {"wrong_kind",
+     R"({"apiVersion": "torus.dev/v1", "kind": "Job"})",
+     {"apiVersion: must be \"torus.dev/v1alpha1\", got \"torus.dev/v1\"",
+      "kind: must be \"TrainingJob\", got \"Job\""}},
+    {"phases_gap_and_end",
+     R"({"spec": {"training": {"phases": [{"fromEpoch": 0, "toEpoch": 2, "imageSize": 24},
+                                          {"fromEpoch": 3, "toEpoch": 5, "batchSize": 510}]}}})",
+     {"spec.training.phases[1].batchSize: must be divisible by the world size 4 (workers x processesPerWorker), got "
+      "510",
+      "spec.training.phases[1].fromEpoch: phases must be in order and leave no gap: expected 2 (the previous "
+      "toEpoch), got 3",
+      "spec.training.phases[1].toEpoch: the last phase must end at training.epochs (4), got 5"}},
+    {"phase_backwards",
+     R"({"spec": {"training": {"phases": [{"fromEpoch": 0, "toEpoch": 0}]}}})",
+     {"spec.training.phases[0].toEpoch: must be a positive integer, got 0",
+      "spec.training.phases[0].toEpoch: must be greater than fromEpoch (0), got 0",
+      "spec.training.phases[0].toEpoch: the last phase must end at training.epochs (4), got 0"}},
+    {"grid_mismatch",
+     R"({"spec": {"allReduce": {"algorithm": "torus2d", "grid": {"x": 3, "y": 2}}}})",
+     {"spec.allReduce.grid: x * y must equal the world size 4, got 3 x 2"}},
+    {"grid_without_torus",
+     R"({"spec": {"allReduce": {"algorithm": "ring", "grid": {"x": 2, "y": 2}}}})",
+     {"spec.allReduce.grid: is only for algorithm torus2d"}},
+    {"restart_needs_checkpoint",
+     R"({"spec": {"runPolicy": {"restartPolicy": "ExitCode"}}})",
+     {"spec.training.checkpoint.dir: is required when runPolicy.restartPolicy is ExitCode: a restarted gang resumes "
+      "from its last checkpoint"}},
+    {"ranges",
+     R"({"spec": {"training": {"labelSmoothing": 1.0, "targetAccuracy": 0, "optimizer": {"momentum": -0.1}},
+                  "allReduce": {"bucketSizeMB": 0}, "metricsPort": 70000}})",
+     {"spec.training.optimizer.momentum: must be a number in [0, 1), got -0.1",
+      "spec.training.labelSmoothing: must be a number in [0, 1), got 1",
+      "spec.training.targetAccuracy: must be a number in (0, 1], got 0",
+      "spec.allReduce.bucketSizeMB: must be a number in (0, inf), got 0",
+      "spec.metricsPort: must be an integer in [1, 65535], got 70000"}},
+    {"piecewise_with_peak",
+     R"({"spec": {"training": {"lrSchedule": {"type": "piecewise-linear", "points": [{"epoch": 2, "lr": 0.1},
+                                                                                      {"epoch": 1, "lr": 0.2}]}}}})",
+     {"spec.training.lrSchedule.points[1].epoch: points must be in epoch order: 1 comes after 2",
+      "spec.training.lrSchedule.peak: is only for type one-cycle (piecewise-linear uses points)"}},
+    {"cifar_needs_path",
+     R"({"spec": {"data": {"dataset": "cifar10"}}})",
+     {"spec.data.path: is required for dataset cifar10 (the folder of the binary batches)"}},
+    {"fp16_on_cpu",
+     R"({"spec": {"training": {"precision": "fp16"}}})",
+     {"spec.training.precision: fp16 needs gang.device gpu; on CPU use bf16 or fp32"}},
+    {"min_available",
+     R"({"spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": 3}}}})",
+     {"spec.runPolicy.schedulingPolicy.minAvailable: must not exceed gang.workers (2), got 3"}},
+    {"decode_error_hides_follow_up",
+     R"({"spec": {"training": {"batchSize": "256"}}})",
+     {"spec.training.batchSize: must be an integer, got a string \"256\""}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Table, ValidationCase, ::testing::ValuesIn(kCases),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST(Validation, EveryExampleIsValid) {
+  const auto files = testing::yaml_files(testing::source_dir() / "examples");
+  ASSERT_GE(files.size(), 3u);
+  for (const auto& path : files) {
+    const FieldErrors errors = check_file(path.string());
+    EXPECT_TRUE(errors.empty()) << path << "\n" << dump(errors);
+  }
+}
+
+TEST(Validation, LoadJobFileDefaultsOrThrowsWithTheFileName) {
+  const std::string path = (testing::source_dir() / "examples/fashion-mnist.yaml").string();
+  const TrainingJob job = load_job_file(path);
+  EXPECT_EQ(job.spec.data.image_size, 28);
+  EXPECT_EQ(job.spec.model.input_channels, 1);
+  try {
+    load_job_yaml("kind: TrainingJob\n", "inline.yaml");
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("inline.yaml: apiVersion: must be"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("inline.yaml: spec.gang.workers: is required"), std::string::npos);
+  }
+}
+
+TEST(Defaults, FillWhatIsUnsetAndNothingElse) {
+  TrainingJob job = decode_json(kBase).job;
+  job.spec.training.optimizer.nesterov = true;
+  job.spec.training.optimizer.weight_decay = 0.0;  // an explicit 0 stays 0
+  apply_defaults(job);
+  const TrainingJobSpec& s = job.spec;
+  EXPECT_EQ(s.gang.processes_per_worker, 2);
+  EXPECT_EQ(s.gang.device, Device::kCpu);
+  EXPECT_EQ(s.gang.image, kDefaultWorkerImage);
+  EXPECT_EQ(s.model.widths, (std::vector<int32_t>{64, 128, 256, 512}));
+  EXPECT_EQ(s.model.stem, Stem::kCifar);
+  EXPECT_EQ(s.model.pooling, Pooling::kMax);
+  EXPECT_EQ(s.model.input_channels, 3);
+  EXPECT_EQ(s.model.num_classes, 10);
+  EXPECT_EQ(s.data.image_size, 32);
+  EXPECT_EQ(s.data.synthetic.train_images, 10000);
+  EXPECT_EQ(s.training.optimizer.nesterov, true);
+  EXPECT_EQ(s.training.optimizer.weight_decay, 0.0);
+  EXPECT_EQ(s.training.optimizer.momentum, 0.9);
+  EXPECT_EQ(s.training.lr_schedule.type, LrScheduleKind::kOneCycle);
+  EXPECT_EQ(s.training.lr_schedule.warmup_epochs, 0.0);
+  EXPECT_EQ(s.all_reduce.first_bucket_size_mb, 1.0);
+  EXPECT_EQ(s.all_reduce.bucket_size_mb, 25.0);
+  EXPECT_EQ(s.run_policy.restart_policy, RestartPolicy::kNever);
+  EXPECT_EQ(s.run_policy.managed_by, kDefaultManagedBy);
+  EXPECT_EQ(s.run_policy.scheduling_policy.min_available, 2);
+  EXPECT_EQ(s.metrics_port, kDefaultMetricsPort);
+  EXPECT_EQ(s.rendezvous_port, kDefaultRendezvousPort);
+  EXPECT_TRUE(s.training.checkpoint.dir.empty());
+  EXPECT_FALSE(s.training.checkpoint.every_epochs.has_value());
+  // Idempotent.
+  EXPECT_EQ(with_defaults(job), job);
+}
+
+TEST(Defaults, DependOnTheDataSetAndTheNetwork) {
+  json doc = kBase;
+  doc["spec"]["data"] = {{"dataset", "imagefolder"}, {"path", "/d"}};
+  doc["spec"]["model"]["arch"] = "resnet50";
+  doc["spec"]["allReduce"] = {{"algorithm", "torus2d"}};
+  doc["spec"]["training"]["checkpoint"] = {{"dir", "/ckpt"}};
+  const TrainingJob job = with_defaults(decode_json(doc).job);
+  EXPECT_EQ(job.spec.model.stem, Stem::kImageNet);
+  EXPECT_EQ(job.spec.model.pooling, Pooling::kAvg);
+  EXPECT_FALSE(job.spec.model.num_classes.has_value());  // counted from the folder
+  EXPECT_EQ(job.spec.data.image_size, 224);
+  EXPECT_EQ(job.spec.all_reduce.grid.x, 2);  // processesPerWorker along x
+  EXPECT_EQ(job.spec.all_reduce.grid.y, 2);
+  EXPECT_EQ(job.spec.training.checkpoint.every_epochs, 1);
+  EXPECT_EQ(job.spec.training.checkpoint.keep, 2);
+  json fm = kBase;
+  fm["spec"]["data"] = {{"dataset", "fashion-mnist"}};
+  const TrainingJob f = with_defaults(decode_json(fm).job);
+  EXPECT_EQ(f.spec.data.path, kFashionMnistPath);
+  EXPECT_EQ(f.spec.model.input_channels, 1);
+  EXPECT_EQ(f.spec.data.image_size, 28);
+}
+
+}  // namespace
+}  // namespace torus::api
