@@ -1,0 +1,51 @@
+#include "common/metrics/operator_metrics.h"
+
+namespace torus::metrics {
+
+std::vector<double> startup_time_buckets() { return exponential_buckets(1.0, 2.0, 15); }
+
+OperatorMetrics::OperatorMetrics(Registry& r, const std::string& version)
+    : reconciles(r.counter("torus_operator_reconciles_total", "Reconcile calls finished.").labels({})),
+      reconcile_errors(
+          r.counter("torus_operator_reconcile_errors_total", "Reconcile calls that failed, by reason.", {"reason"})),
+      reconcile_seconds(r.histogram("torus_operator_reconcile_seconds", "Duration of one reconcile call.", {},
+                                    exponential_buckets(0.0005, 2.0, 16))
+                            .labels({})),
+      jobs(r.gauge("torus_operator_jobs", "TrainingJobs by namespace and phase.", {"namespace", "phase"})),
+      gang_restarts(r.counter("torus_operator_gang_restarts_total", "Gang restarts of a TrainingJob, by reason.",
+                              {"namespace", "job", "reason"})),
+      time_to_running(r.histogram("torus_operator_time_to_running_seconds",
+                                  "Time from a TrainingJob's creation until all its workers run.", {"namespace"},
+                                  startup_time_buckets())),
+      time_to_first_step(r.histogram("torus_operator_time_to_first_step_seconds",
+                                     "Time from a TrainingJob's creation until its first optimizer step.",
+                                     {"namespace"}, startup_time_buckets())),
+      api_requests(r.counter("torus_operator_api_requests_total", "Kubernetes API requests, by verb and HTTP code.",
+                             {"verb", "code"})),
+      api_request_errors(r.counter("torus_operator_api_request_errors_total",
+                                   "Kubernetes API requests that failed (non-2xx or transport error).",
+                                   {"verb", "code"})),
+      leader(r.gauge("torus_operator_leader", "1 while this replica holds the leader lease, else 0.").labels({})),
+      workqueue_depth(r.gauge("torus_operator_workqueue_depth", "Keys waiting in the reconcile queue.").labels({})) {
+  // A constant 1 whose labels say which build is running, the usual Prometheus idiom.
+  r.gauge("torus_operator_build_info", "Build of the running operator (always 1).", {"version"})
+      .labels({version})
+      .set(1);
+}
+
+void OperatorMetrics::record_api_request(const std::string& verb, int code) {
+  const std::string code_label = code == 0 ? "error" : std::to_string(code);
+  api_requests.labels({verb, code_label}).inc();
+  if (code < 200 || code > 299) api_request_errors.labels({verb, code_label}).inc();
+}
+
+void OperatorMetrics::set_jobs_by_phase(const std::map<std::pair<std::string, std::string>, int>& counts) {
+  std::lock_guard lock(jobs_mutex_);
+  for (const auto& [key, count] : last_job_counts_) {
+    if (counts.find(key) == counts.end()) jobs.labels({key.first, key.second}).set(0);
+  }
+  for (const auto& [key, count] : counts) jobs.labels({key.first, key.second}).set(count);
+  last_job_counts_ = counts;
+}
+
+}  // namespace torus::metrics
