@@ -54,6 +54,10 @@ WorkerMetrics::WorkerMetrics(Registry& r, const std::string& job, const std::str
       step_seconds(histogram(r, labels_, "torus_worker_step_seconds",
                              "Wall time of one optimizer step (forward, backward, all-reduce, update).",
                              step_time_buckets())),
+      compute_seconds(histogram(r, labels_, "torus_worker_compute_seconds",
+                                "Time of one step's own work (forward, backward, update) without waits for data "
+                                "or peers; names stragglers.",
+                                step_time_buckets())),
       steps(counter(r, labels_, "torus_worker_steps_total", "Optimizer steps taken by this process.")),
       images(counter(r, labels_, "torus_worker_images_total", "Training images processed by this rank.")),
       images_per_second(
@@ -105,6 +109,8 @@ WorkerMetrics::WorkerMetrics(Registry& r, const std::string& job, const std::str
       allreduce_calls_(r.counter("torus_worker_allreduce_calls_total", "All-reduce calls finished by this rank.",
                                  base_plus({"algorithm", "level"}))) {
   start_timestamp.set_to_current_time();
+  // Until the first step, "no progress since" counts from start-up, so a gang stuck in rendezvous also alerts.
+  last_progress_timestamp.set_to_current_time();
   update_resident_memory();
 }
 
@@ -134,8 +140,9 @@ void WorkerMetrics::update_resident_memory() {
   }
 }
 
-void WorkerMetrics::record_step(double seconds, int64_t images_in_step) {
+void WorkerMetrics::record_step(double seconds, double compute, int64_t images_in_step) {
   step_seconds.observe(seconds);
+  compute_seconds.observe(compute);
   steps.inc();
   images.inc(static_cast<double>(images_in_step));
   last_progress_timestamp.set_to_current_time();

@@ -45,7 +45,10 @@ class WorkerMetrics {
   WorkerMetrics& operator=(const WorkerMetrics&) = delete;
 
   // Training progress.
-  Histogram& step_seconds;         // wall time of one optimizer step (forward, backward, all-reduce, update)
+  Histogram& step_seconds;  // wall time of one optimizer step (forward, backward, all-reduce, update)
+  // The step's own work, without waits for data or for peers. In synchronous data-parallel training every rank's
+  // step takes as long as the slowest rank's, so step time cannot name a straggler; this can.
+  Histogram& compute_seconds;
   Counter& steps;                  // steps taken by this process
   Counter& images;                 // training images processed by this rank
   Gauge& images_per_second;        // this rank's recent throughput
@@ -79,8 +82,8 @@ class WorkerMetrics {
   CollectiveMetrics& collective(const std::string& algorithm, const std::string& level);
   // Reads this process's RSS from /proc/self/statm into resident_memory_bytes.
   void update_resident_memory();
-  // Call after each optimizer step: observes the step time, counts images, stamps last progress.
-  void record_step(double seconds, int64_t images_in_step);
+  // Call after each optimizer step: observes the step and compute times, counts images, stamps last progress.
+  void record_step(double seconds, double compute, int64_t images_in_step);
 
  private:
   Family<Histogram>& allreduce_seconds_;

@@ -25,7 +25,7 @@ void populate(WorkerMetrics& m, int rank) {
   m.global_batch_size.set(256);
   m.image_size.set(28);
   m.images_per_second.set(1150.5);
-  for (int i = 0; i < 5; ++i) m.record_step(0.11 + 0.01 * i, 128);
+  for (int i = 0; i < 5; ++i) m.record_step(0.11 + 0.01 * i, 0.09, 128);
   m.data_wait_seconds.observe(0.002);
   m.checkpoint_seconds.observe(0.4);
   m.checkpoints.inc();
@@ -58,8 +58,8 @@ TEST(WorkerMetrics, PromtoolFindsNothingToSayAboutAPopulatedGang) {
 TEST(WorkerMetrics, RecordStepStampsProgress) {
   Registry registry;
   WorkerMetrics m(registry, "j", "ns", 3, 0);
-  EXPECT_EQ(m.last_progress_timestamp.value(), 0);
-  m.record_step(0.5, 64);
+  EXPECT_NEAR(m.last_progress_timestamp.value(), m.start_timestamp.value(), 1e-3);  // start-up counts as progress
+  m.record_step(0.5, 0.4, 64);
   EXPECT_EQ(m.steps.value(), 1);
   EXPECT_EQ(m.images.value(), 64);
   EXPECT_NEAR(m.last_progress_timestamp.value(), static_cast<double>(std::time(nullptr)), 5);
