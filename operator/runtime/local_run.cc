@@ -1,0 +1,422 @@
+#include "operator/runtime/local_run.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "common/api/codec.h"
+#include "common/api/defaults.h"
+#include "common/api/resolve.h"
+#include "common/api/validation.h"
+#include "common/process/worker_events.h"
+#include "common/util/env.h"
+#include "common/util/error.h"
+#include "operator/runtime/run_report.h"
+
+namespace torus::runtime {
+namespace fs = std::filesystem;
+namespace {
+
+// ---- --set ---------------------------------------------------------------------------------------------
+
+struct PathToken {
+  std::string key;  // object key, or empty for an index
+  std::optional<size_t> index;
+};
+
+std::optional<std::vector<PathToken>> parse_path(const std::string& path) {
+  std::vector<PathToken> out;
+  size_t i = 0;
+  while (i < path.size()) {
+    if (path[i] == '[') {
+      const size_t close = path.find(']', i);
+      if (close == std::string::npos || close == i + 1) return std::nullopt;
+      const std::string digits = path.substr(i + 1, close - i - 1);
+      if (digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+      out.push_back({"", std::stoul(digits)});
+      i = close + 1;
+      if (i < path.size() && path[i] == '.') ++i;
+      continue;
+    }
+    const size_t end = path.find_first_of(".[", i);
+    const std::string key = path.substr(i, end == std::string::npos ? std::string::npos : end - i);
+    if (key.empty()) return std::nullopt;
+    out.push_back({key, std::nullopt});
+    if (end == std::string::npos) break;
+    i = path[end] == '.' ? end + 1 : end;
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+// ---- ports, secrets, binaries --------------------------------------------------------------------------
+
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw_errno("socket for a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    throw_errno("binding 127.0.0.1:0 for a free port");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string random_secret() {
+  std::random_device rd;  // /dev/urandom
+  std::ostringstream os;
+  for (int i = 0; i < 8; ++i) {
+    char buf[9];
+    std::snprintf(buf, sizeof(buf), "%08x", rd());
+    os << buf;
+  }
+  return os.str();
+}
+
+std::string worker_binary(const LocalRunOptions& options) {
+  if (!options.worker_binary.empty()) return options.worker_binary;
+  if (auto env = env::get("TORUS_WORKER_BINARY")) return *env;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path sibling = self.parent_path() / "torus-worker";
+  if (!ec && fs::exists(sibling)) return sibling.string();
+  throw InvalidArgument("cannot find torus-worker next to " + self.string() + "; build it or set TORUS_WORKER_BINARY");
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+// ---- Ctrl-C ----------------------------------------------------------------------------------------------
+
+// Blocks SIGINT/SIGTERM and reads them from a signalfd, so the gang loop sees Ctrl-C as a readable fd.
+class InterruptFd {
+ public:
+  InterruptFd() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    ::sigprocmask(SIG_BLOCK, &set_, &old_);
+    fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
+  }
+  ~InterruptFd() {
+    if (fd_ >= 0) ::close(fd_);
+    ::sigprocmask(SIG_SETMASK, &old_, nullptr);
+  }
+  InterruptFd(const InterruptFd&) = delete;
+  InterruptFd& operator=(const InterruptFd&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  sigset_t set_{}, old_{};
+  int fd_ = -1;
+};
+
+// ---- what a person sees ------------------------------------------------------------------------------------
+
+class Console : public GangListener {
+ public:
+  Console(Verbosity verbosity, int world_size)
+      : verbosity_(verbosity), tty_(::isatty(STDERR_FILENO) == 1), tails_(static_cast<size_t>(world_size)) {}
+
+  RunReport& report() { return report_; }
+
+  void on_attempt_start(int attempt) override {
+    report_.on_attempt_start(attempt);
+    if (attempt > 1) say("attempt " + std::to_string(attempt) + ": restarting every rank from the last checkpoint");
+  }
+
+  void on_line(int rank, process::Stream, std::string_view line) override {
+    if (auto event = process::parse_event(line)) {
+      on_event(rank, *event);
+      return;
+    }
+    auto& tail = tails_.at(static_cast<size_t>(rank));
+    tail.emplace_back(line);
+    if (tail.size() > kTailLines) tail.pop_front();
+    if (rank == 0 || verbosity_ == Verbosity::kAllRanks || is_warning_or_error(line)) {
+      say("[rank " + std::to_string(rank) + "] " + std::string(line));
+    }
+  }
+
+  void on_worker_exit(int rank, const process::Termination& how) override {
+    if (how.success() || interrupted_) return;
+    say("rank " + std::to_string(rank) + " " + how.describe());
+    if (rank != 0 && verbosity_ != Verbosity::kAllRanks) {  // its last words were not shown: show them now
+      for (const auto& l : tails_.at(static_cast<size_t>(rank))) say("[rank " + std::to_string(rank) + "] " + l);
+    }
+  }
+
+  void on_restart(const controller::Decision& why) override { say(why.message); }
+
+  void on_interrupt(int count) override {
+    interrupted_ = true;
+    say(count == 1 ? "interrupted: asking workers to checkpoint and stop (Ctrl-C again to kill)"
+                   : "interrupted again: killing workers");
+  }
+
+  void on_tick() override {
+    const auto now = std::chrono::steady_clock::now();
+    if (!have_progress_) return;
+    if (tty_) {
+      draw_progress();
+    } else if (now - last_plain_ >= kPlainInterval) {
+      last_plain_ = now;
+      std::fprintf(stderr, "%s\n", report_.progress_line().c_str());
+    }
+  }
+
+  void say(const std::string& text) {
+    clear_progress();
+    std::fprintf(stderr, "%s\n", text.c_str());
+    if (tty_ && have_progress_) draw_progress();
+  }
+
+  void finish() { clear_progress(); }
+
+ private:
+  static constexpr size_t kTailLines = 20;
+  static constexpr std::chrono::seconds kPlainInterval{10};
+
+  static bool is_warning_or_error(std::string_view line) {
+    // TLOG lines read "<timestamp>Z W ..." / "<timestamp>Z E ..."
+    const auto z = line.find("Z ");
+    return z != std::string_view::npos && z + 3 < line.size() && (line[z + 2] == 'W' || line[z + 2] == 'E') &&
+           line[z + 3] == ' ';
+  }
+
+  void on_event(int rank, const nlohmann::json& event) {
+    report_.on_event(rank, event);
+    const std::string type = event.value("event", "");
+    if (type == process::event::kStarted && event.contains("metrics_port")) {
+      say("rank " + std::to_string(rank) +
+          " metrics: http://127.0.0.1:" + std::to_string(event["metrics_port"].get<int>()) + "/metrics");
+    } else if (type == process::event::kProgress && rank == 0) {
+      have_progress_ = true;
+      if (tty_) draw_progress();
+    } else if (type == process::event::kEvaluated && rank == 0) {
+      say("epoch " + std::to_string(event.value("epoch", 0)) + ": validation accuracy " +
+          std::to_string(event.value("accuracy", 0.0) * 100).substr(0, 5) + "%");
+    } else if (type == process::event::kCheckpoint && rank == 0) {
+      say("checkpoint: " + event.value("path", std::string()));
+    }
+  }
+
+  void draw_progress() {
+    std::fprintf(stderr, "\r\033[K%s", report_.progress_line().c_str());
+    std::fflush(stderr);
+    progress_shown_ = true;
+  }
+
+  void clear_progress() {
+    if (!progress_shown_) return;
+    std::fprintf(stderr, "\r\033[K");
+    progress_shown_ = false;
+  }
+
+  Verbosity verbosity_;
+  bool tty_;
+  bool have_progress_ = false;
+  bool progress_shown_ = false;
+  bool interrupted_ = false;
+  std::chrono::steady_clock::time_point last_plain_{};
+  std::vector<std::deque<std::string>> tails_;
+  RunReport report_;
+};
+
+// A private directory holding the resolved job file the workers read (the local analogue of the operator's
+// ConfigMap); removed when the run ends.
+class RunDir {
+ public:
+  explicit RunDir(const api::TrainingJob& job) {
+    std::string dir = (fs::temp_directory_path() / ("torus-run-" + job.metadata.name + "-XXXXXX")).string();
+    if (::mkdtemp(dir.data()) == nullptr)
+      throw_errno("creating a run directory under " + fs::temp_directory_path().string());
+    dir_ = dir;
+    job_file_ = (dir_ / "job.yaml").string();
+    std::ofstream out(job_file_);
+    out << api::to_yaml(job);
+    if (!out) throw SystemError("cannot write " + job_file_);
+  }
+  ~RunDir() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  RunDir(const RunDir&) = delete;
+  RunDir& operator=(const RunDir&) = delete;
+  const std::string& job_file() const { return job_file_; }
+
+ private:
+  fs::path dir_;
+  std::string job_file_;
+};
+
+}  // namespace
+
+void apply_set(nlohmann::json& document, const std::string& assignment, api::FieldErrors& errors) {
+  const std::string where = "--set " + assignment;
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos) {
+    errors.push_back({"", where + ": expected path=value, e.g. spec.training.epochs=3"});
+    return;
+  }
+  const auto tokens = parse_path(assignment.substr(0, eq));
+  if (!tokens) {
+    errors.push_back({"", where + ": malformed path; expected dotted keys with [i] indices"});
+    return;
+  }
+  api::FieldErrors value_errors;
+  nlohmann::json value = api::parse_yaml_document(assignment.substr(eq + 1), value_errors);
+  for (const auto& e : value_errors) errors.push_back({"", where + ": value: " + e.message});
+  if (!value_errors.empty()) return;
+  nlohmann::json* node = &document;
+  for (const auto& t : *tokens) {
+    if (t.index) {
+      if (!node->is_array() || *t.index >= node->size()) {
+        errors.push_back({"", where + ": no list element [" + std::to_string(*t.index) + "] there"});
+        return;
+      }
+      node = &(*node)[*t.index];
+    } else {
+      if (node->is_null()) *node = nlohmann::json::object();
+      if (!node->is_object()) {
+        errors.push_back({"", where + ": '" + t.key + "' is inside a value that is not a map"});
+        return;
+      }
+      node = &(*node)[t.key];
+    }
+  }
+  *node = std::move(value);
+}
+
+LoadedJob load_local_job(const LocalRunOptions& options) {
+  LoadedJob out;
+  std::ifstream in(options.job_file);
+  if (!in) {
+    out.errors.push_back({"", "cannot read " + options.job_file + ": " + std::strerror(errno)});
+    return out;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json document = api::parse_yaml_document(text.str(), out.errors);
+  if (!out.errors.empty()) return out;
+  for (const auto& s : options.sets) apply_set(document, s, out.errors);
+  if (options.workers) {
+    if (*options.workers < 1) {
+      out.errors.push_back({"", "--workers: must be at least 1, got " + std::to_string(*options.workers)});
+    } else {
+      document["spec"]["gang"]["workers"] = *options.workers;
+    }
+  }
+  const api::Decoded decoded = api::decode_json(document);
+  const api::FieldErrors found = api::check_decoded(decoded);
+  out.errors.insert(out.errors.end(), found.begin(), found.end());
+  if (out.errors.empty()) out.job = api::with_defaults(decoded.job);
+  return out;
+}
+
+controller::GangPolicy gang_policy_of(const api::TrainingJobSpec& spec) {
+  controller::GangPolicy p;
+  const auto& rp = spec.run_policy;
+  switch (rp.restart_policy.value_or(api::RestartPolicy::kExitCode)) {
+    case api::RestartPolicy::kNever:
+      p.restart_policy = controller::RestartPolicy::kNever;
+      break;
+    case api::RestartPolicy::kOnFailure:
+      p.restart_policy = controller::RestartPolicy::kOnFailure;
+      break;
+    case api::RestartPolicy::kExitCode:
+      p.restart_policy = controller::RestartPolicy::kExitCode;
+      break;
+  }
+  p.backoff_limit = rp.backoff_limit.value_or(p.backoff_limit);
+  if (rp.active_deadline_seconds) p.active_deadline = controller::Seconds(*rp.active_deadline_seconds);
+  if (rp.running_deadline_seconds) p.running_deadline = controller::Seconds(*rp.running_deadline_seconds);
+  return p;
+}
+
+int run_local(const LocalRunOptions& options) {
+  const LoadedJob loaded = load_local_job(options);
+  if (!loaded.errors.empty()) {
+    for (const auto& e : loaded.errors) std::fprintf(stderr, "%s\n", e.to_string(options.job_file).c_str());
+    return 1;
+  }
+  const api::TrainingJob& job = loaded.job;
+  const int world = api::world_size(job.spec);
+  const RunDir run_dir(job);
+  const std::string& job_path = run_dir.job_file();
+  const std::string binary = worker_binary(options);
+  const std::string secret = random_secret();
+  const std::string node = host_name();
+  std::map<int, int> master_port_of_attempt;
+
+  GangLaunch launch;
+  launch.world_size = world;
+  launch.policy = gang_policy_of(job.spec);
+  launch.make_rank = [&](int rank, int attempt) {
+    if (!master_port_of_attempt.count(attempt)) master_port_of_attempt[attempt] = free_local_port();
+    process::ProcessSpec spec;
+    spec.name = "rank " + std::to_string(rank);
+    spec.argv = {binary, "--job", job_path};
+    spec.env = {{"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", std::to_string(master_port_of_attempt[attempt])},
+                {"WORLD_SIZE", std::to_string(world)},
+                {"RANK", std::to_string(rank)},
+                {"LOCAL_RANK", std::to_string(rank)},
+                {"LOCAL_WORLD_SIZE", std::to_string(world)},
+                {"NODE_RANK", "0"},
+                {"TORUS_ATTEMPT", std::to_string(attempt)},
+                {"TORUS_JOB_NAME", job.metadata.name},
+                {"TORUS_NAMESPACE", job.metadata.namespace_.empty() ? "local" : job.metadata.namespace_},
+                {"TORUS_NODE_NAME", node},
+                {"TORUS_METRICS_PORT", "0"},
+                {"TORUS_RENDEZVOUS_SECRET", secret},
+                {"TORUS_LOG_LEVEL", env::get_or("TORUS_LOG_LEVEL", "info")}};
+    return spec;
+  };
+  InterruptFd interrupt;
+  launch.interrupt_fd = interrupt.fd();
+
+  Console console(options.verbosity, world);
+  console.say("torus run: job " + job.metadata.name + ", " + std::to_string(world) + " rank(s), worker " + binary);
+  const auto t0 = std::chrono::steady_clock::now();
+  const GangOutcome outcome = run_local_gang(launch, console);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  console.finish();
+  const auto lines = console.report().summary(outcome, wall);
+  for (size_t i = 0; i + 1 < lines.size(); ++i) std::fprintf(stderr, "%s\n", lines[i].c_str());
+  std::printf("%s\n", lines.back().c_str());
+  std::fflush(stdout);
+  switch (outcome.phase) {
+    case GangPhase::kSucceeded:
+      return 0;
+    case GangPhase::kSuspended:
+      return 130;
+    case GangPhase::kFailed:
+      return 1;
+  }
+  return 1;
+}
+
+}  // namespace torus::runtime

@@ -1,0 +1,44 @@
+#pragma once
+// `torus run FILE`: the same TrainingJob file `kubectl apply` takes, run here as local worker processes with the
+// same rank environment, rendezvous, checkpoints, gang restarts and metrics as in pods.
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/api/field_error.h"
+#include "common/api/training_job.h"
+#include "operator/controller/gang_policy.h"
+
+namespace torus::runtime {
+
+enum class Verbosity { kRankZero, kAllRanks };
+
+struct LocalRunOptions {
+  std::string job_file;
+  std::optional<int> workers;     // --workers N: overrides spec.gang.workers
+  std::vector<std::string> sets;  // --set path=value (YAML scalar or flow value), applied in order
+  Verbosity verbosity = Verbosity::kRankZero;
+  std::string worker_binary;  // empty: torus-worker next to this executable, or $TORUS_WORKER_BINARY
+};
+
+// Applies `path=value` to a JSON document: dotted keys with [i] list indices ("spec.training.epochs=3",
+// "spec.training.phases[0].imageSize=128"); the value is read as YAML ("true", "0.1", "[8, 16]", "text").
+// Errors name the --set argument and what was wrong.
+void apply_set(nlohmann::json& document, const std::string& assignment, api::FieldErrors& errors);
+
+// Reads, overrides, defaults and validates the job: the job to run, or every error (nothing is started).
+struct LoadedJob {
+  api::TrainingJob job;
+  api::FieldErrors errors;
+};
+LoadedJob load_local_job(const LocalRunOptions& options);
+
+// The gang restart contract of a job's spec.runPolicy (shared with the operator through the gang policy).
+controller::GangPolicy gang_policy_of(const api::TrainingJobSpec& spec);
+
+// Runs the job; prints progress and the summary (last line `RESULT ...`) and returns the process exit code:
+// 0 Succeeded, 1 Failed or invalid, 130 interrupted (Suspended: run again to resume from the checkpoint).
+int run_local(const LocalRunOptions& options);
+
+}  // namespace torus::runtime
