@@ -36,6 +36,7 @@ Conv2d::Conv2d(Context& ctx, const std::string& name, int64_t c_in, int64_t c_ou
     : ctx_(ctx), g_{ref.n, ref.h, ref.w, c_in, c_out, kernel, kernel, stride, pad}, input_grad_(input_grad) {
   weight_ =
       ctx.params.add(name + ".weight", ParamKind::kConvWeight, g_.weight_shape(), ctx.backend.conv_weight_elements(g_));
+  ctx.conv_layouts.emplace(weight_, g_);
 }
 
 ConvGeometry Conv2d::geometry_for(const Shape& x) const {

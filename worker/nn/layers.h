@@ -4,6 +4,7 @@
 // registers its parameters in the Context's arenas at construction, in forward order.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -28,6 +29,8 @@ struct Context {
   Arena grads;   // mirror of params, allocated with it
   Mode mode = Mode::kTrain;
   std::function<void(size_t)> grad_ready;  // param index; called in backward order
+  // Conv weights live in a backend-native layout; this is how to convert parameter i (or its momentum).
+  std::map<size_t, ConvGeometry> conv_layouts;
 
   explicit Context(Backend& b) : backend(b) {}
   Tensor param(size_t i) const { return params.view(i); }

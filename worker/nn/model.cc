@@ -167,4 +167,39 @@ int64_t Model::parameter_count() const {
   return n;
 }
 
+std::vector<float> export_plain(Context& ctx, const Arena& arena) {
+  int64_t total = 0;
+  for (const auto& e : arena.entries()) total += e.logical_shape.numel();
+  std::vector<float> out(static_cast<size_t>(total));
+  float* at = out.data();
+  for (size_t i = 0; i < arena.size(); ++i) {
+    const ArenaEntry& e = arena.entry(i);
+    auto layout = ctx.conv_layouts.find(i);
+    if (e.kind == ParamKind::kConvWeight && layout != ctx.conv_layouts.end())
+      ctx.backend.conv_weight_export(layout->second, arena.view(i), at);
+    else
+      ctx.backend.download(arena.view(i).reshaped(e.logical_shape), at);
+    at += e.logical_shape.numel();
+  }
+  return out;
+}
+
+void import_plain(Context& ctx, const Arena& arena, std::span<const float> values) {
+  int64_t total = 0;
+  for (const auto& e : arena.entries()) total += e.logical_shape.numel();
+  if (static_cast<int64_t>(values.size()) != total)
+    throw InvalidArgument("import: expected " + std::to_string(total) + " values, got " +
+                          std::to_string(values.size()));
+  const float* at = values.data();
+  for (size_t i = 0; i < arena.size(); ++i) {
+    const ArenaEntry& e = arena.entry(i);
+    auto layout = ctx.conv_layouts.find(i);
+    if (e.kind == ParamKind::kConvWeight && layout != ctx.conv_layouts.end())
+      ctx.backend.conv_weight_import(layout->second, at, arena.view(i));
+    else
+      ctx.backend.upload(at, arena.view(i).reshaped(e.logical_shape));
+    at += e.logical_shape.numel();
+  }
+}
+
 }  // namespace torus::worker::nn

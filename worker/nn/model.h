@@ -3,6 +3,7 @@
 // widths) and ResNet-18/34/50 with CIFAR or ImageNet stems.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,5 +59,11 @@ class Model {
   std::unique_ptr<Context> ctx_;
   Sequential net_;
 };
+
+// An arena of parameters (or anything mirroring them, like momentum) or statistics in plain layouts (conv weights
+// (O, I, KH, KW)), entries concatenated in order: what checkpoints and exports hold.
+std::vector<float> export_plain(Context& ctx, const Arena& arena);
+// The inverse; throws InvalidArgument when the element count does not match the arena's logical size.
+void import_plain(Context& ctx, const Arena& arena, std::span<const float> values);
 
 }  // namespace torus::worker::nn

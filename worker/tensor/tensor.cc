@@ -12,6 +12,7 @@ namespace torus::worker {
 size_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::kF32:
+    case DType::kI32:
       return 4;
     case DType::kBF16:
     case DType::kF16:
@@ -28,6 +29,8 @@ const char* dtype_name(DType dtype) {
       return "bf16";
     case DType::kF16:
       return "f16";
+    case DType::kI32:
+      return "i32";
   }
   return "?";
 }
@@ -58,6 +61,11 @@ std::string Shape::str() const {
 float* Tensor::f32() const {
   if (dtype_ != DType::kF32) throw InvalidArgument(std::string("tensor: expected f32, got ") + dtype_name(dtype_));
   return static_cast<float*>(data_);
+}
+
+int32_t* Tensor::i32() const {
+  if (dtype_ != DType::kI32) throw InvalidArgument(std::string("tensor: expected i32, got ") + dtype_name(dtype_));
+  return static_cast<int32_t*>(data_);
 }
 
 Tensor Tensor::reshaped(Shape shape) const {

@@ -10,8 +10,8 @@
 
 namespace torus::worker {
 
-// fp32 on the CPU; bf16/fp16 are enumerated for the GPU backend's mixed precision.
-enum class DType : uint8_t { kF32, kBF16, kF16 };
+// fp32 on the CPU; bf16/fp16 are enumerated for the GPU backend's mixed precision; int32 for labels.
+enum class DType : uint8_t { kF32, kBF16, kF16, kI32 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
@@ -41,7 +41,8 @@ class Tensor {
   void* data() const { return data_; }
   // The data as fp32; throws InvalidArgument when the dtype is not fp32.
   float* f32() const;
-  int32_t* i32() const { return static_cast<int32_t*>(data_); }
+  // The data as int32 (labels); throws InvalidArgument when the dtype is not int32.
+  int32_t* i32() const;
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   int64_t numel() const { return shape_.numel(); }

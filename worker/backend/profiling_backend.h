@@ -1,0 +1,143 @@
+#pragma once
+// A Backend that forwards every call to another one and accumulates wall time per op, so a benchmark can say
+// where a training step's time goes. It synchronizes after each op (so GPU time is attributed correctly).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "worker/backend/backend.h"
+
+namespace torus::worker {
+
+class ProfilingBackend final : public Backend {
+ public:
+  struct OpStats {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  explicit ProfilingBackend(Backend& inner) : inner_(inner) {}
+
+  const std::map<std::string, OpStats>& stats() const { return stats_; }
+  void reset() { stats_.clear(); }
+  // "op  seconds  share  calls" lines, largest first.
+  std::string report() const {
+    std::vector<std::pair<std::string, OpStats>> rows(stats_.begin(), stats_.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    double total = 0;
+    for (const auto& r : rows) total += r.second.seconds;
+    std::string out;
+    char line[160];
+    for (const auto& [op, s] : rows) {
+      std::snprintf(line, sizeof(line), "  %-24s %9.3f s  %5.1f%%  %8lld calls\n", op.c_str(), s.seconds,
+                    total > 0 ? 100.0 * s.seconds / total : 0.0, static_cast<long long>(s.calls));
+      out += line;
+    }
+    return out;
+  }
+
+  std::string name() const override { return "profiled-" + inner_.name(); }
+  int threads() const override { return inner_.threads(); }
+  Buffer allocate(size_t bytes) override { return inner_.allocate(bytes); }
+  void upload(const void* host, Tensor dst) override {
+    timed("upload", [&] { inner_.upload(host, dst); });
+  }
+  void download(Tensor src, void* host) override {
+    timed("download", [&] { inner_.download(src, host); });
+  }
+  void copy(Tensor src, Tensor dst) override {
+    timed("copy", [&] { inner_.copy(src, dst); });
+  }
+  void fill(Tensor t, float value) override {
+    timed("fill", [&] { inner_.fill(t, value); });
+  }
+  void synchronize() override { inner_.synchronize(); }
+
+  size_t conv_weight_elements(const ConvGeometry& g) override { return inner_.conv_weight_elements(g); }
+  void conv_weight_import(const ConvGeometry& g, const float* host, Tensor native) override {
+    inner_.conv_weight_import(g, host, native);
+  }
+  void conv_weight_export(const ConvGeometry& g, Tensor native, float* host) override {
+    inner_.conv_weight_export(g, native, host);
+  }
+  void conv_forward(const ConvGeometry& g, Tensor x, Tensor w, Tensor y) override {
+    timed("conv_forward", [&] { inner_.conv_forward(g, x, w, y); });
+  }
+  void conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w, Tensor dx) override {
+    timed("conv_backward_data", [&] { inner_.conv_backward_data(g, dy, w, dx); });
+  }
+  void conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) override {
+    timed("conv_backward_weights", [&] { inner_.conv_backward_weights(g, x, dy, dw); });
+  }
+  size_t norm_workspace_bytes(const NormGeometry& g) override { return inner_.norm_workspace_bytes(g); }
+  void norm_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y, Tensor save_mean,
+                             Tensor save_var, Tensor running_mean, Tensor running_var, float momentum,
+                             Tensor workspace) override {
+    timed("norm_forward_training", [&] {
+      inner_.norm_forward_training(g, x, gamma, beta, y, save_mean, save_var, running_mean, running_var, momentum,
+                                   workspace);
+    });
+  }
+  void norm_forward_inference(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor mean, Tensor var,
+                              Tensor y) override {
+    timed("norm_forward_inference", [&] { inner_.norm_forward_inference(g, x, gamma, beta, mean, var, y); });
+  }
+  void norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
+                     Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) override {
+    timed("norm_backward",
+          [&] { inner_.norm_backward(g, x, dy, gamma, beta, save_mean, save_var, workspace, dx, dgamma, dbeta); });
+  }
+  void relu_forward(Tensor x, Tensor y) override {
+    timed("relu_forward", [&] { inner_.relu_forward(x, y); });
+  }
+  void relu_backward(Tensor y, Tensor dy, Tensor dx) override {
+    timed("relu_backward", [&] { inner_.relu_backward(y, dy, dx); });
+  }
+  void add(Tensor a, Tensor b, Tensor y, Activation act) override {
+    timed("add", [&] { inner_.add(a, b, y, act); });
+  }
+  size_t pool_workspace_bytes(const PoolGeometry& g) override { return inner_.pool_workspace_bytes(g); }
+  void pool_forward(const PoolGeometry& g, Tensor x, Tensor y, Tensor ws) override {
+    timed("pool_forward", [&] { inner_.pool_forward(g, x, y, ws); });
+  }
+  void pool_backward(const PoolGeometry& g, Tensor dy, Tensor ws, Tensor dx) override {
+    timed("pool_backward", [&] { inner_.pool_backward(g, dy, ws, dx); });
+  }
+  void linear_forward(const LinearGeometry& g, Tensor x, Tensor w, Tensor b, Tensor y) override {
+    timed("linear", [&] { inner_.linear_forward(g, x, w, b, y); });
+  }
+  void linear_backward_data(const LinearGeometry& g, Tensor dy, Tensor w, Tensor dx) override {
+    timed("linear", [&] { inner_.linear_backward_data(g, dy, w, dx); });
+  }
+  void linear_backward_weights(const LinearGeometry& g, Tensor x, Tensor dy, Tensor dw, Tensor db) override {
+    timed("linear", [&] { inner_.linear_backward_weights(g, x, dy, dw, db); });
+  }
+  double softmax_cross_entropy(Tensor logits, Tensor labels, float smoothing, Tensor dlogits) override {
+    double loss = 0;
+    timed("softmax_cross_entropy", [&] { loss = inner_.softmax_cross_entropy(logits, labels, smoothing, dlogits); });
+    return loss;
+  }
+  int64_t count_top_k(Tensor logits, Tensor labels, int k) override { return inner_.count_top_k(logits, labels, k); }
+  void sgd_update(Tensor param, Tensor grad, Tensor momentum, const SgdHyper& h) override {
+    timed("sgd_update", [&] { inner_.sgd_update(param, grad, momentum, h); });
+  }
+
+ private:
+  template <typename F>
+  void timed(const char* op, F&& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    inner_.synchronize();
+    OpStats& s = stats_[op];
+    s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++s.calls;
+  }
+
+  Backend& inner_;
+  std::map<std::string, OpStats> stats_;
+};
+
+}  // namespace torus::worker

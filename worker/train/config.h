@@ -1,0 +1,56 @@
+#pragma once
+// Everything the training loop needs, decoupled from the TrainingJob API types (job_config.h maps one to the
+// other), so tests and benchmarks can build a run directly.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "worker/data/image.h"
+#include "worker/nn/model.h"
+#include "worker/optim/schedule.h"
+#include "worker/optim/sgd.h"
+
+namespace torus::worker::train {
+
+enum class DatasetKind : uint8_t { kFashionMnist, kCifar10, kImageFolder, kSynthetic };
+
+struct DataConfig {
+  DatasetKind dataset = DatasetKind::kSynthetic;
+  std::string path;
+  // Synthetic sets only.
+  int64_t synthetic_train = 2048, synthetic_val = 512;
+  int synthetic_classes = 10, synthetic_size = 32, synthetic_channels = 3;
+  int loader_threads = 2;
+  // Training augmentation; mean/std left empty are computed from the training set (in-memory sets) or set to
+  // the ImageNet statistics (image folders).
+  data::Transform transform;
+  int64_t validation_image_size = 0;  // 0: the data set's native size
+};
+
+struct CheckpointConfig {
+  std::string dir;  // empty: no checkpoints
+  int64_t every_epochs = 1;
+  int64_t every_steps = 0;  // 0: only at epoch ends
+  int keep = 2;
+};
+
+struct TrainConfig {
+  nn::ModelConfig model;  // batch_size/image_size are taken from the first phase
+  DataConfig data;
+  int64_t epochs = 1;
+  std::vector<optim::Phase> phases;  // per-rank batch size and image size; at least one, from epoch 0
+  std::vector<optim::LrPoint> lr_points = {{0, 0.1}};
+  int64_t lr_reference_batch = 0;  // > 0: lr_points hold for this global batch and scale with the phase's
+  optim::SgdConfig sgd;
+  float label_smoothing = 0.0f;
+  double target_accuracy = 0;  // > 0: stop after the first evaluation at or above it (top-1, 0..1)
+  uint64_t seed = 0;
+  CheckpointConfig checkpoint;
+  int64_t eval_batch_size = 500;
+  int64_t log_every_steps = 50;
+};
+
+// Throws InvalidArgument naming the field of the first problem.
+void validate(const TrainConfig& config);
+
+}  // namespace torus::worker::train

@@ -1,0 +1,38 @@
+#include "worker/train/step.h"
+
+#include <algorithm>
+
+namespace torus::worker::train {
+
+TrainStep::TrainStep(nn::Model& model, const optim::SgdConfig& sgd, float label_smoothing, GradientSync* sync)
+    : model_(model),
+      sgd_(model.backend(), model.context().params, sgd),
+      label_smoothing_(label_smoothing),
+      sync_(sync != nullptr ? sync : &local_) {
+  model_.context().grad_ready = [this](size_t i) { sync_->grad_ready(i); };
+}
+
+double TrainStep::run(Tensor images, Tensor labels, float lr) {
+  Backend& be = model_.backend();
+  sync_->begin_step();
+  Tensor logits = model_.forward(images, nn::Mode::kTrain);  // (N, K)
+  Tensor dlogits = dlogits_.get(be, logits.shape());
+  const double loss = be.softmax_cross_entropy(logits, labels, label_smoothing_, dlogits);
+  model_.backward(dlogits);
+  sync_->finish_step();
+  sgd_.step(model_.context().params, model_.context().grads, lr);
+  return loss;
+}
+
+TrainStep::EvalCounts TrainStep::evaluate(Tensor images, Tensor labels) {
+  Backend& be = model_.backend();
+  Tensor logits = model_.forward(images, nn::Mode::kEval);
+  EvalCounts c;
+  c.samples = logits.shape()[0];
+  c.loss_sum = be.softmax_cross_entropy(logits, labels, 0.0f, Tensor()) * static_cast<double>(c.samples);
+  c.top1 = be.count_top_k(logits, labels, 1);
+  c.top5 = be.count_top_k(logits, labels, static_cast<int>(std::min<int64_t>(5, logits.shape()[1])));
+  return c;
+}
+
+}  // namespace torus::worker::train

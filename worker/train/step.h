@@ -1,0 +1,38 @@
+#pragma once
+// One optimizer step on one batch: forward, label-smoothed loss, backward (gradients announced to the
+// GradientSync as they become final), averaging, SGD update. Shared by the training loop and the benchmark.
+#include <memory>
+
+#include "worker/nn/model.h"
+#include "worker/optim/sgd.h"
+#include "worker/train/sync.h"
+
+namespace torus::worker::train {
+
+class TrainStep {
+ public:
+  // `sync` may be null: the gradients are used as they are (one rank).
+  TrainStep(nn::Model& model, const optim::SgdConfig& sgd, float label_smoothing, GradientSync* sync);
+
+  // images (N, H, W, C), labels (N) int32, both in backend memory. Returns the batch's mean loss.
+  double run(Tensor images, Tensor labels, float lr);
+  // Loss and correct counts without touching parameters or statistics (evaluation mode).
+  struct EvalCounts {
+    double loss_sum = 0;
+    int64_t top1 = 0, top5 = 0, samples = 0;
+  };
+  EvalCounts evaluate(Tensor images, Tensor labels);
+
+  optim::Sgd& optimizer() { return sgd_; }
+  nn::Model& model() { return model_; }
+
+ private:
+  nn::Model& model_;
+  optim::Sgd sgd_;
+  float label_smoothing_;
+  LocalGradientSync local_;
+  GradientSync* sync_;
+  nn::Scratch dlogits_;
+};
+
+}  // namespace torus::worker::train

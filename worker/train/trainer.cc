@@ -1,0 +1,388 @@
+#include "worker/train/trainer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/log/log.h"
+#include "common/util/error.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/checkpoint_dir.h"
+#include "worker/data/cifar.h"
+#include "worker/data/idx.h"
+#include "worker/data/jpeg_folder.h"
+#include "worker/data/synthetic.h"
+
+namespace torus::worker::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Fills empty mean/std from the training set (in-memory sets) or ImageNet's statistics (folders of photos).
+void complete_normalization(data::Transform& t, const data::Dataset& train) {
+  if (!t.mean.empty() && !t.std.empty()) return;
+  if (auto* array = dynamic_cast<const data::ArrayDataset*>(&train)) {
+    array->channel_stats(t.mean, t.std);
+  } else {
+    t.mean = {0.485f, 0.456f, 0.406f};
+    t.std = {0.229f, 0.224f, 0.225f};
+  }
+}
+
+template <typename T>
+std::span<const T> as_span(std::span<const std::byte> bytes, const std::string& file, const char* section) {
+  if (bytes.size() % sizeof(T) != 0)
+    throw CorruptData(file + ": section " + section + " has " + std::to_string(bytes.size()) +
+                      " bytes, not a whole number of values");
+  return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
+}
+
+// FNV-1a: a stable fingerprint of the parameter names and shapes.
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+void validate(const TrainConfig& c) {
+  if (c.epochs <= 0)
+    throw InvalidArgument("training.epochs: must be a positive integer, got " + std::to_string(c.epochs));
+  optim::validate_phases(c.phases, "training.phases");
+  optim::LrSchedule schedule(c.lr_points);  // validates the points
+  if (c.label_smoothing < 0 || c.label_smoothing >= 1)
+    throw InvalidArgument("training.labelSmoothing: must be in [0, 1), got " + std::to_string(c.label_smoothing));
+  if (c.eval_batch_size <= 0) throw InvalidArgument("training.evalBatchSize: must be a positive integer");
+  if (c.target_accuracy < 0 || c.target_accuracy > 1)
+    throw InvalidArgument("training.targetAccuracy: must be in [0, 1], got " + std::to_string(c.target_accuracy));
+}
+
+Datasets load_datasets(const DataConfig& c, uint64_t seed) {
+  switch (c.dataset) {
+    case DatasetKind::kFashionMnist:
+      return {data::load_fashion_mnist(c.path, data::Split::Train), data::load_fashion_mnist(c.path, data::Split::Val)};
+    case DatasetKind::kCifar10:
+      return {data::load_cifar10(c.path, data::Split::Train), data::load_cifar10(c.path, data::Split::Val)};
+    case DatasetKind::kImageFolder:
+      return {data::JpegFolder::open(c.path, data::Split::Train), data::JpegFolder::open(c.path, data::Split::Val)};
+    case DatasetKind::kSynthetic: {
+      data::SyntheticSpec spec;
+      spec.h = spec.w = c.synthetic_size;
+      spec.c = c.synthetic_channels;
+      spec.classes = c.synthetic_classes;
+      spec.seed = seed;
+      spec.n = static_cast<int>(c.synthetic_train);
+      auto train = data::make_synthetic(spec);
+      // Same class patterns (same seed); the first synthetic_val samples double as the validation set.
+      spec.n = static_cast<int>(c.synthetic_val);
+      return {train, data::make_synthetic(spec)};
+    }
+  }
+  throw InvalidArgument("data.dataset: unknown kind");
+}
+
+Trainer::Trainer(Backend& backend, TrainConfig config, Datasets data, Collectives& collectives,
+                 const GradientSyncFactory& sync_factory, TrainObserver* observer)
+    : backend_(backend),
+      config_(std::move(config)),
+      data_(std::move(data)),
+      collectives_(collectives),
+      observer_(observer) {
+  validate(config_);
+  if (!data_.train || !data_.val) throw InvalidArgument("trainer: training and validation sets are required");
+  const optim::Phase& first = config_.phases.front();
+  config_.model.batch_size = first.batch_size;
+  config_.model.image_size = first.image_size;
+  config_.model.in_channels = data_.train->channels();
+  if (config_.model.num_classes < data_.train->num_classes())
+    throw InvalidArgument("model.numClasses: " + std::to_string(config_.model.num_classes) + " is fewer than the " +
+                          std::to_string(data_.train->num_classes()) + " classes of " + data_.train->describe());
+  model_ = std::make_unique<nn::Model>(backend_, config_.model);
+  // Every rank starts from rank 0's parameters (they agree already when seeded alike; this makes it certain).
+  collectives_.broadcast(model_->context().params.all().span(), 0);
+  if (sync_factory) sync_ = sync_factory(model_->context().grads);
+  step_runner_ = std::make_unique<TrainStep>(*model_, config_.sgd, config_.label_smoothing, sync_.get());
+
+  complete_normalization(config_.data.transform, *data_.train);
+  data::LoaderConfig lc;
+  lc.phase = data::Phase::Train;
+  lc.batch_size = static_cast<int>(first.batch_size);
+  lc.image_size = {static_cast<int>(first.image_size), static_cast<int>(first.image_size)};
+  lc.transform = config_.data.transform;
+  lc.seed = config_.seed;
+  lc.rank = collectives_.rank();
+  lc.world = collectives_.world_size();
+  lc.last_batch = data::LastBatch::Drop;  // whole global batches, as api::steps_per_epoch counts them
+  lc.threads = config_.data.loader_threads;
+  loader_ = std::make_unique<data::Loader>(data_.train, lc);
+}
+
+Trainer::~Trainer() = default;
+
+std::string Trainer::model_signature() const {
+  const nn::ModelConfig& m = config_.model;
+  std::string layout;
+  for (const auto& e : model_->context().params.entries()) layout += e.name + e.logical_shape.str() + ";";
+  std::string widths;
+  for (int64_t w : m.widths) widths += (widths.empty() ? "" : "-") + std::to_string(w);
+  char hash[17];
+  std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(fnv1a(layout)));
+  return nn::arch_name(m.arch) + "[" + widths + "] in" + std::to_string(m.in_channels) + " classes" +
+         std::to_string(m.num_classes) + " params" + std::to_string(model_->parameter_count()) + " " + hash;
+}
+
+double Trainer::lr_now(int64_t batches_in_epoch) const {
+  const double fractional = static_cast<double>(epoch_) +
+                            static_cast<double>(batch_) / static_cast<double>(std::max<int64_t>(batches_in_epoch, 1));
+  double lr = optim::LrSchedule(config_.lr_points).at(fractional);
+  if (config_.lr_reference_batch > 0) {
+    const int64_t global = optim::phase_at(config_.phases, epoch_).batch_size * collectives_.world_size();
+    lr *= static_cast<double>(global) / static_cast<double>(config_.lr_reference_batch);
+  }
+  return lr;
+}
+
+void Trainer::start_epoch() {
+  const optim::Phase& phase = optim::phase_at(config_.phases, epoch_);
+  loader_->set_batch_size(static_cast<int>(phase.batch_size));
+  loader_->set_image_size({static_cast<int>(phase.image_size), static_cast<int>(phase.image_size)});
+  loader_->start_epoch(epoch_, batch_);
+}
+
+void Trainer::emit(ProgressEvent event) const {
+  event.elapsed_seconds = seconds_since(started_);
+  if (observer_ != nullptr) observer_->on_event(event);
+}
+
+RunResult Trainer::run(int64_t max_steps) {
+  started_ = Clock::now();
+  RunResult result;
+  const int64_t stop_at = max_steps > 0 ? step_ + max_steps : -1;
+  while (epoch_ < config_.epochs) {
+    start_epoch();
+    const int64_t batches = loader_->batches_in_epoch();
+    const auto epoch_start = Clock::now();
+    int64_t images = 0, steps_here = 0;
+    double loss_sum = 0;
+    while (step_ != stop_at) {
+      std::optional<data::Batch> batch = loader_->next();
+      if (!batch) break;
+      const int64_t n = batch->n;
+      const size_t image_bytes = static_cast<size_t>(n) * batch->h * batch->w * batch->c * sizeof(float);
+      if (images_.bytes() < image_bytes) images_ = backend_.allocate(image_bytes);
+      if (labels_.bytes() < static_cast<size_t>(n) * 4) labels_ = backend_.allocate(static_cast<size_t>(n) * 4);
+      Tensor x = images_.view({n, batch->h, batch->w, batch->c});  // (N, H, W, C)
+      Tensor y = labels_.view({n}, DType::kI32);                   // (N)
+      backend_.upload(batch->images, x);
+      backend_.upload(batch->labels, y);
+      const double lr = lr_now(batches);
+      const double loss = step_runner_->run(x, y, static_cast<float>(lr));
+      if (!std::isfinite(loss))
+        throw Error("training diverged: loss is " + std::to_string(loss) + " at step " + std::to_string(step_) +
+                    " (lr " + std::to_string(lr) + "); lower the learning rate");
+      ++step_;
+      ++batch_;
+      ++steps_here;
+      images += n;
+      loss_sum += loss;
+      ProgressEvent e;
+      e.kind = EventKind::kStep;
+      e.epoch = epoch_;
+      e.step = step_;
+      e.fractional_epoch = static_cast<double>(epoch_) + static_cast<double>(batch_) / static_cast<double>(batches);
+      e.loss = loss;
+      e.lr = lr;
+      e.images_per_second = static_cast<double>(images) / seconds_since(epoch_start);
+      emit(e);
+      if (config_.log_every_steps > 0 && step_ % config_.log_every_steps == 0) {
+        TLOG(Info) << "epoch " << epoch_ << " step " << step_ << " loss " << loss << " lr " << lr << " "
+                   << static_cast<int64_t>(e.images_per_second) << " img/s";
+      }
+      maybe_checkpoint(false);
+    }
+    if (batch_ < batches) break;  // stopped by max_steps mid-epoch
+    ProgressEvent end;
+    end.kind = EventKind::kEpochEnd;
+    end.epoch = epoch_;
+    end.step = step_;
+    end.fractional_epoch = static_cast<double>(epoch_ + 1);
+    end.loss = steps_here > 0 ? loss_sum / static_cast<double>(steps_here) : 0;
+    end.images_per_second = static_cast<double>(images) / std::max(seconds_since(epoch_start), 1e-9);
+    emit(end);
+    ++epoch_;
+    batch_ = 0;
+    ++result.epochs_completed;
+    result.last_eval = evaluate();
+    ProgressEvent ev;
+    ev.kind = EventKind::kEvaluation;
+    ev.epoch = epoch_ - 1;
+    ev.step = step_;
+    ev.fractional_epoch = static_cast<double>(epoch_);
+    ev.loss = result.last_eval.loss;
+    ev.accuracy = result.last_eval.top1;
+    ev.top5 = result.last_eval.top5;
+    emit(ev);
+    TLOG(Info) << "epoch " << epoch_ - 1 << " done: train loss " << end.loss << ", "
+               << static_cast<int64_t>(end.images_per_second) << " img/s; validation top-1 "
+               << result.last_eval.top1 * 100 << "%, loss " << result.last_eval.loss << " (" << seconds_since(started_)
+               << " s)";
+    maybe_checkpoint(true);
+    if (config_.target_accuracy > 0 && result.last_eval.top1 >= config_.target_accuracy) {
+      result.reached_target = true;
+      result.seconds_to_target = seconds_since(started_);
+      break;
+    }
+  }
+  result.steps = step_;
+  result.seconds = seconds_since(started_);
+  ProgressEvent fin;
+  fin.kind = EventKind::kFinished;
+  fin.epoch = epoch_;
+  fin.step = step_;
+  fin.accuracy = result.last_eval.top1;
+  fin.top5 = result.last_eval.top5;
+  emit(fin);
+  return result;
+}
+
+void Trainer::average_bn_statistics() {
+  const int world = collectives_.world_size();
+  if (world == 1) return;
+  std::span<float> stats = model_->context().stats.all().span();
+  collectives_.all_reduce_sum(stats);
+  const float inv = 1.0f / static_cast<float>(world);
+  for (float& v : stats) v *= inv;
+}
+
+EvalResult Trainer::evaluate() {
+  average_bn_statistics();
+  data::LoaderConfig lc;
+  lc.phase = data::Phase::Eval;
+  lc.batch_size = static_cast<int>(config_.eval_batch_size);
+  const int size = static_cast<int>(config_.data.validation_image_size);
+  lc.image_size = {size, size};
+  lc.transform = config_.data.transform;
+  lc.seed = config_.seed;
+  lc.rank = collectives_.rank();
+  lc.world = collectives_.world_size();
+  lc.shuffle = data::Shuffle::Off;
+  lc.threads = config_.data.loader_threads;
+  data::Loader loader(data_.val, lc);
+  loader.start_epoch(0, 0);
+  double sums[4] = {0, 0, 0, 0};  // loss sum, top-1, top-5, samples
+  Buffer images, labels;
+  while (auto batch = loader.next()) {
+    const int64_t n = batch->n;
+    const size_t bytes = static_cast<size_t>(n) * batch->h * batch->w * batch->c * sizeof(float);
+    if (images.bytes() < bytes) images = backend_.allocate(bytes);
+    if (labels.bytes() < static_cast<size_t>(n) * 4) labels = backend_.allocate(static_cast<size_t>(n) * 4);
+    Tensor x = images.view({n, batch->h, batch->w, batch->c});
+    Tensor y = labels.view({n}, DType::kI32);
+    backend_.upload(batch->images, x);
+    backend_.upload(batch->labels, y);
+    TrainStep::EvalCounts c = step_runner_->evaluate(x, y);
+    sums[0] += c.loss_sum;
+    sums[1] += static_cast<double>(c.top1);
+    sums[2] += static_cast<double>(c.top5);
+    sums[3] += static_cast<double>(c.samples);
+  }
+  collectives_.all_reduce_sum(std::span<double>(sums, 4));
+  EvalResult r;
+  r.samples = static_cast<int64_t>(sums[3]);
+  if (r.samples > 0) {
+    r.loss = sums[0] / sums[3];
+    r.top1 = sums[1] / sums[3];
+    r.top5 = sums[2] / sums[3];
+  }
+  return r;
+}
+
+void Trainer::maybe_checkpoint(bool epoch_end) {
+  const CheckpointConfig& c = config_.checkpoint;
+  if (c.dir.empty() || collectives_.rank() != 0) return;
+  const bool due = epoch_end ? (c.every_epochs > 0 && epoch_ % c.every_epochs == 0)
+                             : (c.every_steps > 0 && step_ % c.every_steps == 0);
+  if (!due) return;
+  checkpoint::CheckpointDir dir(c.dir, c.keep);
+  const std::string path = dir.path_for(step_);
+  save_checkpoint(path);
+  dir.prune();
+  ProgressEvent e;
+  e.kind = EventKind::kCheckpoint;
+  e.epoch = epoch_;
+  e.step = step_;
+  e.checkpoint_path = path;
+  emit(e);
+}
+
+void Trainer::save_checkpoint(const std::string& path) const {
+  nn::Context& ctx = model_->context();
+  checkpoint::CheckpointWriter w;
+  const std::vector<float> params = nn::export_plain(ctx, ctx.params);
+  const std::vector<float> stats = nn::export_plain(ctx, ctx.stats);
+  const std::vector<float> momentum = nn::export_plain(ctx, step_runner_->optimizer().momentum());
+  w.add_section("params", params.data(), params.size() * sizeof(float));
+  w.add_section("bn_stats", stats.data(), stats.size() * sizeof(float));
+  w.add_section("momentum", momentum.data(), momentum.size() * sizeof(float));
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto& e : ctx.params.entries()) names.push_back({{"name", e.name}, {"shape", e.logical_shape.str()}});
+  // Randomness is a pure function of (seed, epoch, sample index) in the data pipeline and of the seed in the
+  // initialization, so (seed, epoch, batch) is the whole RNG state.
+  w.set_metadata({{"model_signature", model_signature()},
+                  {"step", step_},
+                  {"epoch", epoch_},
+                  {"batch_in_epoch", batch_},
+                  {"seed", config_.seed},
+                  {"world_size", collectives_.world_size()},
+                  {"rng", "pure function of (seed, epoch, sample index)"},
+                  {"parameters", names}});
+  w.commit(path);
+  TLOG(Info) << "checkpoint " << path << " (step " << step_ << ", epoch " << epoch_ << ", batch " << batch_ << ")";
+}
+
+void Trainer::restore_checkpoint(const checkpoint::CheckpointReader& reader) {
+  checkpoint::check_model_signature(reader, model_signature());
+  nn::Context& ctx = model_->context();
+  const std::string& file = reader.path();
+  try {
+    nn::import_plain(ctx, ctx.params, as_span<float>(reader.section("params"), file, "params"));
+    nn::import_plain(ctx, ctx.stats, as_span<float>(reader.section("bn_stats"), file, "bn_stats"));
+    nn::import_plain(ctx, step_runner_->optimizer().momentum(),
+                     as_span<float>(reader.section("momentum"), file, "momentum"));
+  } catch (const InvalidArgument& e) {
+    throw CorruptData(file + ": " + e.what());
+  }
+  const nlohmann::json& meta = reader.metadata();
+  try {
+    step_ = meta.at("step").get<int64_t>();
+    epoch_ = meta.at("epoch").get<int64_t>();
+    batch_ = meta.at("batch_in_epoch").get<int64_t>();
+    const uint64_t seed = meta.at("seed").get<uint64_t>();
+    const int world = meta.at("world_size").get<int>();
+    if (seed != config_.seed)
+      throw CorruptData(file + ": written with seed " + std::to_string(seed) + ", this run uses " +
+                        std::to_string(config_.seed));
+    if (world != collectives_.world_size() && batch_ != 0) {
+      // A mid-epoch position only means something for the same sharding: restart that epoch.
+      TLOG(Warn) << file << ": written by " << world << " ranks, now " << collectives_.world_size()
+                 << "; restarting epoch " << epoch_ << " from its first batch";
+      batch_ = 0;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw CorruptData(file + ": metadata lacks the training position: " + e.what());
+  }
+  TLOG(Info) << "resumed from " << file << " at step " << step_ << ", epoch " << epoch_ << ", batch " << batch_;
+}
+
+bool Trainer::resume_latest() {
+  if (config_.checkpoint.dir.empty()) return false;
+  checkpoint::CheckpointDir dir(config_.checkpoint.dir, config_.checkpoint.keep);
+  auto found = dir.latest_valid();
+  if (!found) return false;
+  restore_checkpoint(*found->reader);
+  return true;
+}
+
+}  // namespace torus::worker::train

@@ -1,0 +1,93 @@
+#pragma once
+// The training loop of one rank: epochs of batches from the prefetching loader, LR schedule and phases,
+// evaluation (counts summed across ranks, BN statistics averaged first), early stop at the target accuracy,
+// checkpoints (save / resume exactly where a run stopped).
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "worker/backend/backend.h"
+#include "worker/data/dataset.h"
+#include "worker/data/loader.h"
+#include "worker/train/config.h"
+#include "worker/train/observer.h"
+#include "worker/train/step.h"
+#include "worker/train/sync.h"
+
+namespace torus::worker::checkpoint {
+class CheckpointReader;
+}
+
+namespace torus::worker::train {
+
+struct Datasets {
+  std::shared_ptr<const data::Dataset> train, val;
+};
+// Loads the training and validation sets the config names; throws InvalidArgument naming the path.
+Datasets load_datasets(const DataConfig& config, uint64_t seed);
+
+// Builds the gradient averaging for a model's gradient arena (the comm layer's); null means one rank.
+using GradientSyncFactory = std::function<std::unique_ptr<GradientSync>(const Arena& grads)>;
+
+struct EvalResult {
+  double loss = 0, top1 = 0, top5 = 0;
+  int64_t samples = 0;
+};
+
+struct RunResult {
+  int64_t steps = 0;
+  int64_t epochs_completed = 0;
+  EvalResult last_eval;
+  bool reached_target = false;
+  double seconds = 0;
+  double seconds_to_target = 0;  // when reached_target
+};
+
+class Trainer {
+ public:
+  Trainer(Backend& backend, TrainConfig config, Datasets data, Collectives& collectives,
+          const GradientSyncFactory& sync_factory = nullptr, TrainObserver* observer = nullptr);
+  ~Trainer();
+
+  // Trains until the last epoch, the target accuracy, or `max_steps` more steps (0: no limit), whichever is first.
+  RunResult run(int64_t max_steps = 0);
+  // Evaluates on the whole validation set (this rank's shard; counts summed over ranks).
+  EvalResult evaluate();
+
+  // Checkpoints: parameters, BN statistics, momentum (all in plain layouts), step, epoch, data position, seed.
+  void save_checkpoint(const std::string& path) const;
+  void restore_checkpoint(const checkpoint::CheckpointReader& reader);
+  // Restores the newest valid checkpoint in config.checkpoint.dir; false when there is none.
+  bool resume_latest();
+  // Identifies the architecture: a checkpoint of another model is refused.
+  std::string model_signature() const;
+
+  int64_t step() const { return step_; }
+  int64_t epoch() const { return epoch_; }
+  int64_t batch_in_epoch() const { return batch_; }
+  nn::Model& model() { return *model_; }
+
+ private:
+  double lr_now(int64_t batches_in_epoch) const;
+  void start_epoch();
+  void average_bn_statistics();
+  void emit(ProgressEvent event) const;
+  void maybe_checkpoint(bool epoch_end);
+
+  Backend& backend_;
+  TrainConfig config_;
+  Datasets data_;
+  Collectives& collectives_;
+  TrainObserver* observer_;
+  std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<TrainStep> step_runner_;
+  std::unique_ptr<data::Loader> loader_;
+  Buffer images_, labels_;
+  int64_t step_ = 0, epoch_ = 0, batch_ = 0;
+  std::chrono::steady_clock::time_point started_;
+};
+
+}  // namespace torus::worker::train
