@@ -2,8 +2,9 @@
 """Writes the Torus Grafana dashboards (dashboards/*.json, Grafana's classic JSON model, schemaVersion 41).
 
 The JSON files are generated so the four dashboards share one set of template variables, selectors and panel
-defaults; edit this file, then run `dashboards/build_dashboards.py` (stdlib only). A test fails when a committed
-JSON file differs from what this script writes.
+defaults; edit this file, then run `dashboards/build_dashboards.py` (stdlib only). It also copies the dashboards
+and alerts/torus-rules.yaml into charts/torus-operator/files/. Tests fail when a committed file differs from what
+this script writes.
 
 Metric names and meanings: docs/observability.md.
 """
@@ -358,9 +359,19 @@ def render(build):
 
 
 def main(argv):
-    out_dir = pathlib.Path(argv[1]) if len(argv) > 1 else pathlib.Path(__file__).resolve().parent
-    for name, build in DASHBOARDS.items():
-        (out_dir / name).write_text(render(build))
+    """build_dashboards.py [OUT_DIR]: writes the dashboards to OUT_DIR (a test compares), or, without an argument,
+    to dashboards/ and, with the alerting rules, into the Helm chart's files/ (Helm reads only its own tree)."""
+    here = pathlib.Path(__file__).resolve().parent
+    if len(argv) > 1:
+        out_dirs = [pathlib.Path(argv[1])]
+    else:
+        chart_files = here.parent / "charts" / "torus-operator" / "files"
+        (chart_files / "dashboards").mkdir(parents=True, exist_ok=True)
+        (chart_files / "torus-rules.yaml").write_text((here / "alerts" / "torus-rules.yaml").read_text())
+        out_dirs = [here, chart_files / "dashboards"]
+    for out_dir in out_dirs:
+        for name, build in DASHBOARDS.items():
+            (out_dir / name).write_text(render(build))
     return 0
 
 
