@@ -1,0 +1,753 @@
+#include "worker/backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "common/log/log.h"
+#include "common/util/error.h"
+
+namespace torus::worker::cuda {
+namespace {
+
+namespace tc = ::torus::cuda;
+
+// Scratch buffers the backend reuses between ops (all ordered on the compute stream).
+enum ScratchSlot : int { kWeightGradHalf, kNormDy, kNormInvStd, kLinearX, kLinearY, kLinearDx, kLinearDy };
+
+constexpr size_t kCublasWorkspace = size_t{32} << 20;  // fixed, so cuBLAS never allocates inside a graph capture
+constexpr size_t kStashBytes = 16;                     // a pool workspace: unique per layer, holds nothing
+
+cudnnDataType_t cudnn_type(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return CUDNN_DATA_FLOAT;
+    case DType::kBF16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::kF16:
+      return CUDNN_DATA_HALF;
+    default:
+      throw InvalidArgument(std::string("cuda backend: activations must be f32, bf16 or f16, got ") + dtype_name(t));
+  }
+}
+
+void expect_elements(Tensor t, int64_t elements, const char* what) {
+  if (t.numel() != elements)
+    throw InvalidArgument(std::string("cuda backend: ") + what + " has " + std::to_string(t.numel()) +
+                          " elements, expected " + std::to_string(elements));
+}
+
+void expect_dtype(Tensor t, DType type, const char* what) {
+  if (t.dtype() != type)
+    throw InvalidArgument(std::string("cuda backend: ") + what + " is " + dtype_name(t.dtype()) + ", expected " +
+                          dtype_name(type));
+}
+
+void set_nhwc(const tc::TensorDesc& d, DType t, int64_t n, int64_t h, int64_t w, int64_t c) {
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NHWC, cudnn_type(t), static_cast<int>(n),
+                                         static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
+}
+
+template <typename Perf>
+bool usable(const Perf& p, size_t limit, Determinism determinism) {
+  return p.status == CUDNN_STATUS_SUCCESS && p.memory <= limit &&
+         (determinism == Determinism::kAny || p.determinism == CUDNN_DETERMINISTIC);
+}
+
+// The fastest candidate cuDNN ranked first that fits the limits.
+template <typename Perf>
+const Perf& pick(const std::vector<Perf>& perf, int returned, const CudaOptions& o, const char* pass,
+                 const ConvGeometry& g) {
+  for (int i = 0; i < returned; ++i)
+    if (usable(perf[static_cast<size_t>(i)], o.workspace_limit, o.determinism)) return perf[static_cast<size_t>(i)];
+  throw InvalidArgument(std::string("conv ") + pass + ": cuDNN has no algorithm for input " + g.input_shape().str() +
+                        " -> " + g.output_shape().str() + " within a workspace of " +
+                        std::to_string(o.workspace_limit) + " bytes" +
+                        (o.determinism == Determinism::kRequired ? " that is deterministic" : ""));
+}
+
+void device_free(void* p) noexcept { device_pool().release(p); }
+
+}  // namespace
+
+// --- device selection ---------------------------------------------------------------------------------------
+int select_device(int local_rank, int gpus_per_worker) {
+  const int count = tc::device_count();
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string seen = "this worker sees " + std::to_string(count) + " CUDA device(s) (CUDA_VISIBLE_DEVICES=" +
+                           (visible != nullptr ? std::string("\"") + visible + "\"" : std::string("unset")) + ")";
+  if (count == 0)
+    throw InvalidArgument("spec.gang.device: the job asks for GPUs (" + std::to_string(gpus_per_worker) +
+                          " per worker, one per rank) but " + seen);
+  if (local_rank < 0 || local_rank >= count)
+    throw InvalidArgument("LOCAL_RANK: rank " + std::to_string(local_rank) + " needs GPU " +
+                          std::to_string(local_rank) + " of " + std::to_string(gpus_per_worker) + " per worker, but " +
+                          seen);
+  CUDA_CHECK(cudaSetDevice(local_rank));
+  return local_rank;
+}
+
+std::string device_description(int device) {
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  const double gib = static_cast<double>(p.totalGlobalMem) / static_cast<double>(size_t{1} << 30);
+  return std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+         std::to_string(static_cast<int>(gib * 10) / 10.0).substr(0, 5) + " GiB";
+}
+
+BlockPool& device_pool() {
+  // Never destroyed: Buffers may outlive every other static at exit, and the driver reclaims the memory.
+  static BlockPool* pool = new BlockPool({[](size_t bytes) -> void* {
+                                            void* p = nullptr;
+                                            if (cudaMalloc(&p, bytes) != cudaSuccess) {
+                                              (void)cudaGetLastError();  // out of memory is not sticky
+                                              return nullptr;
+                                            }
+                                            return p;
+                                          },
+                                          [](void* p) { (void)cudaFree(p); }});
+  return *pool;
+}
+
+// --- plans --------------------------------------------------------------------------------------------------
+struct CudaBackend::ConvPlan {
+  tc::TensorDesc x = tc::make_tensor_desc(), y = tc::make_tensor_desc();
+  tc::FilterDesc w = tc::make_filter_desc();
+  tc::ConvDesc conv = tc::make_conv_desc();
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  size_t fwd_bytes = 0, bwd_data_bytes = 0, bwd_filter_bytes = 0;
+};
+
+struct CudaBackend::NormPlan {
+  tc::TensorDesc x = tc::make_tensor_desc();
+  tc::TensorDesc stats = tc::make_tensor_desc();  // (1, C, 1, 1) fp32 for every activation dtype
+  tc::ActivationDesc relu = tc::make_activation_desc();
+  BnFusion fusion = BnFusion::kOff;
+  cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL;
+  size_t fwd_bytes = 0, bwd_bytes = 0, reserve_bytes = 0;
+};
+
+struct CudaBackend::PoolPlan {
+  tc::TensorDesc x = tc::make_tensor_desc(), y = tc::make_tensor_desc();
+  tc::PoolDesc pool = tc::make_pool_desc();
+};
+
+CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
+  CUDA_CHECK(cudaSetDevice(options_.device));
+  stream_ = tc::make_stream();
+  cudnn_ = tc::make_cudnn(stream_.get());
+  cublas_ = tc::make_cublas(stream_.get());
+  CUBLAS_CHECK(cublasSetMathMode(cublas_.get(),
+                                 options_.tf32 == Tf32::kAllow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  cublas_workspace_ = allocate(kCublasWorkspace);
+  CUBLAS_CHECK(cublasSetWorkspace(cublas_.get(), cublas_workspace_.data(), kCublasWorkspace));
+  scalars_ = allocate(2 * sizeof(LossScalars));
+  host_scalars_ = tc::PinnedMemory(2 * sizeof(LossScalars) + sizeof(kmath::LossScaleState));
+  TLOG(Info) << "cuda backend: device " << options_.device << " (" << device_description(options_.device) << "), cuDNN "
+             << cudnnGetVersion() << ", TF32 " << (options_.tf32 == Tf32::kAllow ? "on" : "off") << ", conv search "
+             << (options_.conv_search == ConvSearch::kBenchmark ? "benchmark" : "heuristic");
+}
+
+CudaBackend::~CudaBackend() { (void)cudaStreamSynchronize(stream_.get()); }
+
+// --- memory ---------------------------------------------------------------------------------------------------
+Buffer CudaBackend::allocate(size_t bytes) {
+  void* p = device_pool().allocate(bytes);
+  Buffer b(p, bytes, &device_free);
+  CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_.get()));
+  return b;
+}
+
+void CudaBackend::upload(const void* host, Tensor dst) {
+  // From pageable memory the call returns once the source is staged, so `host` may be reused right away.
+  CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, dst.bytes(), cudaMemcpyHostToDevice, stream_.get()));
+  ++params_version_;
+}
+
+void CudaBackend::download(Tensor src, void* host) {
+  CUDA_CHECK(cudaMemcpyAsync(host, src.data(), src.bytes(), cudaMemcpyDeviceToHost, stream_.get()));
+  synchronize();
+}
+
+void CudaBackend::copy(Tensor src, Tensor dst) {
+  expect_elements(dst, src.numel(), "copy destination");
+  launch_convert(src.data(), src.dtype(), dst.data(), dst.dtype(), src.numel(), stream_.get());
+  ++params_version_;
+}
+
+void CudaBackend::fill(Tensor t, float value) {
+  launch_fill(t.data(), t.dtype(), t.numel(), value, stream_.get());
+  ++params_version_;
+}
+
+void CudaBackend::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  check_labels_pending();
+}
+
+void CudaBackend::wait_event(cudaEvent_t event) { CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), event, 0)); }
+void CudaBackend::record_event(cudaEvent_t event) { CUDA_CHECK(cudaEventRecord(event, stream_.get())); }
+
+void* CudaBackend::workspace(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  // Growing drops the old block into the pool; work queued on this stream before is still ordered first.
+  if (workspace_.bytes() < bytes) workspace_ = allocate(bytes);
+  return workspace_.data();
+}
+
+void* CudaBackend::scratch(int slot, size_t bytes) {
+  Buffer& b = scratch_[slot];
+  if (b.bytes() < bytes) b = allocate(std::max<size_t>(bytes, 256));
+  return b.data();
+}
+
+// A half-precision shadow of an fp32 master weight, converted again only after parameters changed.
+Tensor CudaBackend::weights_as(Tensor w, DType type) {
+  if (w.dtype() == type) return w;
+  expect_dtype(w, DType::kF32, "conv weight (master)");
+  Shadow& s = shadows_[w.data()];
+  const size_t bytes = static_cast<size_t>(w.numel()) * dtype_size(type);
+  if (s.buffer.bytes() < bytes) {
+    s.buffer = allocate(bytes);
+    s.version = 0;
+  }
+  Tensor shadow(s.buffer.data(), w.shape(), type);
+  if (s.version != params_version_) {
+    launch_convert(w.data(), DType::kF32, shadow.data(), type, w.numel(), stream_.get());
+    s.version = params_version_;
+  }
+  return shadow;
+}
+
+// t itself when fp32, else an fp32 copy in a scratch slot.
+Tensor CudaBackend::as_f32(Tensor t, int slot) {
+  if (t.dtype() == DType::kF32) return t;
+  Tensor f(scratch(slot, static_cast<size_t>(t.numel()) * sizeof(float)), t.shape(), DType::kF32);
+  launch_convert(t.data(), t.dtype(), f.data(), DType::kF32, t.numel(), stream_.get());
+  return f;
+}
+
+// --- convolution ------------------------------------------------------------------------------------------------
+size_t CudaBackend::conv_weight_elements(const ConvGeometry& g) {
+  return static_cast<size_t>(g.c_out * g.kh * g.kw * g.c_in);  // cuDNN's NHWC filter: (O, KH, KW, I), no padding
+}
+
+void CudaBackend::conv_weight_import(const ConvGeometry& g, const float* host_oihw, Tensor native) {
+  expect_elements(native, static_cast<int64_t>(conv_weight_elements(g)), "conv weight (native)");
+  std::vector<float> ohwi(conv_weight_elements(g));
+  for (int64_t o = 0; o < g.c_out; ++o)
+    for (int64_t i = 0; i < g.c_in; ++i)
+      for (int64_t y = 0; y < g.kh; ++y)
+        for (int64_t x = 0; x < g.kw; ++x)
+          ohwi[static_cast<size_t>(((o * g.kh + y) * g.kw + x) * g.c_in + i)] =
+              host_oihw[((o * g.c_in + i) * g.kh + y) * g.kw + x];
+  upload(ohwi.data(), native);
+}
+
+void CudaBackend::conv_weight_export(const ConvGeometry& g, Tensor native, float* host_oihw) {
+  expect_elements(native, static_cast<int64_t>(conv_weight_elements(g)), "conv weight (native)");
+  std::vector<float> ohwi(conv_weight_elements(g));
+  download(native, ohwi.data());
+  for (int64_t o = 0; o < g.c_out; ++o)
+    for (int64_t i = 0; i < g.c_in; ++i)
+      for (int64_t y = 0; y < g.kh; ++y)
+        for (int64_t x = 0; x < g.kw; ++x)
+          host_oihw[((o * g.c_in + i) * g.kh + y) * g.kw + x] =
+              ohwi[static_cast<size_t>(((o * g.kh + y) * g.kw + x) * g.c_in + i)];
+}
+
+CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, DType type) {
+  auto key = std::make_pair(g, type);
+  auto it = conv_plans_.find(key);
+  if (it != conv_plans_.end()) return *it->second;
+  if (g.out_h() <= 0 || g.out_w() <= 0)
+    throw InvalidArgument("conv: input " + g.input_shape().str() + " too small for a " + std::to_string(g.kh) + "x" +
+                          std::to_string(g.kw) + " kernel");
+  auto p = std::make_unique<ConvPlan>();
+  set_nhwc(p->x, type, g.n, g.h, g.w, g.c_in);
+  set_nhwc(p->y, type, g.n, g.out_h(), g.out_w(), g.c_out);
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w.get(), cudnn_type(type), CUDNN_TENSOR_NHWC, static_cast<int>(g.c_out),
+                                         static_cast<int>(g.c_in), static_cast<int>(g.kh), static_cast<int>(g.kw)));
+  const int pad = static_cast<int>(g.pad), stride = static_cast<int>(g.stride);
+  // fp32 accumulation for every storage type (bf16/fp16 data, fp32 compute).
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv.get(), pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT));
+  const cudnnMathType_t math = type != DType::kF32             ? CUDNN_TENSOR_OP_MATH
+                               : options_.tf32 == Tf32::kAllow ? CUDNN_DEFAULT_MATH
+                                                               : CUDNN_FMA_MATH;
+  CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv.get(), math));
+  choose_conv_algorithms(*p, g, type);
+  TLOG(Debug) << "conv plan " << g.input_shape().str() << " -> " << g.output_shape().str() << " " << dtype_name(type)
+              << ": algorithms fwd " << p->fwd << " bwd_data " << p->bwd_data << " bwd_filter " << p->bwd_filter
+              << ", workspace " << std::max({p->fwd_bytes, p->bwd_data_bytes, p->bwd_filter_bytes}) << " bytes";
+  return *conv_plans_.emplace(key, std::move(p)).first->second;
+}
+
+void CudaBackend::choose_conv_algorithms(ConvPlan& p, const ConvGeometry& g, DType type) {
+  cudnnHandle_t h = cudnn_.get();
+  int returned = 0;
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+  if (options_.conv_search == ConvSearch::kBenchmark) {
+    // Timing runs need real buffers: scratch ones of this geometry, and the workspace at its limit.
+    const size_t es = dtype_size(type);
+    Buffer x = allocate(static_cast<size_t>(g.input_shape().numel()) * es);
+    Buffer y = allocate(static_cast<size_t>(g.output_shape().numel()) * es);
+    Buffer w = allocate(conv_weight_elements(g) * es);
+    void* ws = workspace(options_.workspace_limit);
+    const size_t wsb = options_.workspace_limit;
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, p.x.get(), x.data(), p.w.get(), w.data(), p.conv.get(),
+                                                       p.y.get(), y.data(), static_cast<int>(fwd.size()), &returned,
+                                                       fwd.data(), ws, wsb));
+    p.fwd = pick(fwd, returned, options_, "forward", g).algo;
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w.get(), w.data(), p.y.get(), y.data(), p.conv.get(),
+                                                            p.x.get(), x.data(), static_cast<int>(bwd_data.size()),
+                                                            &returned, bwd_data.data(), ws, wsb));
+    p.bwd_data = pick(bwd_data, returned, options_, "backward-data", g).algo;
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x.get(), x.data(), p.y.get(), y.data(), p.conv.get(),
+                                                              p.w.get(), w.data(), static_cast<int>(bwd_filter.size()),
+                                                              &returned, bwd_filter.data(), ws, wsb));
+    p.bwd_filter = pick(bwd_filter, returned, options_, "backward-filter", g).algo;
+  } else {
+    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(),
+                                                       static_cast<int>(fwd.size()), &returned, fwd.data()));
+    p.fwd = pick(fwd, returned, options_, "forward", g).algo;
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(),
+                                                            static_cast<int>(bwd_data.size()), &returned,
+                                                            bwd_data.data()));
+    p.bwd_data = pick(bwd_data, returned, options_, "backward-data", g).algo;
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
+                                                              static_cast<int>(bwd_filter.size()), &returned,
+                                                              bwd_filter.data()));
+    p.bwd_filter = pick(bwd_filter, returned, options_, "backward-filter", g).algo;
+  }
+  // The sizes for the chosen algorithms (the perf structs' figures can differ from what execution asks).
+  CUDNN_CHECK(
+      cudnnGetConvolutionForwardWorkspaceSize(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(), p.fwd, &p.fwd_bytes));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(), p.bwd_data,
+                                                           &p.bwd_data_bytes));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
+                                                             p.bwd_filter, &p.bwd_filter_bytes));
+}
+
+void CudaBackend::conv_forward(const ConvGeometry& g, Tensor x, Tensor w, Tensor y) {
+  const DType type = x.dtype();
+  expect_dtype(y, type, "conv output");
+  expect_elements(x, g.input_shape().numel(), "conv input");
+  expect_elements(y, g.output_shape().numel(), "conv output");
+  expect_elements(w, static_cast<int64_t>(conv_weight_elements(g)), "conv weight");
+  ConvPlan& p = conv_plan(g, type);
+  Tensor wt = weights_as(w, type);
+  const float alpha = 1.0f, beta = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionForward(cudnn_.get(), &alpha, p.x.get(), x.data(), p.w.get(), wt.data(), p.conv.get(),
+                                      p.fwd, workspace(p.fwd_bytes), p.fwd_bytes, &beta, p.y.get(), y.data()));
+}
+
+void CudaBackend::conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w, Tensor dx) {
+  const DType type = dy.dtype();
+  expect_dtype(dx, type, "conv input gradient");
+  expect_elements(dy, g.output_shape().numel(), "conv output gradient");
+  expect_elements(dx, g.input_shape().numel(), "conv input gradient");
+  ConvPlan& p = conv_plan(g, type);
+  Tensor wt = weights_as(w, type);
+  const float alpha = 1.0f, beta = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_.get(), &alpha, p.w.get(), wt.data(), p.y.get(), dy.data(),
+                                           p.conv.get(), p.bwd_data, workspace(p.bwd_data_bytes), p.bwd_data_bytes,
+                                           &beta, p.x.get(), dx.data()));
+}
+
+void CudaBackend::conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) {
+  const DType type = x.dtype();
+  expect_dtype(dy, type, "conv output gradient");
+  expect_elements(x, g.input_shape().numel(), "conv input");
+  expect_elements(dy, g.output_shape().numel(), "conv output gradient");
+  expect_elements(dw, static_cast<int64_t>(conv_weight_elements(g)), "conv weight gradient");
+  ConvPlan& p = conv_plan(g, type);
+  // cuDNN writes the filter gradient in the data type; a half gradient is widened into the fp32 gradient arena.
+  void* target = dw.dtype() == type ? dw.data() : scratch(kWeightGradHalf, dw.numel() * dtype_size(type));
+  const float alpha = 1.0f, beta = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_.get(), &alpha, p.x.get(), x.data(), p.y.get(), dy.data(),
+                                             p.conv.get(), p.bwd_filter, workspace(p.bwd_filter_bytes),
+                                             p.bwd_filter_bytes, &beta, p.w.get(), target));
+  if (target != dw.data()) launch_convert(target, type, dw.data(), dw.dtype(), dw.numel(), stream_.get());
+}
+
+// --- batch norm -------------------------------------------------------------------------------------------------
+CudaBackend::NormPlan& CudaBackend::norm_plan(const NormGeometry& g, DType type) {
+  auto key = std::make_pair(g, type);
+  auto it = norm_plans_.find(key);
+  if (it != norm_plans_.end()) return *it->second;
+  if (g.eps < CUDNN_BN_MIN_EPSILON)
+    throw InvalidArgument("batch norm: eps must be at least " + std::to_string(CUDNN_BN_MIN_EPSILON) +
+                          " for cuDNN, got " + std::to_string(g.eps));
+  auto p = std::make_unique<NormPlan>();
+  set_nhwc(p->x, type, g.n, g.h, g.w, g.c);
+  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p->stats.get(), p->x.get(), CUDNN_BATCHNORM_SPATIAL));
+  CUDNN_CHECK(cudnnSetActivationDescriptor(p->relu.get(), CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  // cuDNN fuses BN + ReLU for NHWC half data in its persistent kernels; fp32 runs BN then our masked ReLU.
+  const bool fusable = g.activation == Activation::kRelu && type != DType::kF32 &&
+                       options_.bn_fusion == BnFusion::kCudnn && g.c % 4 == 0;
+  if (fusable) {
+    const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+    const auto ops = CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+    size_t fwd = 0, bwd = 0, reserve = 0;
+    const bool ok = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+                        cudnn_.get(), mode, ops, p->x.get(), nullptr, p->x.get(), p->stats.get(), p->relu.get(),
+                        &fwd) == CUDNN_STATUS_SUCCESS &&
+                    cudnnGetBatchNormalizationBackwardExWorkspaceSize(cudnn_.get(), mode, ops, p->x.get(), p->x.get(),
+                                                                      p->x.get(), nullptr, p->x.get(), p->stats.get(),
+                                                                      p->relu.get(), &bwd) == CUDNN_STATUS_SUCCESS &&
+                    cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnn_.get(), mode, ops, p->relu.get(),
+                                                                         p->x.get(), &reserve) == CUDNN_STATUS_SUCCESS;
+    if (ok) {
+      p->fusion = BnFusion::kCudnn;
+      p->mode = mode;
+      p->fwd_bytes = fwd;
+      p->bwd_bytes = bwd;
+      p->reserve_bytes = reserve;
+    }
+  }
+  return *norm_plans_.emplace(key, std::move(p)).first->second;
+}
+
+size_t CudaBackend::norm_workspace_bytes(const NormGeometry& g) {
+  if (g.activation != Activation::kRelu) return 0;
+  // The geometry carries no dtype: size for both the fp32 mask and cuDNN's fused reserve space (half data).
+  const size_t mask = static_cast<size_t>(relu_mask_words(g.shape().numel())) * sizeof(uint32_t);
+  const size_t reserve = options_.bn_fusion == BnFusion::kCudnn ? norm_plan(g, DType::kF16).reserve_bytes : 0;
+  return std::max({mask, reserve, kStashBytes});
+}
+
+void CudaBackend::norm_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y,
+                                        Tensor save_mean, Tensor save_var, Tensor running_mean, Tensor running_var,
+                                        float momentum, Tensor workspace_t) {
+  const DType type = x.dtype();
+  expect_dtype(y, type, "batch norm output");
+  expect_elements(x, g.shape().numel(), "batch norm input");
+  expect_elements(y, g.shape().numel(), "batch norm output");
+  for (Tensor t : {gamma, beta, save_mean, save_var, running_mean, running_var}) {
+    expect_dtype(t, DType::kF32, "batch norm statistic");
+    expect_elements(t, g.c, "batch norm statistic");
+  }
+  NormPlan& p = norm_plan(g, type);
+  const float one = 1.0f, zero = 0.0f;
+  if (p.fusion == BnFusion::kCudnn) {
+    CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+        cudnn_.get(), p.mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &one, &zero, p.x.get(), x.data(), nullptr, nullptr,
+        p.x.get(), y.data(), p.stats.get(), gamma.data(), beta.data(), momentum, running_mean.data(),
+        running_var.data(), g.eps, save_mean.data(), save_var.data(), p.relu.get(), workspace(p.fwd_bytes), p.fwd_bytes,
+        workspace_t.data(), p.reserve_bytes));
+    stash_[workspace_t.data()] = {x.data(), y.data()};
+  } else {
+    CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+        cudnn_.get(), p.mode, &one, &zero, p.x.get(), x.data(), p.x.get(), y.data(), p.stats.get(), gamma.data(),
+        beta.data(), momentum, running_mean.data(), running_var.data(), g.eps, save_mean.data(), save_var.data()));
+    if (g.activation == Activation::kRelu)
+      launch_relu_with_mask(y.data(), static_cast<uint32_t*>(workspace_t.data()), type, y.numel(), stream_.get());
+  }
+  // cuDNN saved 1/sqrt(var + eps); the interface promises the biased variance.
+  launch_var_from_invstd(save_var.f32(), g.c, g.eps, stream_.get());
+}
+
+void CudaBackend::norm_forward_inference(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor mean,
+                                         Tensor var, Tensor y) {
+  const DType type = x.dtype();
+  expect_dtype(y, type, "batch norm output");
+  expect_elements(x, g.shape().numel(), "batch norm input");
+  expect_elements(y, g.shape().numel(), "batch norm output");
+  NormPlan& p = norm_plan(g, type);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cudnn_.get(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, p.x.get(),
+                                                      x.data(), p.x.get(), y.data(), p.stats.get(), gamma.data(),
+                                                      beta.data(), mean.data(), var.data(), g.eps));
+  if (g.activation == Activation::kRelu) launch_relu_forward(y.data(), y.data(), type, y.numel(), stream_.get());
+}
+
+void CudaBackend::norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
+                                Tensor save_var, Tensor workspace_t, Tensor dx, Tensor dgamma, Tensor dbeta) {
+  const DType type = x.dtype();
+  expect_dtype(dy, type, "batch norm output gradient");
+  expect_dtype(dx, type, "batch norm input gradient");
+  expect_elements(dy, g.shape().numel(), "batch norm output gradient");
+  expect_elements(dx, g.shape().numel(), "batch norm input gradient");
+  NormPlan& p = norm_plan(g, type);
+  auto* invstd = static_cast<float*>(scratch(kNormInvStd, static_cast<size_t>(g.c) * sizeof(float)));
+  launch_invstd_from_var(save_var.f32(), invstd, g.c, g.eps, stream_.get());
+  const float one = 1.0f, zero = 0.0f;
+  if (p.fusion == BnFusion::kCudnn) {
+    auto it = stash_.find(workspace_t.data());
+    if (it == stash_.end())
+      throw InvalidArgument("batch norm backward: no training forward recorded for this workspace");
+    CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
+        cudnn_.get(), p.mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &one, &zero, &one, &zero, p.x.get(), x.data(),
+        p.x.get(), it->second.y, p.x.get(), dy.data(), nullptr, nullptr, p.x.get(), dx.data(), p.stats.get(),
+        gamma.data(), beta.data(), dgamma.data(), dbeta.data(), g.eps, save_mean.data(), invstd, p.relu.get(),
+        workspace(p.bwd_bytes), p.bwd_bytes, workspace_t.data(), p.reserve_bytes));
+    return;
+  }
+  const void* grad = dy.data();
+  if (g.activation == Activation::kRelu) {  // through the ReLU first, with the forward's mask
+    void* masked = scratch(kNormDy, dy.bytes());
+    launch_relu_mask_backward(dy.data(), static_cast<const uint32_t*>(workspace_t.data()), masked, type, dy.numel(),
+                              stream_.get());
+    grad = masked;
+  }
+  CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn_.get(), p.mode, &one, &zero, &one, &zero, p.x.get(), x.data(),
+                                              p.x.get(), grad, p.x.get(), dx.data(), p.stats.get(), gamma.data(),
+                                              dgamma.data(), dbeta.data(), g.eps, save_mean.data(), invstd));
+}
+
+// --- elementwise ------------------------------------------------------------------------------------------------
+void CudaBackend::relu_forward(Tensor x, Tensor y) {
+  expect_elements(y, x.numel(), "relu output");
+  expect_dtype(y, x.dtype(), "relu output");
+  launch_relu_forward(x.data(), y.data(), x.dtype(), x.numel(), stream_.get());
+}
+
+void CudaBackend::relu_backward(Tensor y, Tensor dy, Tensor dx) {
+  expect_elements(dy, y.numel(), "relu output gradient");
+  expect_elements(dx, y.numel(), "relu input gradient");
+  expect_dtype(dy, y.dtype(), "relu output gradient");
+  expect_dtype(dx, y.dtype(), "relu input gradient");
+  launch_relu_backward(y.data(), dy.data(), dx.data(), y.dtype(), y.numel(), stream_.get());
+}
+
+void CudaBackend::add(Tensor a, Tensor b, Tensor y, Activation act) {
+  expect_elements(b, a.numel(), "add operand");
+  expect_elements(y, a.numel(), "add output");
+  expect_dtype(b, a.dtype(), "add operand");
+  expect_dtype(y, a.dtype(), "add output");
+  launch_add(a.data(), b.data(), y.data(), a.dtype(), a.numel(), act == Activation::kRelu, stream_.get());
+}
+
+// --- pooling ------------------------------------------------------------------------------------------------------
+CudaBackend::PoolPlan& CudaBackend::pool_plan(const PoolGeometry& g, DType type) {
+  auto key = std::make_pair(g, type);
+  auto it = pool_plans_.find(key);
+  if (it != pool_plans_.end()) return *it->second;
+  if (g.out_h() <= 0 || g.out_w() <= 0) throw InvalidArgument("pool: input " + g.input_shape().str() + " too small");
+  auto p = std::make_unique<PoolPlan>();
+  set_nhwc(p->x, type, g.n, g.h, g.w, g.c);
+  set_nhwc(p->y, type, g.n, g.out_h(), g.out_w(), g.c);
+  const cudnnPoolingMode_t mode =
+      g.kind == PoolKind::kMax ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  CUDNN_CHECK(cudnnSetPooling2dDescriptor(p->pool.get(), mode, CUDNN_NOT_PROPAGATE_NAN, static_cast<int>(g.kh),
+                                          static_cast<int>(g.kw), static_cast<int>(g.pad), static_cast<int>(g.pad),
+                                          static_cast<int>(g.stride), static_cast<int>(g.stride)));
+  return *pool_plans_.emplace(key, std::move(p)).first->second;
+}
+
+// cuDNN's pooling backward reads the forward's x and y, which the interface does not pass: the forward records
+// them under the layer's workspace (whose address is unique per layer), so the workspace itself holds nothing.
+size_t CudaBackend::pool_workspace_bytes(const PoolGeometry&) { return kStashBytes; }
+
+void CudaBackend::pool_forward(const PoolGeometry& g, Tensor x, Tensor y, Tensor workspace_t) {
+  expect_dtype(y, x.dtype(), "pool output");
+  expect_elements(x, g.input_shape().numel(), "pool input");
+  expect_elements(y, g.output_shape().numel(), "pool output");
+  PoolPlan& p = pool_plan(g, x.dtype());
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnPoolingForward(cudnn_.get(), p.pool.get(), &one, p.x.get(), x.data(), &zero, p.y.get(), y.data()));
+  stash_[workspace_t.data()] = {x.data(), y.data()};
+}
+
+void CudaBackend::pool_backward(const PoolGeometry& g, Tensor dy, Tensor workspace_t, Tensor dx) {
+  expect_dtype(dx, dy.dtype(), "pool input gradient");
+  expect_elements(dy, g.output_shape().numel(), "pool output gradient");
+  expect_elements(dx, g.input_shape().numel(), "pool input gradient");
+  auto it = stash_.find(workspace_t.data());
+  if (it == stash_.end()) throw InvalidArgument("pool backward: no pool forward recorded for this workspace");
+  PoolPlan& p = pool_plan(g, dy.dtype());
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnPoolingBackward(cudnn_.get(), p.pool.get(), &one, p.y.get(), it->second.y, p.y.get(), dy.data(),
+                                   p.x.get(), it->second.x, &zero, p.x.get(), dx.data()));
+}
+
+// --- linear (cuBLAS, column-major: a row-major (N, in) matrix is a column-major (in, N) one) ------------------------
+void CudaBackend::linear_forward(const LinearGeometry& g, Tensor x, Tensor w, Tensor b, Tensor y) {
+  expect_elements(x, g.n * g.in, "linear input");
+  expect_elements(w, g.out * g.in, "linear weight");
+  expect_elements(b, g.out, "linear bias");
+  expect_elements(y, g.n * g.out, "linear output");
+  Tensor xf = as_f32(x, kLinearX);
+  float* yf =
+      y.dtype() == DType::kF32 ? y.f32() : static_cast<float*>(scratch(kLinearY, static_cast<size_t>(y.numel()) * 4));
+  const float one = 1.0f, zero = 0.0f;
+  // y^T (out, N) = W (out, in) . x^T (in, N)
+  CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(g.out), static_cast<int>(g.n),
+                           static_cast<int>(g.in), &one, w.f32(), static_cast<int>(g.in), xf.f32(),
+                           static_cast<int>(g.in), &zero, yf, static_cast<int>(g.out)));
+  launch_bias_add(yf, b.f32(), g.n, g.out, stream_.get());
+  if (yf != y.data()) launch_convert(yf, DType::kF32, y.data(), y.dtype(), y.numel(), stream_.get());
+}
+
+void CudaBackend::linear_backward_data(const LinearGeometry& g, Tensor dy, Tensor w, Tensor dx) {
+  expect_elements(dy, g.n * g.out, "linear output gradient");
+  expect_elements(dx, g.n * g.in, "linear input gradient");
+  Tensor dyf = as_f32(dy, kLinearDy);
+  float* dxf = dx.dtype() == DType::kF32 ? dx.f32()
+                                         : static_cast<float*>(scratch(kLinearDx, static_cast<size_t>(dx.numel()) * 4));
+  const float one = 1.0f, zero = 0.0f;
+  // dx^T (in, N) = W^T (in, out) . dy^T (out, N)
+  CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(g.in), static_cast<int>(g.n),
+                           static_cast<int>(g.out), &one, w.f32(), static_cast<int>(g.in), dyf.f32(),
+                           static_cast<int>(g.out), &zero, dxf, static_cast<int>(g.in)));
+  if (dxf != dx.data()) launch_convert(dxf, DType::kF32, dx.data(), dx.dtype(), dx.numel(), stream_.get());
+}
+
+void CudaBackend::linear_backward_weights(const LinearGeometry& g, Tensor x, Tensor dy, Tensor dw, Tensor db) {
+  expect_elements(x, g.n * g.in, "linear input");
+  expect_elements(dy, g.n * g.out, "linear output gradient");
+  expect_elements(dw, g.out * g.in, "linear weight gradient");
+  expect_elements(db, g.out, "linear bias gradient");
+  Tensor xf = as_f32(x, kLinearX);
+  Tensor dyf = as_f32(dy, kLinearDy);
+  const float one = 1.0f, zero = 0.0f;
+  // dW^T (in, out) = x^T (in, N) . dy (N, out)
+  CUBLAS_CHECK(cublasSgemm(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(g.in), static_cast<int>(g.out),
+                           static_cast<int>(g.n), &one, xf.f32(), static_cast<int>(g.in), dyf.f32(),
+                           static_cast<int>(g.out), &zero, dw.f32(), static_cast<int>(g.in)));
+  // db (out) = dy^T (out, N) . ones (N)
+  if (ones_.bytes() < static_cast<size_t>(g.n) * sizeof(float)) {
+    ones_ = allocate(static_cast<size_t>(g.n) * sizeof(float));
+    launch_fill(ones_.data(), DType::kF32, g.n, 1.0f, stream_.get());
+  }
+  CUBLAS_CHECK(cublasSgemv(cublas_.get(), CUBLAS_OP_N, static_cast<int>(g.out), static_cast<int>(g.n), &one, dyf.f32(),
+                           static_cast<int>(g.out), static_cast<const float*>(ones_.data()), 1, &zero, db.f32(), 1));
+}
+
+// --- loss and metrics ---------------------------------------------------------------------------------------------
+LossScalars* CudaBackend::scalars() { return static_cast<LossScalars*>(scalars_.data()); }
+
+const float* CudaBackend::loss_scale_ptr() const {
+  return loss_scale_config_ ? &static_cast<const kmath::LossScaleState*>(loss_scale_.data())->scale : nullptr;
+}
+
+const int32_t* CudaBackend::skip_flag() const {
+  return loss_scale_config_ ? &static_cast<const kmath::LossScaleState*>(loss_scale_.data())->found_inf : nullptr;
+}
+
+double CudaBackend::softmax_cross_entropy(Tensor logits, Tensor labels, float smoothing, Tensor dlogits) {
+  const int64_t n = logits.shape()[0], k = logits.shape()[1];
+  expect_dtype(logits, DType::kF32, "logits");
+  expect_elements(labels, n, "labels");
+  if (!dlogits.empty()) expect_elements(dlogits, n * k, "logit gradient");
+  if (row_loss_.bytes() < static_cast<size_t>(n) * sizeof(float)) row_loss_ = allocate(static_cast<size_t>(n) * 4);
+  CUDA_CHECK(cudaMemsetAsync(scalars(), 0, sizeof(LossScalars), stream_.get()));
+  launch_softmax_xent(logits.f32(), labels.i32(), n, k, smoothing, loss_scale_ptr(),
+                      dlogits.empty() ? nullptr : dlogits.f32(), static_cast<float*>(row_loss_.data()), scalars(),
+                      stream_.get());
+  auto* host = static_cast<LossScalars*>(host_scalars_.get());
+  CUDA_CHECK(cudaMemcpyAsync(host, scalars(), sizeof(LossScalars), cudaMemcpyDeviceToHost, stream_.get()));
+  synchronize();
+  if (host->bad_label != 0)
+    throw InvalidArgument("labels: sample " + std::to_string(host->bad_label - 1) + " has a label outside [0, " +
+                          std::to_string(k) + ")");
+  return host->loss;
+}
+
+void CudaBackend::softmax_cross_entropy_async(Tensor logits, Tensor labels, float smoothing, Tensor dlogits,
+                                              Tensor loss) {
+  const int64_t n = logits.shape()[0], k = logits.shape()[1];
+  expect_dtype(logits, DType::kF32, "logits");
+  expect_elements(labels, n, "labels");
+  expect_elements(loss, 1, "loss");
+  if (!dlogits.empty()) expect_elements(dlogits, n * k, "logit gradient");
+  if (row_loss_.bytes() < static_cast<size_t>(n) * sizeof(float)) row_loss_ = allocate(static_cast<size_t>(n) * 4);
+  LossScalars* s = scalars() + 1;  // the step's own slot, checked at the next synchronize()
+  CUDA_CHECK(cudaMemsetAsync(s, 0, sizeof(LossScalars), stream_.get()));
+  launch_softmax_xent(logits.f32(), labels.i32(), n, k, smoothing, loss_scale_ptr(),
+                      dlogits.empty() ? nullptr : dlogits.f32(), static_cast<float*>(row_loss_.data()), s,
+                      stream_.get());
+  CUDA_CHECK(cudaMemcpyAsync(loss.data(), &s->loss, sizeof(float), cudaMemcpyDeviceToDevice, stream_.get()));
+  labels_pending_ = true;
+}
+
+void CudaBackend::check_labels_pending() {
+  if (!labels_pending_) return;
+  labels_pending_ = false;
+  LossScalars host{};
+  CUDA_CHECK(cudaMemcpy(&host, scalars() + 1, sizeof host, cudaMemcpyDeviceToHost));
+  if (host.bad_label != 0)
+    throw InvalidArgument("labels: sample " + std::to_string(host.bad_label - 1) +
+                          " of a recent batch has a label outside the model's classes");
+}
+
+int64_t CudaBackend::count_top_k(Tensor logits, Tensor labels, int k) {
+  const int64_t n = logits.shape()[0], classes = logits.shape()[1];
+  expect_dtype(logits, DType::kF32, "logits");
+  expect_elements(labels, n, "labels");
+  CUDA_CHECK(cudaMemsetAsync(scalars(), 0, sizeof(LossScalars), stream_.get()));
+  launch_count_top_k(logits.f32(), labels.i32(), n, classes, k, scalars(), stream_.get());
+  auto* host = static_cast<LossScalars*>(host_scalars_.get());
+  CUDA_CHECK(cudaMemcpyAsync(host, scalars(), sizeof(LossScalars), cudaMemcpyDeviceToHost, stream_.get()));
+  synchronize();
+  if (host->bad_label != 0)
+    throw InvalidArgument("labels: sample " + std::to_string(host->bad_label - 1) + " has a label outside [0, " +
+                          std::to_string(classes) + ")");
+  return host->correct;
+}
+
+// --- optimizer and loss scaling
+// ---------------------------------------------------------------------------------------
+void CudaBackend::sgd_update(Tensor param, Tensor grad, Tensor momentum_buffer, const SgdHyper& h) {
+  expect_elements(grad, param.numel(), "gradient");
+  expect_elements(momentum_buffer, param.numel(), "momentum buffer");
+  launch_sgd(param.f32(), grad.f32(), momentum_buffer.f32(), param.numel(), h.lr, h.momentum, h.weight_decay,
+             h.nesterov, skip_flag(), stream_.get());
+  ++params_version_;
+}
+
+void CudaBackend::enable_loss_scaling(const kmath::LossScaleConfig& config) {
+  if (config.growth_interval <= 0)
+    throw InvalidArgument("loss scaling: growth_interval must be positive, got " +
+                          std::to_string(config.growth_interval));
+  if (!(config.init_scale >= config.min_scale && config.init_scale <= config.max_scale))
+    throw InvalidArgument("loss scaling: init_scale must lie in [min_scale, max_scale], got " +
+                          std::to_string(config.init_scale));
+  loss_scale_ = allocate(sizeof(kmath::LossScaleState));
+  const kmath::LossScaleState initial = kmath::loss_scale_initial(config);
+  CUDA_CHECK(cudaMemcpyAsync(loss_scale_.data(), &initial, sizeof initial, cudaMemcpyHostToDevice, stream_.get()));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // `initial` lives on this stack frame
+  loss_scale_config_ = config;
+}
+
+void CudaBackend::unscale_gradients(Tensor grads) {
+  if (!loss_scale_config_) throw InvalidArgument("unscale_gradients: loss scaling is not enabled");
+  expect_dtype(grads, DType::kF32, "gradients");
+  launch_unscale(grads.f32(), grads.numel(), static_cast<kmath::LossScaleState*>(loss_scale_.data()), stream_.get());
+}
+
+void CudaBackend::update_loss_scale() {
+  if (!loss_scale_config_) throw InvalidArgument("update_loss_scale: loss scaling is not enabled");
+  launch_loss_scale_update(static_cast<kmath::LossScaleState*>(loss_scale_.data()), *loss_scale_config_, stream_.get());
+}
+
+kmath::LossScaleState CudaBackend::loss_scale_state() {
+  if (!loss_scale_config_) throw InvalidArgument("loss_scale_state: loss scaling is not enabled");
+  auto* host =
+      reinterpret_cast<kmath::LossScaleState*>(static_cast<char*>(host_scalars_.get()) + 2 * sizeof(LossScalars));
+  CUDA_CHECK(cudaMemcpyAsync(host, loss_scale_.data(), sizeof *host, cudaMemcpyDeviceToHost, stream_.get()));
+  synchronize();
+  return *host;
+}
+
+void CudaBackend::augment(const void* images_u8, Tensor out, const AugmentSpec& spec, uint64_t first_sample) {
+  if (out.shape().rank() != 4) throw InvalidArgument("augment: output must be (N, H, W, C), got " + out.shape().str());
+  const int64_t c = out.shape()[3];
+  if (c > AugmentSpec::kMaxChannels)
+    throw InvalidArgument("augment: at most " + std::to_string(AugmentSpec::kMaxChannels) + " channels, got " +
+                          std::to_string(c));
+  launch_augment(static_cast<const uint8_t*>(images_u8), out.data(), out.dtype(), out.shape()[0], out.shape()[1],
+                 out.shape()[2], c, spec, first_sample, stream_.get());
+}
+
+std::unique_ptr<CudaBackend> make_cuda_backend(const CudaOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+}  // namespace torus::worker::cuda

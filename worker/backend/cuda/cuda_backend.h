@@ -1,0 +1,187 @@
+#pragma once
+// The CUDA backend: the Backend interface on one GPU with cuDNN (convolutions, batch norm, pooling), cuBLAS
+// (linear layers) and Torus's own kernels (kernels.h), all enqueued on one compute stream.
+//
+// Layouts and precision. Activations are NHWC (channels-last) throughout; conv weights live in cuDNN's NHWC
+// filter layout (O, KH, KW, I). An op's activation tensors (x, y, dx, dy) share one dtype: fp32, bf16 or fp16.
+// Parameters, gradients, momentum and BN statistics are always fp32 ("master weights"): a bf16/fp16 conv reads
+// a converted shadow of its fp32 weight, refreshed after every write to parameters (sgd_update, upload, copy,
+// fill, import), and writes its weight gradient in fp32. Linear layers compute in fp32 (TF32 allowed) and
+// convert half inputs/outputs at their edges; logits and the loss are fp32.
+//
+// Ordering. Every op is asynchronous on compute_stream(); only download(), synchronize(), the loss returned by
+// softmax_cross_entropy() and count_top_k() wait for the device. A training step that needs no host value uses
+// softmax_cross_entropy_async() and, for fp16, the device-side loss scaler (no host synchronization in the step,
+// so the step can also be captured into a CUDA Graph: graph.h).
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "worker/backend/backend.h"
+#include "worker/backend/cuda/block_pool.h"
+#include "worker/backend/cuda/handles.h"
+#include "worker/backend/cuda/kernels.h"
+
+namespace torus::worker::cuda {
+
+// How a conv algorithm is chosen per geometry: cuDNN's heuristics, or timing every candidate on first use
+// (PyTorch's cudnn.benchmark).
+enum class ConvSearch : uint8_t { kHeuristic, kBenchmark };
+// Deterministic: skip algorithms cuDNN reports as non-deterministic (atomics in backward-filter).
+enum class Determinism : uint8_t { kAny, kRequired };
+// TF32 tensor cores for fp32 convs and GEMMs (Ampere+): ~8x the fp32 rate, 10-bit mantissa products.
+enum class Tf32 : uint8_t { kAllow, kDeny };
+// cuDNN's fused BN + ReLU (BN_ACTIVATION, NHWC half only) instead of BN followed by our ReLU-with-mask kernel.
+enum class BnFusion : uint8_t { kCudnn, kOff };
+
+struct CudaOptions {
+  int device = 0;
+  ConvSearch conv_search = ConvSearch::kHeuristic;
+  Determinism determinism = Determinism::kAny;
+  Tf32 tf32 = Tf32::kAllow;
+  BnFusion bn_fusion = BnFusion::kCudnn;
+  size_t workspace_limit = size_t{512} << 20;  // bytes one conv algorithm may use
+};
+
+// The device this rank uses: LOCAL_RANK (one GPU per rank). Throws InvalidArgument naming the request and what
+// is visible when the job asks for GPUs (`gpus_per_worker` > 0 ranks with spec.gang.device = gpu) and this
+// process sees fewer devices than its local rank needs.
+int select_device(int local_rank, int gpus_per_worker);
+// "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" for logs and bench lines.
+std::string device_description(int device);
+
+// The process-wide caching pool behind allocate() (one device per process).
+BlockPool& device_pool();
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda-cudnn"; }
+  int threads() const override { return 1; }
+
+  Buffer allocate(size_t bytes) override;
+  void upload(const void* host, Tensor dst) override;
+  void download(Tensor src, void* host) override;
+  void copy(Tensor src, Tensor dst) override;  // converts when the dtypes differ
+  void fill(Tensor t, float value) override;
+  void synchronize() override;
+
+  size_t conv_weight_elements(const ConvGeometry& g) override;
+  void conv_weight_import(const ConvGeometry& g, const float* host_oihw, Tensor native) override;
+  void conv_weight_export(const ConvGeometry& g, Tensor native, float* host_oihw) override;
+  void conv_forward(const ConvGeometry& g, Tensor x, Tensor w, Tensor y) override;
+  void conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w, Tensor dx) override;
+  void conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) override;
+
+  size_t norm_workspace_bytes(const NormGeometry& g) override;
+  void norm_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y, Tensor save_mean,
+                             Tensor save_var, Tensor running_mean, Tensor running_var, float momentum,
+                             Tensor workspace) override;
+  void norm_forward_inference(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor mean, Tensor var,
+                              Tensor y) override;
+  void norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
+                     Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) override;
+
+  void relu_forward(Tensor x, Tensor y) override;
+  void relu_backward(Tensor y, Tensor dy, Tensor dx) override;
+  void add(Tensor a, Tensor b, Tensor y, Activation act) override;
+
+  size_t pool_workspace_bytes(const PoolGeometry& g) override;
+  void pool_forward(const PoolGeometry& g, Tensor x, Tensor y, Tensor workspace) override;
+  void pool_backward(const PoolGeometry& g, Tensor dy, Tensor workspace, Tensor dx) override;
+
+  void linear_forward(const LinearGeometry& g, Tensor x, Tensor w, Tensor b, Tensor y) override;
+  void linear_backward_data(const LinearGeometry& g, Tensor dy, Tensor w, Tensor dx) override;
+  void linear_backward_weights(const LinearGeometry& g, Tensor x, Tensor dy, Tensor dw, Tensor db) override;
+
+  double softmax_cross_entropy(Tensor logits, Tensor labels, float smoothing, Tensor dlogits) override;
+  int64_t count_top_k(Tensor logits, Tensor labels, int k) override;
+
+  void sgd_update(Tensor param, Tensor grad, Tensor momentum_buffer, const SgdHyper& h) override;
+
+  // --- beyond the interface: what a GPU training loop uses -------------------------------------------------
+  cudaStream_t compute_stream() const { return stream_.get(); }
+  int device() const { return options_.device; }
+  const CudaOptions& options() const { return options_; }
+  // Orders the compute stream after `event` (recorded on another stream: copies, NCCL) without a host wait.
+  void wait_event(cudaEvent_t event);
+  void record_event(cudaEvent_t event);
+
+  // The loss stays on the device: loss (1) fp32 receives the mean. Labels are checked at the next synchronize().
+  void softmax_cross_entropy_async(Tensor logits, Tensor labels, float smoothing, Tensor dlogits, Tensor loss);
+
+  // Dynamic loss scaling (fp16). Once enabled, softmax_cross_entropy* scale dlogits by the current scale;
+  // unscale_gradients() divides the gradients back and flags inf/NaN; sgd_update() skips the step when flagged;
+  // update_loss_scale() advances the state machine (kernel_math.h) on the device.
+  void enable_loss_scaling(const kmath::LossScaleConfig& config);
+  void unscale_gradients(Tensor grads);
+  void update_loss_scale();
+  kmath::LossScaleState loss_scale_state();  // waits for the device
+
+  // Augments u8 images (device memory, (N, H, W, C) like `out`) into out's dtype: random translation, flip,
+  // per-channel normalization (kernel_math.h). The tensor types have no u8, hence the raw pointer.
+  void augment(const void* images_u8, Tensor out, const AugmentSpec& spec, uint64_t first_sample);
+
+  // Conv weights in half precision are shadows of the fp32 masters: call after writing parameters behind the
+  // backend's back (e.g. an all-reduce into the parameter arena).
+  void invalidate_weight_shadows() { ++params_version_; }
+  BlockPoolStats memory_stats() const { return device_pool().stats(); }
+
+ private:
+  struct ConvPlan;
+  struct NormPlan;
+  struct PoolPlan;
+  struct Stash {  // what a backward needs that the interface does not pass, keyed by the layer's workspace
+    const void* x = nullptr;
+    const void* y = nullptr;
+  };
+  struct Shadow {
+    Buffer buffer;
+    uint64_t version = 0;
+  };
+
+  ConvPlan& conv_plan(const ConvGeometry& g, DType type);
+  NormPlan& norm_plan(const NormGeometry& g, DType type);
+  PoolPlan& pool_plan(const PoolGeometry& g, DType type);
+  void choose_conv_algorithms(ConvPlan& p, const ConvGeometry& g, DType type);
+  void* workspace(size_t bytes);
+  void* scratch(int slot, size_t bytes);
+  Tensor weights_as(Tensor w, DType type);
+  Tensor as_f32(Tensor t, int slot);
+  void check_labels_pending();
+  LossScalars* scalars();
+  const float* loss_scale_ptr() const;
+  const int32_t* skip_flag() const;
+
+  CudaOptions options_;
+  torus::cuda::Stream stream_;
+  torus::cuda::CudnnHandle cudnn_;
+  torus::cuda::CublasHandle cublas_;
+  std::map<std::pair<ConvGeometry, DType>, std::unique_ptr<ConvPlan>> conv_plans_;
+  std::map<std::pair<NormGeometry, DType>, std::unique_ptr<NormPlan>> norm_plans_;
+  std::map<std::pair<PoolGeometry, DType>, std::unique_ptr<PoolPlan>> pool_plans_;
+  std::unordered_map<const void*, Stash> stash_;
+  std::unordered_map<const void*, Shadow> shadows_;
+  uint64_t params_version_ = 1;
+  Buffer workspace_;
+  std::map<int, Buffer> scratch_;
+  Buffer scalars_;  // LossScalars on the device
+  torus::cuda::PinnedMemory host_scalars_;
+  Buffer row_loss_;
+  Buffer cublas_workspace_;
+  Buffer ones_;        // for bias gradients (a GEMV against ones)
+  Buffer loss_scale_;  // kmath::LossScaleState on the device, when enabled
+  std::optional<kmath::LossScaleConfig> loss_scale_config_;
+  bool labels_pending_ = false;
+};
+
+std::unique_ptr<CudaBackend> make_cuda_backend(const CudaOptions& options = {});
+
+}  // namespace torus::worker::cuda

@@ -1,0 +1,46 @@
+#pragma once
+// CUDA Graph capture of a steady-state training step: after one warm-up step (so every plan, scratch buffer and
+// workspace exists), everything the step enqueues on the compute stream is recorded once and replayed with a
+// single launch. A captured step must not synchronize with the host or allocate: use
+// softmax_cross_entropy_async() and the device-side loss scaler; keep input batches at fixed device addresses
+// (staging.h's slots) and change hyper-parameters through device memory, not kernel arguments.
+#include <functional>
+
+#include "worker/backend/cuda/cuda_backend.h"
+#include "worker/backend/cuda/handles.h"
+
+namespace torus::worker::cuda {
+
+class StepGraph {
+ public:
+  // Runs `step` under stream capture and instantiates the result; rethrows what `step` throws (after ending
+  // the capture, so the stream is usable again).
+  static StepGraph capture(CudaBackend& backend, const std::function<void()>& step) {
+    cudaStream_t s = backend.compute_stream();
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    try {
+      step();
+    } catch (...) {
+      cudaGraph_t partial = nullptr;
+      (void)cudaStreamEndCapture(s, &partial);
+      if (partial != nullptr) (void)cudaGraphDestroy(partial);
+      throw;
+    }
+    cudaGraph_t g = nullptr;
+    CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    StepGraph out;
+    out.graph_ = torus::cuda::Graph(g);
+    cudaGraphExec_t exec = nullptr;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    out.exec_ = torus::cuda::GraphExec(exec);
+    return out;
+  }
+
+  void replay(cudaStream_t stream) const { CUDA_CHECK(cudaGraphLaunch(exec_.get(), stream)); }
+
+ private:
+  torus::cuda::Graph graph_;
+  torus::cuda::GraphExec exec_;
+};
+
+}  // namespace torus::worker::cuda

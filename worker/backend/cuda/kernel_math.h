@@ -1,0 +1,193 @@
+#pragma once
+// The scalar math of every CUDA kernel, as TORUS_HD (__host__ __device__) functions. This header includes no
+// CUDA header: plain g++ compiles it for tests/gpu_math, so the CPU tests execute exactly the formulas the GPU
+// runs. Shared formulas that the CPU backend also uses (SGD, label smoothing, running statistics) stay in
+// worker/backend/math.h; this file adds what only the GPU kernels need.
+#include <cstdint>
+#include <cstring>
+
+#include "worker/backend/math.h"
+
+namespace torus::worker::cuda::kmath {
+
+// --- bit casts (device: intrinsics; host: memcpy) ----------------------------------------------------
+TORUS_HD inline uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+TORUS_HD inline float bits_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// Inf and NaN have an all-ones exponent; a bit test works the same on host and device (no <cmath> dependence).
+TORUS_HD inline bool is_finite(float f) { return (float_bits(f) & 0x7f800000u) != 0x7f800000u; }
+
+// --- fp32 <-> bf16 / fp16 (round to nearest even, NaN stays NaN, overflow goes to infinity) -----------------
+TORUS_HD inline uint16_t bf16_from_float(float f) {
+  uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+TORUS_HD inline float float_from_bf16(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+
+// Rounds `value >> shift` to nearest even on the dropped bits.
+TORUS_HD inline uint32_t shift_round_even(uint32_t value, uint32_t shift) {
+  const uint32_t kept = value >> shift;
+  const uint32_t rest = value & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1u);
+  return kept + ((rest > half || (rest == half && (kept & 1u))) ? 1u : 0u);
+}
+
+TORUS_HD inline uint16_t f16_from_float(float f) {
+  const uint32_t u = float_bits(f);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to infinity
+  if (a >= 0x38800000u) {                                              // normal half (|f| >= 2^-14)
+    // Rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits; a carry correctly bumps the exponent.
+    return static_cast<uint16_t>(sign | shift_round_even(a - 0x38000000u, 13));
+  }
+  if (a <= 0x33000000u) return static_cast<uint16_t>(sign);  // <= 2^-25 rounds (to even) to zero
+  // Subnormal half: value = m * 2^-24 with m = mantissa (implicit bit included) >> (126 - exponent).
+  const uint32_t mantissa = (a & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126u - (a >> 23);
+  return static_cast<uint16_t>(sign | shift_round_even(mantissa, shift));
+}
+
+TORUS_HD inline float float_from_f16(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  const uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0) {  // zero or subnormal: m * 2^-24, exact in fp32
+    const float v = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  if (exponent == 31) return bits_float(sign | 0x7f800000u | (mantissa << 13));
+  return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+// --- elementwise ----------------------------------------------------------------------------------------
+TORUS_HD inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+// Gradient through a ReLU whose output was y (y > 0 <=> the input was positive).
+TORUS_HD inline float relu_grad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+TORUS_HD inline float add_act(float a, float b, bool relu_after) { return relu_after ? relu(a + b) : a + b; }
+
+// --- batch norm: cuDNN saves 1/sqrt(var + eps); the interface speaks biased variance ---------------------
+TORUS_HD inline float invstd_from_var(float var, float eps) { return 1.0f / sqrtf(var + eps); }
+TORUS_HD inline float var_from_invstd(float invstd, float eps) { return 1.0f / (invstd * invstd) - eps; }
+
+// --- softmax cross-entropy -------------------------------------------------------------------------------
+// log softmax of one logit given the row's max and log(sum(exp(z - max))).
+TORUS_HD inline float log_prob(float z, float zmax, float log_sum) { return (z - zmax) - log_sum; }
+// One class's contribution to a row's loss and its gradient; `grad_scale` is the loss scale (1 without one).
+TORUS_HD inline float xent_term(float lp, int k, int label, float smoothing, int classes) {
+  return -math::smoothed_target(k, label, smoothing, classes) * lp;
+}
+TORUS_HD inline float xent_grad(float lp, int k, int label, float smoothing, int classes, float inv_n,
+                                float grad_scale) {
+  return math::xent_logit_grad(expf(lp), math::smoothed_target(k, label, smoothing, classes), inv_n) * grad_scale;
+}
+// Top-k: does class j rank above the label's logit? Ties count against the label, so a constant output scores 0.
+TORUS_HD inline bool ranks_above(float zj, int j, float target, int label) {
+  return zj > target || (zj == target && j < label);
+}
+
+// --- dynamic loss scaling (fp16): a pure state machine; on the GPU one thread runs it, so no host sync ------
+struct LossScaleConfig {
+  float init_scale = 65536.0f;
+  float growth_factor = 2.0f;
+  float backoff_factor = 0.5f;
+  int32_t growth_interval = 2000;  // finite steps in a row before the scale grows
+  float min_scale = 1.0f;
+  float max_scale = 16777216.0f;  // 2^24
+};
+
+struct LossScaleState {
+  float scale = 65536.0f;
+  int32_t good_steps = 0;  // finite steps since the last change
+  int32_t found_inf = 0;   // set by the unscale pass of this step; read by the optimizer (skip the step)
+  int32_t skipped = 0;     // steps skipped since the start
+};
+
+TORUS_HD inline LossScaleState loss_scale_initial(const LossScaleConfig& c) { return {c.init_scale, 0, 0, 0}; }
+
+// Multiplies one gradient by 1/scale and flags a non-finite result (a flag that only ever goes to 1).
+TORUS_HD inline float unscale(float g, float inv_scale, int32_t& found_inf) {
+  const float r = g * inv_scale;
+  if (!is_finite(r)) found_inf = 1;
+  return r;
+}
+
+// End of a step: back off (and count a skipped step) on inf/NaN, grow after growth_interval finite steps.
+TORUS_HD inline void loss_scale_update(LossScaleState& s, const LossScaleConfig& c) {
+  if (s.found_inf != 0) {
+    const float backed = s.scale * c.backoff_factor;
+    s.scale = backed < c.min_scale ? c.min_scale : backed;
+    s.good_steps = 0;
+    s.skipped += 1;
+  } else if (++s.good_steps >= c.growth_interval) {
+    const float grown = s.scale * c.growth_factor;
+    s.scale = grown > c.max_scale ? c.max_scale : grown;
+    s.good_steps = 0;
+  }
+  s.found_inf = 0;
+}
+
+// --- data augmentation: per-sample random translation (zero padded) and horizontal flip ----------------------
+// splitmix64's finalizer: a counter-based generator, so each sample's draw depends only on (seed, sample).
+TORUS_HD inline uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+TORUS_HD inline uint32_t draw(uint64_t seed, uint64_t sample, uint32_t stream) {
+  return static_cast<uint32_t>(mix64(seed ^ mix64(sample * 4u + stream)) >> 32);
+}
+
+struct SampleAugment {
+  int32_t dy = 0, dx = 0;  // source offset of the crop, in [-max_shift, max_shift]
+  int32_t flip = 0;
+};
+
+TORUS_HD inline SampleAugment sample_augment(uint64_t seed, uint64_t sample, int32_t max_shift, bool flip) {
+  SampleAugment a;
+  const uint32_t span = static_cast<uint32_t>(2 * max_shift + 1);
+  a.dy = static_cast<int32_t>(draw(seed, sample, 0) % span) - max_shift;
+  a.dx = static_cast<int32_t>(draw(seed, sample, 1) % span) - max_shift;
+  a.flip = flip ? static_cast<int32_t>(draw(seed, sample, 2) & 1u) : 0;
+  return a;
+}
+
+// Source pixel of output (y, x); false when it falls in the padding (the output is then 0 after normalizing,
+// i.e. padding with the data set mean).
+TORUS_HD inline bool source_pixel(int32_t y, int32_t x, int32_t h, int32_t w, SampleAugment a, int32_t& sy,
+                                  int32_t& sx) {
+  const int32_t fx = a.flip ? (w - 1 - x) : x;
+  sy = y + a.dy;
+  sx = fx + a.dx;
+  return sy >= 0 && sy < h && sx >= 0 && sx < w;
+}
+
+// A u8 pixel scaled to [0, 1] and standardized per channel.
+TORUS_HD inline float normalize_pixel(uint8_t v, float mean, float inv_std) {
+  return (static_cast<float>(v) * (1.0f / 255.0f) - mean) * inv_std;
+}
+
+}  // namespace torus::worker::cuda::kmath

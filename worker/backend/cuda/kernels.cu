@@ -1,0 +1,381 @@
+// Torus's own CUDA kernels. One translation unit on purpose: nvcc is slow, CI has two cores. Kernels are
+// templated only over the storage dtype (three instantiations each) and grid-stride over elements.
+#include <algorithm>
+#include <string>
+
+#include "common/util/error.h"
+#include "worker/backend/cuda/errors.h"
+#include "worker/backend/cuda/kernels.h"
+
+namespace torus::worker::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Enough blocks to fill the GPU; the kernels grid-stride over the rest.
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::clamp<int64_t>(b, 1, 65535 * 8));
+}
+
+// --- dtype-generic loads and stores (bf16 / fp16 are 16-bit patterns converted by kernel_math.h) -----------
+template <DType D>
+struct Storage;
+template <>
+struct Storage<DType::kF32> {
+  using T = float;
+  static __device__ float load(const T* p, int64_t i) { return p[i]; }
+  static __device__ void store(T* p, int64_t i, float v) { p[i] = v; }
+};
+template <>
+struct Storage<DType::kBF16> {
+  using T = uint16_t;
+  static __device__ float load(const T* p, int64_t i) { return kmath::float_from_bf16(p[i]); }
+  static __device__ void store(T* p, int64_t i, float v) { p[i] = kmath::bf16_from_float(v); }
+};
+template <>
+struct Storage<DType::kF16> {
+  using T = uint16_t;
+  static __device__ float load(const T* p, int64_t i) { return kmath::float_from_f16(p[i]); }
+  static __device__ void store(T* p, int64_t i, float v) { p[i] = kmath::f16_from_float(v); }
+};
+
+#define TORUS_GRID_STRIDE(i, n)                                                          \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += gridDim.x * static_cast<int64_t>(blockDim.x))
+
+// Calls f.template operator()<D>() for the runtime dtype: the one place a dtype becomes a template argument.
+template <typename F>
+void dispatch(DType type, F&& f) {
+  switch (type) {
+    case DType::kF32:
+      f.template operator()<DType::kF32>();
+      return;
+    case DType::kBF16:
+      f.template operator()<DType::kBF16>();
+      return;
+    case DType::kF16:
+      f.template operator()<DType::kF16>();
+      return;
+    default:
+      throw InvalidArgument(std::string("cuda kernels: dtype ") + dtype_name(type) +
+                            " is not a floating-point activation type (expected f32, bf16 or f16)");
+  }
+}
+
+template <DType S, DType D>
+__global__ void convert_kernel(const void* src, void* dst, int64_t n) {
+  const auto* in = static_cast<const typename Storage<S>::T*>(src);
+  auto* out = static_cast<typename Storage<D>::T*>(dst);
+  TORUS_GRID_STRIDE(i, n) Storage<D>::store(out, i, Storage<S>::load(in, i));
+}
+
+template <DType D>
+__global__ void fill_kernel(void* dst, int64_t n, float value) {
+  auto* out = static_cast<typename Storage<D>::T*>(dst);
+  TORUS_GRID_STRIDE(i, n) Storage<D>::store(out, i, value);
+}
+
+template <DType D>
+__global__ void relu_forward_kernel(const void* x, void* y, int64_t n) {
+  using S = Storage<D>;
+  const auto* in = static_cast<const typename S::T*>(x);
+  auto* out = static_cast<typename S::T*>(y);
+  TORUS_GRID_STRIDE(i, n) S::store(out, i, kmath::relu(S::load(in, i)));
+}
+
+template <DType D>
+__global__ void relu_backward_kernel(const void* y, const void* dy, void* dx, int64_t n) {
+  using S = Storage<D>;
+  const auto* yp = static_cast<const typename S::T*>(y);
+  const auto* dyp = static_cast<const typename S::T*>(dy);
+  auto* dxp = static_cast<typename S::T*>(dx);
+  TORUS_GRID_STRIDE(i, n) S::store(dxp, i, kmath::relu_grad(S::load(yp, i), S::load(dyp, i)));
+}
+
+template <DType D>
+__global__ void add_kernel(const void* a, const void* b, void* y, int64_t n, bool relu) {
+  using S = Storage<D>;
+  const auto* ap = static_cast<const typename S::T*>(a);
+  const auto* bp = static_cast<const typename S::T*>(b);
+  auto* yp = static_cast<typename S::T*>(y);
+  TORUS_GRID_STRIDE(i, n) S::store(yp, i, kmath::add_act(S::load(ap, i), S::load(bp, i), relu));
+}
+
+// One warp covers 32 consecutive elements, so __ballot_sync yields exactly mask word i / 32. The loop bound is
+// rounded up to whole warps so every lane takes part in the ballot.
+template <DType D>
+__global__ void relu_with_mask_kernel(void* y, uint32_t* mask, int64_t n) {
+  using S = Storage<D>;
+  auto* yp = static_cast<typename S::T*>(y);
+  const int64_t padded = (n + 31) / 32 * 32;
+  TORUS_GRID_STRIDE(i, padded) {
+    const bool inside = i < n;
+    const float v = inside ? S::load(yp, i) : 0.0f;
+    const uint32_t bits = __ballot_sync(0xffffffffu, v > 0.0f);
+    if (inside) S::store(yp, i, kmath::relu(v));
+    if ((threadIdx.x & 31) == 0) mask[i / 32] = bits;
+  }
+}
+
+template <DType D>
+__global__ void relu_mask_backward_kernel(const void* dy, const uint32_t* mask, void* dx, int64_t n) {
+  using S = Storage<D>;
+  const auto* dyp = static_cast<const typename S::T*>(dy);
+  auto* dxp = static_cast<typename S::T*>(dx);
+  TORUS_GRID_STRIDE(i, n) {
+    const bool on = (mask[i / 32] >> (i % 32)) & 1u;
+    S::store(dxp, i, on ? S::load(dyp, i) : 0.0f);
+  }
+}
+
+__global__ void var_from_invstd_kernel(float* v, int64_t c, float eps) {
+  TORUS_GRID_STRIDE(i, c) v[i] = kmath::var_from_invstd(v[i], eps);
+}
+
+__global__ void invstd_from_var_kernel(const float* var, float* invstd, int64_t c, float eps) {
+  TORUS_GRID_STRIDE(i, c) invstd[i] = kmath::invstd_from_var(var[i], eps);
+}
+
+__global__ void bias_add_kernel(float* y, const float* b, int64_t n, int64_t out) {
+  TORUS_GRID_STRIDE(i, n * out) y[i] += b[i % out];
+}
+
+__device__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// One warp per row: max, log-sum-exp, then each class's loss term and gradient (kernel_math.h formulas).
+__global__ void xent_rows_kernel(const float* logits, const int32_t* labels, int64_t n, int64_t k, float smoothing,
+                                 const float* grad_scale, float* dlogits, float* row_loss, LossScalars* out) {
+  const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= n) return;  // whole warps leave together (rows are warp-uniform)
+  const float* z = logits + row * k;
+  const int label = labels[row];
+  const int classes = static_cast<int>(k);
+  if (label < 0 || label >= classes) {
+    if (lane == 0) {
+      atomicCAS(&out->bad_label, -1, static_cast<int32_t>(row));
+      row_loss[row] = 0.0f;
+    }
+    return;
+  }
+  float zmax = -INFINITY;
+  for (int64_t j = lane; j < k; j += 32) zmax = fmaxf(zmax, z[j]);
+  zmax = warp_max(zmax);
+  float sum = 0.0f;
+  for (int64_t j = lane; j < k; j += 32) sum += expf(z[j] - zmax);
+  const float log_sum = logf(warp_sum(sum));
+  const float scale = grad_scale != nullptr ? *grad_scale : 1.0f;
+  const float inv_n = 1.0f / static_cast<float>(n);
+  float loss = 0.0f;
+  for (int64_t j = lane; j < k; j += 32) {
+    const float lp = kmath::log_prob(z[j], zmax, log_sum);
+    const int cls = static_cast<int>(j);
+    loss += kmath::xent_term(lp, cls, label, smoothing, classes);
+    if (dlogits != nullptr) dlogits[row * k + j] = kmath::xent_grad(lp, cls, label, smoothing, classes, inv_n, scale);
+  }
+  loss = warp_sum(loss);
+  if (lane == 0) row_loss[row] = loss;
+}
+
+// One block sums the rows in a fixed order (same result every run), then divides.
+__global__ void mean_kernel(const float* row_loss, int64_t n, LossScalars* out) {
+  __shared__ float partial[kThreads];
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += row_loss[i];
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out->loss = partial[0] / static_cast<float>(n);
+}
+
+__global__ void top_k_kernel(const float* logits, const int32_t* labels, int64_t n, int64_t k, int top,
+                             LossScalars* out) {
+  TORUS_GRID_STRIDE(row, n) {
+    const int label = labels[row];
+    if (label < 0 || label >= k) {
+      atomicCAS(&out->bad_label, -1, static_cast<int32_t>(row));
+      continue;
+    }
+    const float* z = logits + row * k;
+    const float target = z[label];
+    int above = 0;
+    for (int64_t j = 0; j < k; ++j) above += kmath::ranks_above(z[j], static_cast<int>(j), target, label) ? 1 : 0;
+    if (above < top) atomicAdd(&out->correct, 1);
+  }
+}
+
+__global__ void sgd_kernel(float* w, const float* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
+                           math::Nesterov nesterov, const int32_t* skip) {
+  if (skip != nullptr && *skip != 0) return;
+  TORUS_GRID_STRIDE(i, n) {
+    float wi = w[i], vi = v[i];
+    math::sgd_element(wi, g[i], vi, lr, momentum, weight_decay, nesterov);
+    w[i] = wi;
+    v[i] = vi;
+  }
+}
+
+__global__ void unscale_kernel(float* g, int64_t n, kmath::LossScaleState* state) {
+  const float inv_scale = 1.0f / state->scale;
+  int32_t found = 0;
+  TORUS_GRID_STRIDE(i, n) g[i] = kmath::unscale(g[i], inv_scale, found);
+  if (found != 0) state->found_inf = 1;  // every writer writes the same value
+}
+
+__global__ void loss_scale_update_kernel(kmath::LossScaleState* state, kmath::LossScaleConfig config) {
+  kmath::loss_scale_update(*state, config);
+}
+
+template <DType D>
+__global__ void augment_kernel(const uint8_t* images, void* out, int64_t n, int32_t h, int32_t w, int32_t c,
+                               AugmentSpec spec, uint64_t first_sample) {
+  using S = Storage<D>;
+  auto* o = static_cast<typename S::T*>(out);
+  const int64_t per_image = static_cast<int64_t>(h) * w * c;
+  TORUS_GRID_STRIDE(i, n * per_image) {
+    const int64_t sample = i / per_image;
+    const int64_t rest = i % per_image;
+    const int32_t y = static_cast<int32_t>(rest / (static_cast<int64_t>(w) * c));
+    const int32_t x = static_cast<int32_t>(rest / c % w);
+    const int32_t ch = static_cast<int32_t>(rest % c);
+    const kmath::SampleAugment a =
+        kmath::sample_augment(spec.seed, first_sample + static_cast<uint64_t>(sample), spec.max_shift, spec.flip);
+    int32_t sy = 0, sx = 0;
+    float v = 0.0f;
+    if (kmath::source_pixel(y, x, h, w, a, sy, sx)) {
+      const uint8_t px = images[sample * per_image + (static_cast<int64_t>(sy) * w + sx) * c + ch];
+      v = kmath::normalize_pixel(px, spec.mean[ch], spec.inv_std[ch]);
+    }
+    S::store(o, i, v);
+  }
+}
+
+void check_launch() { CUDA_CHECK(cudaGetLastError()); }
+
+}  // namespace
+
+void launch_convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  if (src_type == dst_type) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(src_type), cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  dispatch(src_type, [&]<DType S>() {
+    dispatch(dst_type, [&]<DType D>() { convert_kernel<S, D><<<blocks_for(n), kThreads, 0, s>>>(src, dst, n); });
+  });
+  check_launch();
+}
+
+void launch_fill(void* dst, DType type, int64_t n, float value, cudaStream_t s) {
+  if (n <= 0) return;
+  dispatch(type, [&]<DType D>() { fill_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(dst, n, value); });
+  check_launch();
+}
+
+void launch_relu_forward(const void* x, void* y, DType type, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  dispatch(type, [&]<DType D>() { relu_forward_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(x, y, n); });
+  check_launch();
+}
+
+void launch_relu_backward(const void* y, const void* dy, void* dx, DType type, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  dispatch(type, [&]<DType D>() { relu_backward_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(y, dy, dx, n); });
+  check_launch();
+}
+
+void launch_add(const void* a, const void* b, void* y, DType type, int64_t n, bool relu, cudaStream_t s) {
+  if (n <= 0) return;
+  dispatch(type, [&]<DType D>() { add_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n, relu); });
+  check_launch();
+}
+
+void launch_relu_with_mask(void* y, uint32_t* mask, DType type, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  dispatch(type, [&]<DType D>() { relu_with_mask_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(y, mask, n); });
+  check_launch();
+}
+
+void launch_relu_mask_backward(const void* dy, const uint32_t* mask, void* dx, DType type, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  dispatch(type, [&]<DType D>() { relu_mask_backward_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(dy, mask, dx, n); });
+  check_launch();
+}
+
+void launch_var_from_invstd(float* inout, int64_t c, float eps, cudaStream_t s) {
+  if (c <= 0) return;
+  var_from_invstd_kernel<<<blocks_for(c), kThreads, 0, s>>>(inout, c, eps);
+  check_launch();
+}
+
+void launch_invstd_from_var(const float* var, float* invstd, int64_t c, float eps, cudaStream_t s) {
+  if (c <= 0) return;
+  invstd_from_var_kernel<<<blocks_for(c), kThreads, 0, s>>>(var, invstd, c, eps);
+  check_launch();
+}
+
+void launch_bias_add(float* y, const float* b, int64_t n, int64_t out, cudaStream_t s) {
+  if (n * out <= 0) return;
+  bias_add_kernel<<<blocks_for(n * out), kThreads, 0, s>>>(y, b, n, out);
+  check_launch();
+}
+
+void launch_softmax_xent(const float* logits, const int32_t* labels, int64_t n, int64_t k, float smoothing,
+                         const float* grad_scale, float* dlogits, float* row_loss, LossScalars* out, cudaStream_t s) {
+  if (n <= 0) return;
+  const int64_t threads = n * 32;
+  const unsigned blocks = static_cast<unsigned>((threads + kThreads - 1) / kThreads);
+  xent_rows_kernel<<<blocks, kThreads, 0, s>>>(logits, labels, n, k, smoothing, grad_scale, dlogits, row_loss, out);
+  check_launch();
+  mean_kernel<<<1, kThreads, 0, s>>>(row_loss, n, out);
+  check_launch();
+}
+
+void launch_count_top_k(const float* logits, const int32_t* labels, int64_t n, int64_t k, int top, LossScalars* out,
+                        cudaStream_t s) {
+  if (n <= 0) return;
+  top_k_kernel<<<blocks_for(n), kThreads, 0, s>>>(logits, labels, n, k, top, out);
+  check_launch();
+}
+
+void launch_sgd(float* w, const float* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
+                math::Nesterov nesterov, const int32_t* skip, cudaStream_t s) {
+  if (n <= 0) return;
+  sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, v, n, lr, momentum, weight_decay, nesterov, skip);
+  check_launch();
+}
+
+void launch_unscale(float* g, int64_t n, kmath::LossScaleState* state, cudaStream_t s) {
+  if (n <= 0) return;
+  unscale_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, n, state);
+  check_launch();
+}
+
+void launch_loss_scale_update(kmath::LossScaleState* state, const kmath::LossScaleConfig& config, cudaStream_t s) {
+  loss_scale_update_kernel<<<1, 1, 0, s>>>(state, config);
+  check_launch();
+}
+
+void launch_augment(const uint8_t* images, void* out, DType out_type, int64_t n, int64_t h, int64_t w, int64_t c,
+                    const AugmentSpec& spec, uint64_t first_sample, cudaStream_t s) {
+  const int64_t total = n * h * w * c;
+  if (total <= 0) return;
+  dispatch(out_type, [&]<DType D>() {
+    augment_kernel<D><<<blocks_for(total), kThreads, 0, s>>>(
+        images, out, n, static_cast<int32_t>(h), static_cast<int32_t>(w), static_cast<int32_t>(c), spec, first_sample);
+  });
+  check_launch();
+}
+
+}  // namespace torus::worker::cuda

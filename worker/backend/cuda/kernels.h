@@ -1,0 +1,75 @@
+#pragma once
+// Launchers of Torus's own CUDA kernels (everything cuDNN/cuBLAS do not do). Each takes explicit device buffers,
+// never allocates, and enqueues on the stream it is given. Activation-like buffers carry a DType (fp32, bf16,
+// fp16: stored as 16-bit patterns); parameters, gradients and statistics are always fp32. The per-element math
+// is in kernel_math.h (TORUS_HD), shared with the CPU tests.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "worker/backend/cuda/kernel_math.h"
+#include "worker/tensor/tensor.h"
+
+namespace torus::worker::cuda {
+
+// dst[i] = src[i] converted between dtypes (same dtype: a plain copy).
+void launch_convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t n, cudaStream_t s);
+void launch_fill(void* dst, DType type, int64_t n, float value, cudaStream_t s);
+
+// --- elementwise ---------------------------------------------------------------------------------------
+void launch_relu_forward(const void* x, void* y, DType type, int64_t n, cudaStream_t s);
+void launch_relu_backward(const void* y, const void* dy, void* dx, DType type, int64_t n, cudaStream_t s);
+void launch_add(const void* a, const void* b, void* y, DType type, int64_t n, bool relu, cudaStream_t s);
+// In place y = relu(y), writing one bit per element (word i / 32, bit i % 32) for the backward.
+void launch_relu_with_mask(void* y, uint32_t* mask, DType type, int64_t n, cudaStream_t s);
+// dx = mask ? dy : 0 (dx may alias nothing; dy is not modified).
+void launch_relu_mask_backward(const void* dy, const uint32_t* mask, void* dx, DType type, int64_t n, cudaStream_t s);
+inline int64_t relu_mask_words(int64_t n) { return (n + 31) / 32; }
+
+// --- batch norm statistics (C values) ---------------------------------------------------------------------
+void launch_var_from_invstd(float* inout, int64_t c, float eps, cudaStream_t s);
+void launch_invstd_from_var(const float* var, float* invstd, int64_t c, float eps, cudaStream_t s);
+
+// --- linear ------------------------------------------------------------------------------------------------
+// y (N, out) += b broadcast over rows.
+void launch_bias_add(float* y, const float* b, int64_t n, int64_t out, cudaStream_t s);
+
+// --- loss and metrics --------------------------------------------------------------------------------------
+struct LossScalars {
+  float loss = 0;          // mean loss of the batch
+  int32_t bad_label = -1;  // index of the first sample whose label is out of range, or -1
+  int32_t correct = 0;     // count_top_k's answer
+};
+// Per-row loss into row_loss (N); dlogits (N, K) (may be null) scaled by *grad_scale when grad_scale is not null.
+// Then the mean over rows (fixed-order tree, deterministic) into out->loss.
+void launch_softmax_xent(const float* logits, const int32_t* labels, int64_t n, int64_t k, float smoothing,
+                         const float* grad_scale, float* dlogits, float* row_loss, LossScalars* out, cudaStream_t s);
+void launch_count_top_k(const float* logits, const int32_t* labels, int64_t n, int64_t k, int top, LossScalars* out,
+                        cudaStream_t s);
+
+// --- optimizer ---------------------------------------------------------------------------------------------
+// One SGD step over n elements; skipped entirely when `skip` is not null and *skip != 0 (fp16 overflow step).
+void launch_sgd(float* w, const float* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
+                math::Nesterov nesterov, const int32_t* skip, cudaStream_t s);
+
+// --- dynamic loss scaling -----------------------------------------------------------------------------------
+// g *= 1 / state->scale, setting state->found_inf on any inf/NaN.
+void launch_unscale(float* g, int64_t n, kmath::LossScaleState* state, cudaStream_t s);
+// One thread runs kmath::loss_scale_update: no host synchronization in the step.
+void launch_loss_scale_update(kmath::LossScaleState* state, const kmath::LossScaleConfig& config, cudaStream_t s);
+
+// --- data augmentation ----------------------------------------------------------------------------------------
+struct AugmentSpec {
+  static constexpr int kMaxChannels = 4;
+  float mean[kMaxChannels] = {0, 0, 0, 0};
+  float inv_std[kMaxChannels] = {1, 1, 1, 1};
+  int32_t max_shift = 0;  // random translation of up to this many pixels, zero (mean) padded
+  bool flip = false;      // random horizontal flip
+  uint64_t seed = 0;
+};
+// images u8 (N, H, W, C) -> out (N, H, W, C) in `out_type`; sample i draws its augmentation from
+// (spec.seed, first_sample + i).
+void launch_augment(const uint8_t* images, void* out, DType out_type, int64_t n, int64_t h, int64_t w, int64_t c,
+                    const AugmentSpec& spec, uint64_t first_sample, cudaStream_t s);
+
+}  // namespace torus::worker::cuda
