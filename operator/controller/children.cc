@@ -1,0 +1,222 @@
+#include "operator/controller/children.h"
+
+#include "common/api/codec.h"
+#include "common/api/resolve.h"
+#include "operator/controller/labels.h"
+
+namespace torus::controller {
+namespace {
+
+std::string str(std::string_view s) { return std::string(s); }
+
+json env_var(const std::string& name, const std::string& value) { return {{"name", name}, {"value", value}}; }
+
+json field_env(const std::string& name, const std::string& path) {
+  return {{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", path}}}}}};
+}
+
+json metadata(const api::TrainingJob& job, const std::string& name, int attempt) {
+  return {{"name", name},
+          {"namespace", job.metadata.namespace_},
+          {"labels", child_labels(job, attempt)},
+          {"ownerReferences", json::array({owner_reference(job)})}};
+}
+
+// Lists of named items (containers, env, volumes, ports...) merge item by item, keyed by "name".
+bool is_named_list(const json& v) {
+  if (!v.is_array() || v.empty()) return false;
+  for (const auto& item : v) {
+    if (!item.is_object() || !item.contains("name")) return false;
+  }
+  return true;
+}
+
+json rank_env(const api::TrainingJob& job, int index, int attempt) {
+  const auto& gang = job.spec.gang;
+  int ppw = gang.processes_per_worker.value_or(1);
+  json env = json::array({
+      env_var("MASTER_ADDR", master_address(job)),
+      env_var("MASTER_PORT", std::to_string(job.spec.rendezvous_port.value_or(29500))),
+      env_var("WORLD_SIZE", std::to_string(api::world_size(job.spec))),
+      env_var("NODE_RANK", std::to_string(index)),
+      env_var("LOCAL_WORLD_SIZE", std::to_string(ppw)),
+      env_var("TORUS_ATTEMPT", std::to_string(attempt)),
+      env_var("TORUS_JOB_NAME", job.metadata.name),
+      env_var("TORUS_METRICS_PORT", std::to_string(job.spec.metrics_port.value_or(9090))),
+      env_var("TORUS_JOB_FILE", str(kJobFileDir) + "/" + str(kJobFileName)),
+      env_var("TORUS_RENDEZVOUS_SECRET_FILE", str(kSecretDir) + "/" + str(kSecretKey)),
+      field_env("TORUS_NODE_NAME", "spec.nodeName"),
+      field_env("POD_NAME", "metadata.name"),
+      field_env("POD_NAMESPACE", "metadata.namespace"),
+  });
+  // A single-process pod is exactly one rank; multi-process pods start their local ranks in the supervisor.
+  if (ppw == 1) env.push_back(env_var("RANK", std::to_string(index)));
+  return env;
+}
+
+json worker_resources(const api::TrainingJob& job) {
+  json res = job.spec.gang.resources.is_object() ? job.spec.gang.resources : json::object();
+  if (job.spec.gang.device == api::Device::kGpu) {
+    std::string gpus = std::to_string(job.spec.gang.processes_per_worker.value_or(1));
+    res["limits"]["nvidia.com/gpu"] = gpus;
+    res["requests"]["nvidia.com/gpu"] = gpus;
+  }
+  return res;
+}
+
+json job_selector(const api::TrainingJob& job) { return {{"matchLabels", {{str(kLabelJobName), job.metadata.name}}}}; }
+
+// Pod (anti-)affinity: one pod per node for whole-node GPU workers, the gang inside one topology block.
+json affinity(const api::TrainingJob& job) {
+  json aff = json::object();
+  const auto& gang = job.spec.gang;
+  if (gang.device == api::Device::kGpu && gang.processes_per_worker.value_or(1) >= kWholeNodeGpus) {
+    aff["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].push_back(
+        {{"labelSelector", job_selector(job)}, {"topologyKey", "kubernetes.io/hostname"}});
+  }
+  const auto& topo = job.spec.run_policy.topology;
+  if (topo.key.empty()) return aff;
+  json term = {{"labelSelector", job_selector(job)}, {"topologyKey", topo.key}};
+  auto placement = topo.placement.value_or(api::TopologyPlacement::kPreferred);
+  if (placement == api::TopologyPlacement::kPreferred) {
+    aff["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"].push_back(
+        {{"weight", 100}, {"podAffinityTerm", term}});
+  } else {
+    aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].push_back(term);
+  }
+  if (placement == api::TopologyPlacement::kExclusive) {
+    // The block belongs to this gang: no other Torus job's workers share it.
+    json others = {{"matchExpressions",
+                    json::array({{{"key", str(kLabelJobName)}, {"operator", "NotIn"}, {"values", {job.metadata.name}}},
+                                 {{"key", str(kLabelJobName)}, {"operator", "Exists"}}})}};
+    aff["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"].push_back(
+        {{"labelSelector", others}, {"topologyKey", topo.key}});
+  }
+  return aff;
+}
+
+json worker_container(const api::TrainingJob& job, int index, int attempt) {
+  return {{"name", str(kWorkerContainer)},
+          {"image", job.spec.gang.image},
+          {"command", {"torus-worker"}},
+          {"args", {"--job", str(kJobFileDir) + "/" + str(kJobFileName)}},
+          {"env", rank_env(job, index, attempt)},
+          {"resources", worker_resources(job)},
+          {"ports",
+           {{{"name", "rendezvous"}, {"containerPort", job.spec.rendezvous_port.value_or(29500)}},
+            {{"name", "metrics"}, {"containerPort", job.spec.metrics_port.value_or(9090)}}}},
+          {"volumeMounts",
+           {{{"name", "torus-job"}, {"mountPath", str(kJobFileDir)}, {"readOnly", true}},
+            {{"name", "torus-rendezvous"}, {"mountPath", str(kSecretDir)}, {"readOnly", true}}}}};
+}
+
+}  // namespace
+
+json owner_reference(const api::TrainingJob& job) {
+  return {{"apiVersion", str(api::kApiVersion)},
+          {"kind", str(api::kKind)},
+          {"name", job.metadata.name},
+          {"uid", job.metadata.uid},
+          {"controller", true},
+          {"blockOwnerDeletion", true}};
+}
+
+json child_labels(const api::TrainingJob& job, int attempt) {
+  return {{str(kLabelManagedBy), str(kManagedByValue)},
+          {str(kLabelJobName), job.metadata.name},
+          {str(kLabelAttempt), std::to_string(attempt)}};
+}
+
+std::string master_address(const api::TrainingJob& job) {
+  return worker_pod_name(job.metadata.name, 0) + "." + service_name(job.metadata.name) + "." + job.metadata.namespace_ +
+         ".svc";
+}
+
+json build_service(const api::TrainingJob& job, int attempt) {
+  json svc = {
+      {"apiVersion", "v1"}, {"kind", "Service"}, {"metadata", metadata(job, service_name(job.metadata.name), attempt)}};
+  svc["spec"] = {{"clusterIP", "None"},
+                 // Rank 0 must resolve before it is Ready: the rendezvous happens before readiness.
+                 {"publishNotReadyAddresses", true},
+                 {"selector", {{str(kLabelJobName), job.metadata.name}, {str(kLabelRole), "worker"}}},
+                 {"ports",
+                  {{{"name", "rendezvous"}, {"port", job.spec.rendezvous_port.value_or(29500)}},
+                   {{"name", "metrics"}, {"port", job.spec.metrics_port.value_or(9090)}}}}};
+  return svc;
+}
+
+json build_config_map(const api::TrainingJob& job, int attempt) {
+  json spec_doc = api::to_json(job);
+  spec_doc.erase("status");
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", metadata(job, config_map_name(job.metadata.name), attempt)},
+          {"data", {{str(kJobFileName), spec_doc.dump(2)}}}};
+}
+
+json build_secret(const api::TrainingJob& job, int attempt, const std::string& secret) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata", metadata(job, secret_name(job.metadata.name), attempt)},
+          {"type", "Opaque"},
+          {"stringData", {{str(kSecretKey), secret}}}};
+}
+
+json build_worker_pod(const api::TrainingJob& job, int index, int attempt) {
+  const std::string& name = job.metadata.name;
+  json user = job.spec.gang.pod_template.is_object() ? job.spec.gang.pod_template : json::object();
+  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+  pod["metadata"] =
+      merge_objects(user.value("metadata", json::object()), metadata(job, worker_pod_name(name, index), attempt));
+  pod["metadata"]["labels"][str(kLabelWorkerIndex)] = std::to_string(index);
+  pod["metadata"]["labels"][str(kLabelRole)] = "worker";
+  json ours = {{"restartPolicy", "Never"},  // the operator restarts the gang, never a single container
+               {"hostname", worker_pod_name(name, index)},
+               {"subdomain", service_name(name)},
+               {"containers", json::array({worker_container(job, index, attempt)})},
+               {"volumes",
+                {{{"name", "torus-job"}, {"configMap", {{"name", config_map_name(name)}}}},
+                 {{"name", "torus-rendezvous"}, {"secret", {{"secretName", secret_name(name)}}}}}}};
+  json aff = affinity(job);
+  if (!aff.empty()) ours["affinity"] = aff;
+  const auto& sched = job.spec.run_policy.scheduling_policy;
+  if (!sched.scheduler_name.empty()) ours["schedulerName"] = sched.scheduler_name;
+  if (!sched.priority_class.empty()) ours["priorityClassName"] = sched.priority_class;
+  if (!sched.scheduler_name.empty() || !sched.pod_group.empty()) {
+    std::string group = sched.pod_group.empty() ? name : sched.pod_group;
+    pod["metadata"]["labels"][str(kLabelPodGroup)] = group;
+    pod["metadata"]["annotations"][str(kAnnotationVolcanoGroup)] = group;
+  }
+  // The user's template fills in everything else (node selectors, tolerations, volumes, env...); for the fields
+  // the gang contract depends on, ours win.
+  pod["spec"] = merge_objects(user.value("spec", json::object()), ours);
+  return pod;
+}
+
+json merge_objects(const json& base, const json& overlay) {
+  if (base.is_object() && overlay.is_object()) {
+    json out = base;
+    for (auto it = overlay.begin(); it != overlay.end(); ++it) {
+      out[it.key()] = out.contains(it.key()) ? merge_objects(out[it.key()], it.value()) : it.value();
+    }
+    return out;
+  }
+  if (is_named_list(base) && is_named_list(overlay)) {
+    json out = base;
+    for (const auto& item : overlay) {
+      bool merged = false;
+      for (auto& existing : out) {
+        if (existing["name"] == item["name"]) {
+          existing = merge_objects(existing, item);
+          merged = true;
+          break;
+        }
+      }
+      if (!merged) out.push_back(item);
+    }
+    return out;
+  }
+  return overlay;
+}
+
+}  // namespace torus::controller

@@ -1,0 +1,33 @@
+#pragma once
+// The objects the operator creates for a TrainingJob: a headless Service (stable DNS for rank 0), a ConfigMap
+// with the resolved spec, a Secret with the rendezvous secret, and one pod per worker. Pure builders.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/api/training_job.h"
+
+namespace torus::controller {
+
+using json = nlohmann::json;
+
+// A worker that takes at least this many GPUs is assumed to take a whole node (one pod per node).
+inline constexpr int kWholeNodeGpus = 8;
+
+// The controller owner reference (with blockOwnerDeletion) pointing at the job.
+json owner_reference(const api::TrainingJob& job);
+// Labels every child carries: managed-by, job name, attempt (1-based).
+json child_labels(const api::TrainingJob& job, int attempt);
+
+json build_service(const api::TrainingJob& job, int attempt);
+json build_config_map(const api::TrainingJob& job, int attempt);
+json build_secret(const api::TrainingJob& job, int attempt, const std::string& secret);
+// Worker pod `index` of `attempt` (1-based). `job` must be defaulted.
+json build_worker_pod(const api::TrainingJob& job, int index, int attempt);
+
+// rank 0's stable DNS name through the headless service: <job>-worker-0.<job>.<ns>.svc
+std::string master_address(const api::TrainingJob& job);
+
+// JSON merge (RFC 7386 semantics for objects; lists of named items merged by "name"), `overlay` wins.
+json merge_objects(const json& base, const json& overlay);
+
+}  // namespace torus::controller

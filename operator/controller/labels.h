@@ -1,0 +1,37 @@
+#pragma once
+// Names the operator puts on the objects it owns. Child names are deterministic, so that a restarted operator
+// (or a stale cache) can never create a second pod for the same worker.
+#include <string>
+#include <string_view>
+
+namespace torus::controller {
+
+inline constexpr std::string_view kLabelJobName = "torus.dev/job-name";
+inline constexpr std::string_view kLabelAttempt = "torus.dev/attempt";
+inline constexpr std::string_view kLabelWorkerIndex = "torus.dev/worker-index";
+inline constexpr std::string_view kLabelRole = "torus.dev/role";
+inline constexpr std::string_view kLabelManagedBy = "app.kubernetes.io/managed-by";
+inline constexpr std::string_view kManagedByValue = "torus-operator";
+// Gang scheduling: coscheduling (scheduler-plugins) label and Volcano annotation.
+inline constexpr std::string_view kLabelPodGroup = "scheduling.x-k8s.io/pod-group";
+inline constexpr std::string_view kAnnotationVolcanoGroup = "scheduling.k8s.io/group-name";
+// The controller this operator answers to in spec.runPolicy.managedBy.
+inline constexpr std::string_view kControllerName = "torus.dev/operator";
+
+inline constexpr std::string_view kWorkerContainer = "worker";
+inline constexpr std::string_view kJobFileDir = "/etc/torus/job";
+inline constexpr std::string_view kJobFileName = "job.json";
+inline constexpr std::string_view kSecretDir = "/etc/torus/rendezvous";
+inline constexpr std::string_view kSecretKey = "secret";
+
+inline std::string worker_pod_name(const std::string& job, int index) {
+  return job + "-worker-" + std::to_string(index);
+}
+// The headless Service, the ConfigMap and the Secret share the job's name with a suffix.
+inline std::string service_name(const std::string& job) { return job; }
+inline std::string config_map_name(const std::string& job) { return job + "-config"; }
+inline std::string secret_name(const std::string& job) { return job + "-rendezvous"; }
+// Selector of everything the operator owns (informers watch with it).
+inline std::string owned_selector() { return std::string(kLabelManagedBy) + "=" + std::string(kManagedByValue); }
+
+}  // namespace torus::controller

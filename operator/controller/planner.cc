@@ -1,0 +1,398 @@
+#include "operator/controller/planner.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/api/codec.h"
+#include "common/api/defaults.h"
+#include "common/api/resolve.h"
+#include "common/api/validation.h"
+#include "operator/controller/children.h"
+#include "operator/controller/labels.h"
+#include "operator/controller/time_util.h"
+
+namespace torus::controller {
+namespace {
+
+using api::ConditionStatus;
+using api::Phase;
+
+std::string str(std::string_view s) { return std::string(s); }
+
+// The metadata fields the API model knows; the server adds others (managedFields...) that are not ours to read.
+json known_metadata(const json& md) {
+  static const char* kKeys[] = {
+      "name",       "generateName",      "namespace",         "labels",     "annotations",    "uid", "resourceVersion",
+      "generation", "creationTimestamp", "deletionTimestamp", "finalizers", "ownerReferences"};
+  json out = json::object();
+  for (const char* k : kKeys) {
+    if (md.contains(k) && !md[k].is_null()) out[k] = md[k];
+  }
+  return out;
+}
+
+std::string label(const json& obj, std::string_view key) {
+  const json& labels = obj["metadata"].value("labels", json::object());
+  auto it = labels.find(str(key));
+  return it != labels.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool terminating(const json& obj) { return obj["metadata"].contains("deletionTimestamp"); }
+
+std::string pod_phase(const json& pod) { return pod.value("status", json::object()).value("phase", "Pending"); }
+
+bool pod_ready(const json& pod) {
+  for (const auto& c : pod.value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+  }
+  return false;
+}
+
+int worker_index(const json& pod) {
+  std::string v = label(pod, kLabelWorkerIndex);
+  return v.empty() ? -1 : std::atoi(v.c_str());
+}
+
+api::Condition condition(std::string_view type, ConditionStatus status, std::string reason, std::string message,
+                         TimePoint now, std::optional<int64_t> generation) {
+  return api::Condition{str(type), status, std::move(reason), std::move(message), format_time(now), generation};
+}
+
+// Everything a pass works on: the decoded job, its status being rewritten, and the plan being built.
+struct Pass {
+  const PlanInput& in;
+  api::TrainingJob job;
+  api::TrainingJobStatus status;
+  Plan plan;
+
+  int attempt() const { return status.attempt + 1; }
+  const std::string& name() const { return job.metadata.name; }
+
+  void set(std::string_view type, ConditionStatus s, std::string reason, std::string message) {
+    api::set_condition(status,
+                       condition(type, s, std::move(reason), std::move(message), in.now, job.metadata.generation));
+  }
+  void clear(std::string_view type, std::string reason) {
+    if (const auto* c = api::find_condition(status, type); c && c->status == ConditionStatus::kTrue) {
+      set(type, ConditionStatus::kFalse, std::move(reason), "");
+    }
+  }
+  void event(EventType type, std::string reason, std::string message) {
+    plan.events.push_back({type, std::move(reason), std::move(message)});
+  }
+  void remove_pod(const json& pod, const std::string& why) {
+    if (terminating(pod)) return;
+    plan.deletes.push_back({ChildKind::kPod, pod["metadata"].value("name", ""), why});
+  }
+  void requeue(std::chrono::seconds after) {
+    plan.requeue_after = plan.requeue_after ? std::min(*plan.requeue_after, after) : after;
+  }
+};
+
+bool finished(const std::optional<Phase>& phase) { return phase == Phase::kSucceeded || phase == Phase::kFailed; }
+
+void count_workers(Pass& p) {
+  api::WorkerCounts counts;
+  for (const auto& pod : p.in.pods) {
+    if (label(pod, kLabelAttempt) != std::to_string(p.attempt()) || terminating(pod)) continue;
+    std::string phase = pod_phase(pod);
+    if (phase == "Succeeded") ++counts.succeeded;
+    if (phase == "Failed") ++counts.failed;
+    if (phase == "Pending" || phase == "Running") ++counts.active;
+    if (phase == "Running" && pod_ready(pod)) ++counts.ready;
+  }
+  p.status.workers = counts;
+}
+
+// rank -> pod -> node, ordered by rank, for the pods of this attempt that are bound to a node.
+void map_ranks(Pass& p) {
+  int ppw = p.job.spec.gang.processes_per_worker.value_or(1);
+  std::vector<api::RankPlacement> ranks;
+  for (const auto& pod : p.in.pods) {
+    if (label(pod, kLabelAttempt) != std::to_string(p.attempt()) || terminating(pod)) continue;
+    int index = worker_index(pod);
+    std::string node = pod.value("spec", json::object()).value("nodeName", "");
+    if (index < 0 || node.empty()) continue;
+    for (int local = 0; local < ppw; ++local) {
+      ranks.push_back({index * ppw + local, index, local, pod["metadata"].value("name", ""), node});
+    }
+  }
+  std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  p.status.ranks = std::move(ranks);
+}
+
+void clean_pods(Pass& p) {
+  auto policy = p.job.spec.run_policy.clean_pod_policy.value_or(api::CleanPodPolicy::kRunning);
+  for (const auto& pod : p.in.pods) {
+    std::string phase = pod_phase(pod);
+    bool active = phase == "Pending" || phase == "Running" || phase == "Unknown";
+    if (policy == api::CleanPodPolicy::kAll || (policy == api::CleanPodPolicy::kRunning && active)) {
+      p.remove_pod(pod, "job finished (cleanPodPolicy " + str(api::to_string(policy)) + ")");
+    }
+  }
+}
+
+void apply_ttl(Pass& p) {
+  auto ttl = p.job.spec.run_policy.ttl_seconds_after_finished;
+  if (!ttl) return;
+  TimePoint done = parse_time(p.status.completion_time).value_or(p.in.now);
+  TimePoint expiry = done + std::chrono::seconds(*ttl);
+  if (p.in.now >= expiry) {
+    p.plan.job_action = Plan::JobAction::kDelete;
+    p.event(EventType::kNormal, "TTLExpired", "deleting the job " + std::to_string(*ttl) + "s after it finished");
+  } else {
+    p.requeue(std::chrono::ceil<std::chrono::seconds>(expiry - p.in.now));
+  }
+}
+
+void finish(Pass& p, Phase phase, std::string_view type, const std::string& reason, const std::string& message) {
+  p.status.phase = phase;
+  p.status.completion_time = format_time(p.in.now);
+  p.set(type, ConditionStatus::kTrue, reason, message);
+  p.clear(api::condition::kRunning, reason);
+  p.clear(api::condition::kRestarting, reason);
+  p.event(phase == Phase::kSucceeded ? EventType::kNormal : EventType::kWarning, reason, message);
+}
+
+bool has_named(const std::vector<json>& objects, const std::string& name) {
+  return std::any_of(objects.begin(), objects.end(),
+                     [&](const json& o) { return o["metadata"].value("name", "") == name; });
+}
+
+void ensure_shared_children(Pass& p) {
+  if (!has_named(p.in.services, service_name(p.name()))) {
+    p.plan.creates.push_back({ChildKind::kService, build_service(p.job, p.attempt())});
+  }
+  if (!has_named(p.in.config_maps, config_map_name(p.name()))) {
+    p.plan.creates.push_back({ChildKind::kConfigMap, build_config_map(p.job, p.attempt())});
+  }
+  if (!has_named(p.in.secrets, secret_name(p.name()))) {
+    p.plan.creates.push_back({ChildKind::kSecret, build_secret(p.job, p.attempt(), p.in.fresh_secret)});
+  }
+}
+
+GangPolicy gang_policy_of(const api::TrainingJob& job) {
+  const auto& rp = job.spec.run_policy;
+  GangPolicy g;
+  switch (rp.restart_policy.value_or(api::RestartPolicy::kExitCode)) {
+    case api::RestartPolicy::kNever:
+      g.restart_policy = RestartPolicy::kNever;
+      break;
+    case api::RestartPolicy::kOnFailure:
+      g.restart_policy = RestartPolicy::kOnFailure;
+      break;
+    case api::RestartPolicy::kExitCode:
+      g.restart_policy = RestartPolicy::kExitCode;
+      break;
+  }
+  g.backoff_limit = rp.backoff_limit.value_or(3);
+  if (rp.active_deadline_seconds) g.active_deadline = std::chrono::seconds(*rp.active_deadline_seconds);
+  if (rp.running_deadline_seconds) g.running_deadline = std::chrono::seconds(*rp.running_deadline_seconds);
+  return g;
+}
+
+// The gang as the policy sees it. A pod of a gang that was running and then vanished (node lost, deleted by
+// hand) counts as a worker killed: its peers cannot go on without it.
+GangObservation observe(Pass& p, const std::vector<json>& current) {
+  GangObservation g;
+  g.expected_workers = p.job.spec.gang.workers.value_or(1);
+  g.attempt = p.attempt();
+  g.now = p.in.now;
+  g.job_start = parse_time(p.status.start_time).value_or(p.in.now);
+  g.attempt_start = p.in.now;
+  std::map<int, const json*> by_index;
+  for (const auto& pod : current) {
+    by_index[worker_index(pod)] = &pod;
+    if (auto t = parse_time(pod["metadata"].value("creationTimestamp", ""))) {
+      g.attempt_start = std::min(g.attempt_start, *t);
+    }
+    g.workers.push_back(worker_state(pod));
+  }
+  if (const auto* c = api::find_condition(p.status, api::condition::kRunning);
+      c && c->status == ConditionStatus::kTrue) {
+    g.running_since = parse_time(c->last_transition_time).value_or(p.in.now);
+  }
+  if (g.running_since) {
+    for (int i = 0; i < g.expected_workers; ++i) {
+      if (by_index.count(i)) continue;
+      g.workers.push_back({worker_pod_name(p.name(), i), WorkerState::Phase::kFailed, 137, std::nullopt,
+                           "pod disappeared while the gang was running"});
+    }
+  }
+  return g;
+}
+
+bool all_running(const GangObservation& g) {
+  if (static_cast<int>(g.workers.size()) < g.expected_workers) return false;
+  return std::all_of(g.workers.begin(), g.workers.end(), [](const WorkerState& w) {
+    return w.phase == WorkerState::Phase::kRunning || w.phase == WorkerState::Phase::kSucceeded;
+  });
+}
+
+void restart_gang(Pass& p, const std::vector<json>& current, const Decision& d) {
+  for (const auto& pod : current) p.remove_pod(pod, "gang restart: " + d.message);
+  p.status.attempt += 1;
+  p.status.restarts += 1;
+  p.status.phase = Phase::kRestarting;
+  p.status.ranks.clear();
+  p.set(api::condition::kRestarting, ConditionStatus::kTrue, to_string(d.reason), d.message);
+  p.clear(api::condition::kRunning, "GangRestarting");
+  p.event(EventType::kWarning, "GangRestart", d.message);
+}
+
+void run_gang(Pass& p, const std::vector<json>& current) {
+  GangObservation g = observe(p, current);
+  Decision d = decide(gang_policy_of(p.job), g);
+  switch (d.verdict) {
+    case Verdict::kRestart:
+      return restart_gang(p, current, d);
+    case Verdict::kFail:
+      finish(p, Phase::kFailed, api::condition::kFailed, to_string(d.reason), d.message);
+      return;
+    case Verdict::kSucceed:
+      finish(p, Phase::kSucceeded, api::condition::kSucceeded, "AllWorkersSucceeded", d.message);
+      return;
+    case Verdict::kContinue:
+      break;
+  }
+  if (d.recheck_after) p.requeue(*d.recheck_after);
+  std::map<int, bool> present;
+  for (const auto& pod : current) present[worker_index(pod)] = true;
+  for (int i = 0; i < g.expected_workers; ++i) {
+    if (!present.count(i)) p.plan.creates.push_back({ChildKind::kPod, build_worker_pod(p.job, i, p.attempt())});
+  }
+  if (all_running(g)) {
+    if (p.status.phase != Phase::kRunning) {
+      p.event(EventType::kNormal, "GangRunning",
+              "all " + std::to_string(g.expected_workers) + " workers of attempt " + std::to_string(p.attempt()) +
+                  " are running");
+    }
+    p.status.phase = Phase::kRunning;
+    p.set(api::condition::kRunning, ConditionStatus::kTrue, "GangRunning", "every worker is running");
+    p.clear(api::condition::kRestarting, "GangRunning");
+  } else if (p.status.phase != Phase::kRestarting) {
+    p.status.phase = Phase::kPending;
+  }
+}
+
+void suspend(Pass& p) {
+  for (const auto& pod : p.in.pods) p.remove_pod(pod, "job suspended");
+  if (p.status.phase != Phase::kSuspended) {
+    p.status.phase = Phase::kSuspended;
+    p.set(api::condition::kSuspended, ConditionStatus::kTrue, "Suspended", "spec.runPolicy.suspend is true");
+    p.clear(api::condition::kRunning, "Suspended");
+    p.event(EventType::kNormal, "Suspended", "worker pods deleted; the job resumes from its last checkpoint");
+  }
+}
+
+void resume(Pass& p) {
+  p.status.phase = Phase::kPending;
+  p.status.start_time = format_time(p.in.now);  // as Kubernetes Jobs do: the active deadline restarts
+  p.set(api::condition::kSuspended, ConditionStatus::kFalse, "Resumed", "spec.runPolicy.suspend is false");
+  p.event(EventType::kNormal, "Resumed", "recreating the worker pods");
+}
+
+void start(Pass& p) {
+  p.status.phase = Phase::kPending;
+  p.status.start_time = format_time(p.in.now);
+  p.set(api::condition::kCreated, ConditionStatus::kTrue, "JobCreated", "the operator accepted the job");
+  p.event(EventType::kNormal, "Created",
+          "creating " + std::to_string(p.job.spec.gang.workers.value_or(1)) +
+              " worker pods, their service, config map and secret");
+}
+
+void reconcile_active(Pass& p) {
+  ensure_shared_children(p);
+  if (p.job.spec.run_policy.suspend.value_or(false)) return suspend(p);
+  if (p.status.phase == Phase::kSuspended) resume(p);
+  // Pods of an earlier attempt, or being deleted, must be gone before their names can be reused.
+  std::vector<json> current;
+  bool waiting_for_old = false;
+  for (const auto& pod : p.in.pods) {
+    if (label(pod, kLabelAttempt) == std::to_string(p.attempt()) && !terminating(pod)) {
+      current.push_back(pod);
+    } else {
+      p.remove_pod(pod, "pod of an earlier attempt");
+      waiting_for_old = true;
+    }
+  }
+  if (waiting_for_old) {
+    if (p.status.phase != Phase::kRestarting) p.status.phase = Phase::kRestarting;
+    return;
+  }
+  run_gang(p, current);
+}
+
+void fail_invalid(Pass& p, const api::FieldErrors& errors) {
+  std::string message;
+  for (const auto& e : errors) message += (message.empty() ? "" : "; ") + e.to_string();
+  p.plan.invalid_spec = message;
+  if (finished(p.status.phase)) return;
+  finish(p, Phase::kFailed, api::condition::kFailed, "InvalidSpec", message);
+}
+
+}  // namespace
+
+WorkerState worker_state(const json& pod) {
+  WorkerState w;
+  w.name = pod["metadata"].value("name", "");
+  const json status = pod.value("status", json::object());
+  std::string phase = status.value("phase", "Pending");
+  if (phase == "Running") w.phase = WorkerState::Phase::kRunning;
+  if (phase == "Succeeded") w.phase = WorkerState::Phase::kSucceeded;
+  if (phase == "Failed") w.phase = WorkerState::Phase::kFailed;
+  for (const auto& cs : status.value("containerStatuses", json::array())) {
+    if (cs.value("name", "") != kWorkerContainer) continue;
+    const json term = cs.value("state", json::object()).value("terminated", json::object());
+    if (term.contains("exitCode")) {
+      w.exit_code = term["exitCode"].get<int>();
+      w.detail = term.value("reason", "");
+    }
+  }
+  if (w.phase == WorkerState::Phase::kFailed && !w.exit_code) {
+    // Evicted or lost with no container exit: the platform's doing, like a kill.
+    w.exit_code = 137;
+    w.detail = status.value("reason", "pod failed without a container exit code");
+  }
+  if (w.phase == WorkerState::Phase::kPending) {
+    for (const auto& c : status.value("conditions", json::array())) {
+      if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") {
+        w.detail = c.value("reason", "Unschedulable");
+        if (std::string m = c.value("message", ""); !m.empty()) w.detail += ": " + m;
+      }
+    }
+  }
+  return w;
+}
+
+Plan plan(const PlanInput& in) {
+  json doc = in.job;
+  doc["metadata"] = known_metadata(in.job.value("metadata", json::object()));
+  api::Decoded decoded = api::decode_json(doc);
+  Pass p{in, api::with_defaults(decoded.job), decoded.job.status, {}};
+  const api::TrainingJobStatus original = p.status;
+  if (p.job.spec.run_policy.managed_by != kControllerName) {
+    p.plan.ownership = Plan::Ownership::kHandedOff;
+    return p.plan;
+  }
+  if (!p.job.metadata.deletion_timestamp.empty()) return p.plan;  // garbage collection removes the children
+  if (!p.status.phase) start(p);
+  p.status.observed_generation = p.job.metadata.generation;
+  api::FieldErrors errors = api::check_decoded(decoded);
+  if (errors.empty()) errors = api::validate(p.job);
+  if (!errors.empty()) {
+    fail_invalid(p, errors);
+  } else if (!finished(p.status.phase)) {
+    reconcile_active(p);
+  }
+  if (finished(p.status.phase)) {
+    clean_pods(p);
+    apply_ttl(p);
+  }
+  count_workers(p);
+  map_ranks(p);
+  if (!(p.status == original)) p.plan.status = api::status_to_json(p.status);
+  return p.plan;
+}
+
+}  // namespace torus::controller

@@ -1,0 +1,151 @@
+#pragma once
+// A small typed Kubernetes client on nlohmann::json objects: get/list/create/update/merge-patch/delete, the
+// status subresource, and watches; with a client-side rate limit (QPS + burst) and retries with backoff on
+// 429, 5xx and connection errors, honouring Retry-After.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "common/util/error.h"
+#include "operator/kube/config.h"
+#include "operator/kube/rate_limit.h"
+#include "operator/kube/transport.h"
+
+namespace torus::kube {
+
+using json = nlohmann::json;
+
+enum class Scope { kNamespaced, kCluster };
+
+// One API resource, e.g. {"", "v1", "pods", "Pod"} or {"torus.dev", "v1alpha1", "trainingjobs", "TrainingJob"}.
+struct Resource {
+  std::string group;
+  std::string version;
+  std::string plural;
+  std::string kind;
+  Scope scope = Scope::kNamespaced;
+
+  std::string api_version() const { return group.empty() ? version : group + "/" + version; }
+  // The collection path; `ns` empty means all namespaces.
+  std::string collection_path(const std::string& ns) const;
+  std::string object_path(const std::string& ns, const std::string& name) const;
+};
+
+namespace resources {
+extern const Resource kPods;
+extern const Resource kServices;
+extern const Resource kConfigMaps;
+extern const Resource kSecrets;
+extern const Resource kEvents;
+extern const Resource kLeases;
+extern const Resource kTrainingJobs;
+}  // namespace resources
+
+// The API server answered with an error status (404, 409, 410, 422...). `reason` is the Status reason.
+class ApiError : public Error {
+ public:
+  ApiError(int status, std::string reason, const std::string& message)
+      : Error(message), status_(status), reason_(std::move(reason)) {}
+  int status() const { return status_; }
+  const std::string& reason() const { return reason_; }
+  bool not_found() const { return status_ == 404; }
+  bool conflict() const { return status_ == 409 && reason_ != "AlreadyExists"; }
+  bool already_exists() const { return status_ == 409 && reason_ == "AlreadyExists"; }
+  bool gone() const { return status_ == 410; }
+
+ private:
+  int status_;
+  std::string reason_;
+};
+
+struct ClientOptions {
+  double qps = 20.0;  // client-go's defaults are 5/10; an operator with many pods per job needs more
+  int burst = 30;
+  int max_retries = 6;
+  Duration retry_base = std::chrono::milliseconds(50);
+  Duration retry_cap = std::chrono::seconds(5);
+  std::chrono::seconds timeout{30};
+  std::string user_agent = "torus-operator";
+};
+
+struct ListOptions {
+  std::string label_selector;
+  std::string field_selector;
+  std::string resource_version;  // "" = most recent (quorum read)
+};
+
+enum class Subresource { kNone, kStatus };
+enum class Propagation { kBackground, kForeground, kOrphan };
+
+struct WatchEvent {
+  std::string type;  // ADDED, MODIFIED, DELETED, BOOKMARK
+  json object;
+};
+
+// Why a watch returned.
+enum class WatchEnd {
+  kClosed,     // the server ended it (timeoutSeconds) or the idle timeout passed: re-watch from the last RV
+  kExpired,    // 410 Gone / "too old resource version": relist
+  kCancelled,  // StreamCancel fired
+};
+
+struct WatchOptions {
+  std::string label_selector;
+  std::string resource_version;
+  std::chrono::seconds timeout{300};  // server-side timeoutSeconds; the client idle timeout is set above it
+};
+
+class Client {
+ public:
+  Client(const ClusterConfig& config, const ClientOptions& options);
+  // For tests: any transport.
+  Client(std::unique_ptr<Transport> transport, const ClusterConfig& config, const ClientOptions& options);
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  json get(const Resource& r, const std::string& ns, const std::string& name);
+  // nullopt on 404.
+  std::optional<json> try_get(const Resource& r, const std::string& ns, const std::string& name);
+  json list(const Resource& r, const std::string& ns, const ListOptions& options = {});
+  json create(const Resource& r, const std::string& ns, const json& object);
+  // PUT of `object` (named by its metadata.name); 409 Conflict when its resourceVersion is stale.
+  json update(const Resource& r, const std::string& ns, const json& object, Subresource sub = Subresource::kNone);
+  json merge_patch(const Resource& r, const std::string& ns, const std::string& name, const json& patch,
+                   Subresource sub = Subresource::kNone);
+  // 404 is not an error (already gone). Returns true when this call deleted it.
+  bool remove(const Resource& r, const std::string& ns, const std::string& name,
+              Propagation propagation = Propagation::kBackground);
+  // Streams events to `on_event` until the watch ends; throws ApiError / ConnectionError on failure.
+  WatchEnd watch(const Resource& r, const std::string& ns, const WatchOptions& options,
+                 const std::function<void(const WatchEvent&)>& on_event, StreamCancel& cancel);
+
+  // Requests sent on the wire (retries included), for the benchmark and metrics.
+  uint64_t requests_sent() const { return requests_.load(); }
+  const ClusterConfig& config() const { return config_; }
+
+ private:
+  HttpResponse call(HttpRequest request);
+  json call_json(HttpRequest request);
+  void authorize(HttpRequest& request);
+  void refresh_credentials();
+
+  ClusterConfig config_;
+  ClientOptions options_;
+  std::unique_ptr<Transport> transport_;
+  TokenBucket bucket_;
+  std::atomic<uint64_t> requests_{0};
+  std::mutex token_mu_;
+  std::string token_;
+};
+
+// URL query escaping for label selectors and resource names.
+std::string url_escape(const std::string& text);
+// "ns/name" for namespaced objects, "name" otherwise.
+std::string object_key(const json& object);
+
+}  // namespace torus::kube

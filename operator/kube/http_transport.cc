@@ -1,0 +1,147 @@
+// The one translation unit that includes cpprestsdk (see transport.h).
+#include <cpprest/containerstream.h>
+#include <cpprest/http_client.h>
+
+#include <boost/asio/ssl.hpp>
+
+#include "operator/kube/transport.h"
+
+namespace torus::kube {
+
+void StreamCancel::cancel() {
+  std::function<void()> abort;
+  {
+    std::lock_guard lock(mu_);
+    state_ = State::kCancelled;
+    abort = abort_;
+  }
+  if (abort) abort();
+}
+
+bool StreamCancel::cancelled() const {
+  std::lock_guard lock(mu_);
+  return state_ == State::kCancelled;
+}
+
+void StreamCancel::set_abort(std::function<void()> abort) {
+  bool already = false;
+  {
+    std::lock_guard lock(mu_);
+    abort_ = abort;
+    already = state_ == State::kCancelled;
+  }
+  if (already) abort();
+}
+
+void StreamCancel::clear_abort() {
+  std::lock_guard lock(mu_);
+  abort_ = nullptr;
+}
+
+namespace {
+
+namespace http = web::http;
+namespace client = web::http::client;
+
+class CppRestTransport : public Transport {
+ public:
+  CppRestTransport(const ClusterConfig& config, const TransportOptions& options)
+      : config_(config), client_(config.server, client_config(options.timeout)) {}
+
+  HttpResponse send(const HttpRequest& request) override {
+    try {
+      http::http_response resp = client_.request(to_cpprest(request)).get();
+      HttpResponse out = head_of(resp);
+      out.body = resp.extract_utf8string(true).get();
+      return out;
+    } catch (const std::exception& e) {
+      throw ConnectionError(request.method + " " + config_.server + request.path + ": " + e.what());
+    }
+  }
+
+  HttpResponse stream(const HttpRequest& request, const LineHandler& on_line, StreamCancel& cancel,
+                      std::chrono::seconds timeout) override {
+    pplx::cancellation_token_source cts;
+    cancel.set_abort([cts] { cts.cancel(); });
+    struct ClearAbort {
+      StreamCancel& c;
+      ~ClearAbort() { c.clear_abort(); }
+    } clear{cancel};
+    try {
+      // A client per stream: its timeout (which restarts on every chunk) must outlast the watch's idle gaps.
+      client::http_client streaming(config_.server, client_config(timeout));
+      http::http_response resp = streaming.request(to_cpprest(request), cts.get_token()).get();
+      HttpResponse out = head_of(resp);
+      if (out.status / 100 != 2) {
+        out.body = resp.extract_utf8string(true).get();
+        return out;
+      }
+      read_lines(resp.body(), on_line, cts);
+      return out;
+    } catch (const torus::Error&) {
+      throw;  // raised by on_line: the caller's own error, not the connection's
+    } catch (const std::exception& e) {
+      if (cancel.cancelled()) return HttpResponse{499, "", ""};
+      throw ConnectionError(request.method + " " + config_.server + request.path + ": " + e.what());
+    }
+  }
+
+ private:
+  static void read_lines(concurrency::streams::istream body, const LineHandler& on_line,
+                         const pplx::cancellation_token_source& cts) {
+    for (;;) {
+      concurrency::streams::container_buffer<std::string> line;
+      size_t n = body.read_line(line).get();
+      if (cts.get_token().is_canceled()) return;
+      if (n > 0) on_line(line.collection());
+      if (n == 0 && body.is_eof()) return;
+    }
+  }
+
+  client::http_client_config client_config(std::chrono::seconds timeout) const {
+    client::http_client_config cfg;
+    cfg.set_timeout(timeout);
+    if (config_.tls_verify == TlsVerify::kInsecureSkip) cfg.set_validate_certificates(false);
+    ClusterConfig tls = config_;
+    cfg.set_ssl_context_callback([tls](boost::asio::ssl::context& ctx) {
+      if (!tls.ca_pem.empty()) ctx.add_certificate_authority(boost::asio::buffer(tls.ca_pem));
+      if (!tls.client_cert_pem.empty()) ctx.use_certificate_chain(boost::asio::buffer(tls.client_cert_pem));
+      if (!tls.client_key_pem.empty()) {
+        ctx.use_private_key(boost::asio::buffer(tls.client_key_pem), boost::asio::ssl::context::pem);
+      }
+    });
+    return cfg;
+  }
+
+  static http::http_request to_cpprest(const HttpRequest& request) {
+    http::http_request req(request.method);
+    req.set_request_uri(request.path);
+    for (const auto& [k, v] : request.headers) req.headers().add(k, v);
+    if (!request.body.empty() || request.method == "POST" || request.method == "PUT" || request.method == "PATCH") {
+      req.set_body(request.body, request.content_type);
+    }
+    return req;
+  }
+
+  static HttpResponse head_of(const http::http_response& resp) {
+    HttpResponse out;
+    out.status = resp.status_code();
+    auto it = resp.headers().find("Retry-After");
+    if (it != resp.headers().end()) out.retry_after = it->second;
+    return out;
+  }
+
+  ClusterConfig config_;
+  client::http_client client_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_http_transport(const ClusterConfig& config, const TransportOptions& options) {
+  if (config.server.rfind("http://", 0) != 0 && config.server.rfind("https://", 0) != 0) {
+    throw InvalidArgument("cluster server: must be an http:// or https:// URL, got '" + config.server + "'");
+  }
+  return std::make_unique<CppRestTransport>(config, options);
+}
+
+}  // namespace torus::kube

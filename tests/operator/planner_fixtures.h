@@ -1,0 +1,159 @@
+#pragma once
+// Fluent fixtures for planner tests: a TrainingJob as the API server stores it, and pods as a kubelet reports them.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "operator/controller/labels.h"
+#include "operator/controller/planner.h"
+#include "operator/controller/time_util.h"
+
+namespace torus::controller::testing {
+
+using json = nlohmann::json;
+inline const TimePoint kT0 = TimePoint(std::chrono::seconds(1'800'000'000));
+inline TimePoint at(int seconds) { return kT0 + std::chrono::seconds(seconds); }
+
+class JobBuilder {
+ public:
+  explicit JobBuilder(std::string name = "mnist") {
+    job_ = {{"apiVersion", "torus.dev/v1alpha1"},
+            {"kind", "TrainingJob"},
+            {"metadata",
+             {{"name", name},
+              {"namespace", "team"},
+              {"uid", "uid-" + name},
+              {"generation", 1},
+              {"resourceVersion", "7"},
+              {"creationTimestamp", format_time(kT0)}}},
+            {"spec",
+             {{"gang", {{"workers", 2}, {"processesPerWorker", 1}, {"device", "cpu"}}},
+              {"model", {{"arch", "resnet9"}}},
+              {"data", {{"dataset", "synthetic"}}},
+              {"training",
+               {{"epochs", 1},
+                {"batchSize", 64},
+                {"lrSchedule", {{"type", "one-cycle"}, {"peak", 0.1}}},
+                {"checkpoint", {{"dir", "/ckpt"}}}}},
+              {"runPolicy", {{"restartPolicy", "ExitCode"}, {"backoffLimit", 2}}}}}};
+  }
+  JobBuilder& workers(int n) { return spec("gang", "workers", n); }
+  JobBuilder& gpus(int per_worker) {
+    job_["spec"]["gang"]["device"] = "gpu";
+    job_["spec"]["gang"]["processesPerWorker"] = per_worker;
+    return *this;
+  }
+  JobBuilder& restart_policy(const std::string& p) { return spec("runPolicy", "restartPolicy", p); }
+  JobBuilder& backoff_limit(int n) { return spec("runPolicy", "backoffLimit", n); }
+  JobBuilder& active_deadline(int s) { return spec("runPolicy", "activeDeadlineSeconds", s); }
+  JobBuilder& running_deadline(int s) { return spec("runPolicy", "runningDeadlineSeconds", s); }
+  JobBuilder& ttl(int s) { return spec("runPolicy", "ttlSecondsAfterFinished", s); }
+  JobBuilder& clean_pod_policy(const std::string& p) { return spec("runPolicy", "cleanPodPolicy", p); }
+  JobBuilder& suspend(bool s) { return spec("runPolicy", "suspend", s); }
+  JobBuilder& managed_by(const std::string& m) { return spec("runPolicy", "managedBy", m); }
+  JobBuilder& topology(const std::string& key, const std::string& placement) {
+    job_["spec"]["runPolicy"]["topology"] = {{"key", key}, {"placement", placement}};
+    return *this;
+  }
+  JobBuilder& scheduler(const std::string& name, const std::string& group) {
+    job_["spec"]["runPolicy"]["schedulingPolicy"] = {{"schedulerName", name}, {"podGroup", group}};
+    return *this;
+  }
+  JobBuilder& pod_template(const json& t) {
+    job_["spec"]["gang"]["template"] = t;
+    return *this;
+  }
+  JobBuilder& deleting() {
+    job_["metadata"]["deletionTimestamp"] = format_time(kT0);
+    return *this;
+  }
+  // Status as an earlier pass left it.
+  JobBuilder& phase(const std::string& ph, int attempt = 0, int started_at = 0) {
+    job_["status"]["phase"] = ph;
+    job_["status"]["attempt"] = attempt;
+    job_["status"]["restarts"] = attempt;
+    job_["status"]["startTime"] = format_time(at(started_at));
+    job_["status"]["observedGeneration"] = 1;
+    return *this;
+  }
+  JobBuilder& condition(const std::string& type, const std::string& status, int since) {
+    job_["status"]["conditions"].push_back(
+        {{"type", type}, {"status", status}, {"reason", "Test"}, {"lastTransitionTime", format_time(at(since))}});
+    return *this;
+  }
+  JobBuilder& completed_at(int s) {
+    job_["status"]["completionTime"] = format_time(at(s));
+    return *this;
+  }
+  json build() const { return job_; }
+
+ private:
+  template <typename V>
+  JobBuilder& spec(const char* section, const char* key, V v) {
+    job_["spec"][section][key] = v;
+    return *this;
+  }
+  json job_;
+};
+
+class PodBuilder {
+ public:
+  PodBuilder(const std::string& job, int index, int attempt = 1) {
+    pod_ = {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata",
+             {{"name", worker_pod_name(job, index)},
+              {"namespace", "team"},
+              {"creationTimestamp", format_time(kT0)},
+              {"labels",
+               {{std::string(kLabelJobName), job},
+                {std::string(kLabelAttempt), std::to_string(attempt)},
+                {std::string(kLabelWorkerIndex), std::to_string(index)}}}}},
+            {"spec", json::object()},
+            {"status", {{"phase", "Pending"}}}};
+  }
+  PodBuilder& running(const std::string& node = "node-0") {
+    pod_["spec"]["nodeName"] = node;
+    pod_["status"]["phase"] = "Running";
+    pod_["status"]["conditions"] = {{{"type", "Ready"}, {"status", "True"}}};
+    return *this;
+  }
+  PodBuilder& exited(int code, const std::string& reason = "") {
+    pod_["status"]["phase"] = code == 0 ? "Succeeded" : "Failed";
+    pod_["status"]["containerStatuses"] = {
+        {{"name", "worker"}, {"state", {{"terminated", {{"exitCode", code}, {"reason", reason}}}}}}};
+    return *this;
+  }
+  PodBuilder& unschedulable(const std::string& message) {
+    pod_["status"]["conditions"] = {
+        {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}, {"message", message}}};
+    return *this;
+  }
+  PodBuilder& terminating() {
+    pod_["metadata"]["deletionTimestamp"] = format_time(kT0);
+    return *this;
+  }
+  PodBuilder& created_at(int s) {
+    pod_["metadata"]["creationTimestamp"] = format_time(at(s));
+    return *this;
+  }
+  json build() const { return pod_; }
+
+ private:
+  json pod_;
+};
+
+// The shared children of a job (service, config map, secret) as if they exist.
+inline PlanInput with_children(json job, std::vector<json> pods, TimePoint now) {
+  std::string name = job["metadata"]["name"];
+  auto named = [](const std::string& n) { return json{{"metadata", {{"name", n}, {"namespace", "team"}}}}; };
+  return PlanInput{std::move(job),
+                   std::move(pods),
+                   {named(service_name(name))},
+                   {named(config_map_name(name))},
+                   {named(secret_name(name))},
+                   now,
+                   "s3cret"};
+}
+
+}  // namespace torus::controller::testing

@@ -1,0 +1,390 @@
+// Table-driven tests of the pure planner: (job, observed children, now) -> actions.
+#include "operator/controller/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "operator/controller/children.h"
+#include "tests/operator/planner_fixtures.h"
+
+namespace torus::controller {
+namespace {
+
+using namespace torus::controller::testing;
+
+std::vector<std::string> created_pods(const Plan& p) {
+  std::vector<std::string> names;
+  for (const auto& c : p.creates) {
+    if (c.kind == ChildKind::kPod) names.push_back(c.object["metadata"]["name"]);
+  }
+  return names;
+}
+
+std::vector<std::string> deleted_pods(const Plan& p) {
+  std::vector<std::string> names;
+  for (const auto& d : p.deletes) {
+    if (d.kind == ChildKind::kPod) names.push_back(d.name);
+  }
+  return names;
+}
+
+// The phase after the pass: the new status's, else the job's as it was.
+std::string phase_of(const Plan& p, const PlanInput& in) {
+  if (p.status) return p.status->value("phase", "");
+  return in.job.contains("status") ? in.job["status"].value("phase", "<none>") : "<none>";
+}
+
+std::string condition_reason(const Plan& p, const std::string& type) {
+  if (!p.status) return "<none>";
+  for (const auto& c : p.status->value("conditions", json::array())) {
+    if (c["type"] == type && c["status"] == "True") return c.value("reason", "");
+  }
+  return "<none>";
+}
+
+std::map<std::string, std::string> env_of(const json& pod) {
+  std::map<std::string, std::string> env;
+  for (const auto& e : pod["spec"]["containers"][0]["env"]) {
+    env[e["name"]] = e.contains("value") ? e["value"].get<std::string>()
+                                         : "<" + e["valueFrom"]["fieldRef"]["fieldPath"].get<std::string>() + ">";
+  }
+  return env;
+}
+
+struct Case {
+  const char* name;
+  PlanInput input;
+  std::string phase;  // expected new phase, "<none>" when no status write
+  std::vector<std::string> creates;
+  std::vector<std::string> deletes;
+  std::string failed_reason = "<none>";
+};
+
+class PlannerTable : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PlannerTable, Actions) {
+  const Case& c = GetParam();
+  Plan p = plan(c.input);
+  EXPECT_EQ(p.invalid_spec, "") << c.name;
+  EXPECT_EQ(phase_of(p, c.input), c.phase) << c.name;
+  EXPECT_EQ(created_pods(p), c.creates) << c.name;
+  EXPECT_EQ(deleted_pods(p), c.deletes) << c.name;
+  if (c.failed_reason != "<none>" || c.phase == "Failed") {
+    EXPECT_EQ(condition_reason(p, "Failed"), c.failed_reason) << c.name;
+  }
+}
+
+const std::vector<std::string> kNone;
+
+INSTANTIATE_TEST_SUITE_P(
+    Gang, PlannerTable,
+    ::testing::Values(
+        Case{"new job creates every pod",
+             with_children(JobBuilder().build(), {}, at(0)),
+             "Pending",
+             {"mnist-worker-0", "mnist-worker-1"},
+             kNone},
+        Case{"missing pod is created",
+             with_children(JobBuilder().phase("Pending").build(), {PodBuilder("mnist", 0).build()}, at(1)),
+             "Pending",
+             {"mnist-worker-1"},
+             kNone},
+        Case{"all running -> Running",
+             with_children(JobBuilder().phase("Pending").build(),
+                           {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).running().build()}, at(5)),
+             "Running", kNone, kNone},
+        Case{"137 restarts the whole gang",
+             with_children(JobBuilder().phase("Running").condition("Running", "True", 3).build(),
+                           {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).exited(137).build()},
+                           at(10)),
+             "Restarting",
+             kNone,
+             {"mnist-worker-0", "mnist-worker-1"}},
+        Case{"old attempt pods are deleted before new ones are created",
+             with_children(JobBuilder().phase("Restarting", 1).build(),
+                           {PodBuilder("mnist", 0, 1).running().build(), PodBuilder("mnist", 1, 1).exited(137).build()},
+                           at(11)),
+             "Restarting",
+             kNone,
+             {"mnist-worker-0", "mnist-worker-1"}},
+        Case{"terminating pods block recreation",
+             with_children(JobBuilder().phase("Restarting", 1).build(),
+                           {PodBuilder("mnist", 0, 1).terminating().build()}, at(11)),
+             "Restarting", kNone, kNone},
+        Case{"attempt 2 pods are created once the old ones are gone",
+             with_children(JobBuilder().phase("Restarting", 1).build(), {}, at(12)),
+             "Restarting",
+             {"mnist-worker-0", "mnist-worker-1"},
+             kNone},
+        Case{
+            "exit 1 fails the job",
+            with_children(JobBuilder().phase("Running").condition("Running", "True", 3).build(),
+                          {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).exited(1).build()}, at(10)),
+            "Failed",
+            {},
+            {"mnist-worker-0"},
+            "WorkerFailed"},
+        Case{"backoff limit exhausted",
+             with_children(JobBuilder().backoff_limit(1).phase("Running", 1).condition("Running", "True", 3).build(),
+                           {PodBuilder("mnist", 0, 2).running().build(), PodBuilder("mnist", 1, 2).exited(137).build()},
+                           at(10)),
+             "Failed",
+             {},
+             {"mnist-worker-0"},
+             "BackoffLimitExceeded"},
+        Case{"Never fails on a retryable code",
+             with_children(JobBuilder().restart_policy("Never").phase("Running").build(),
+                           {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).exited(137).build()},
+                           at(10)),
+             "Failed",
+             {},
+             {"mnist-worker-0"},
+             "WorkerFailed"},
+        Case{
+            "all succeeded",
+            with_children(JobBuilder().phase("Running").build(),
+                          {PodBuilder("mnist", 0).exited(0).build(), PodBuilder("mnist", 1).exited(0).build()}, at(10)),
+            "Succeeded", kNone, kNone},
+        Case{
+            "active deadline",
+            with_children(JobBuilder().active_deadline(60).phase("Running").build(),
+                          {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).running().build()}, at(61)),
+            "Failed",
+            {},
+            {"mnist-worker-0", "mnist-worker-1"},
+            "DeadlineExceeded"},
+        Case{"gang timeout names unscheduled pods",
+             with_children(JobBuilder().running_deadline(30).phase("Pending").build(),
+                           {PodBuilder("mnist", 0).running().build(),
+                            PodBuilder("mnist", 1).unschedulable("0/4 nodes have free nvidia.com/gpu").build()},
+                           at(31)),
+             "Failed",
+             {},
+             {"mnist-worker-0", "mnist-worker-1"},
+             "GangTimeout"},
+        Case{"a pod vanishing from a running gang restarts it",
+             with_children(JobBuilder().phase("Running").condition("Running", "True", 3).build(),
+                           {PodBuilder("mnist", 0).running().build()}, at(10)),
+             "Restarting",
+             kNone,
+             {"mnist-worker-0"}},
+        Case{
+            "suspend deletes pods",
+            with_children(JobBuilder().suspend(true).phase("Running").build(),
+                          {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).running().build()}, at(10)),
+            "Suspended",
+            kNone,
+            {"mnist-worker-0", "mnist-worker-1"}},
+        Case{"resume recreates pods",
+             with_children(JobBuilder().phase("Suspended").build(), {}, at(20)),
+             "Pending",
+             {"mnist-worker-0", "mnist-worker-1"},
+             kNone},
+        Case{"cleanPodPolicy All deletes finished pods",
+             with_children(JobBuilder().clean_pod_policy("All").phase("Succeeded").completed_at(5).build(),
+                           {PodBuilder("mnist", 0).exited(0).build()}, at(6)),
+             "Succeeded",
+             kNone,
+             {"mnist-worker-0"}},
+        Case{"cleanPodPolicy None keeps pods",
+             with_children(JobBuilder().clean_pod_policy("None").phase("Failed").completed_at(5).build(),
+                           {PodBuilder("mnist", 0).running().build()}, at(6)),
+             "Failed", kNone, kNone},
+        Case{"managedBy another controller: hands off",
+             with_children(JobBuilder().managed_by("kueue.x-k8s.io/multikueue").build(), {}, at(0)), "<none>", kNone,
+             kNone},
+        Case{"deleting job: nothing (garbage collection)", with_children(JobBuilder().deleting().build(), {}, at(0)),
+             "<none>", kNone, kNone}),
+    [](const ::testing::TestParamInfo<Case>& param_info) {
+      std::string n = param_info.param.name;
+      for (char& ch : n) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return n;
+    });
+
+TEST(Planner, NewJobCreatesServiceConfigMapSecretWithOwnerRefs) {
+  PlanInput in{JobBuilder().build(), {}, {}, {}, {}, at(0), "s3cret"};
+  Plan p = plan(in);
+  std::map<ChildKind, json> by_kind;
+  for (const auto& c : p.creates) by_kind[c.kind] = c.object;
+  ASSERT_EQ(by_kind.size(), 4u);
+  EXPECT_EQ(by_kind[ChildKind::kService]["spec"]["clusterIP"], "None");
+  EXPECT_EQ(by_kind[ChildKind::kSecret]["stringData"]["secret"], "s3cret");
+  EXPECT_NE(by_kind[ChildKind::kConfigMap]["data"]["job.json"].get<std::string>().find("\"workers\": 2"),
+            std::string::npos);
+  for (const auto& c : p.creates) {
+    const json& ref = c.object["metadata"]["ownerReferences"][0];
+    EXPECT_EQ(ref["uid"], "uid-mnist");
+    EXPECT_EQ(ref["kind"], "TrainingJob");
+    EXPECT_EQ(ref["controller"], true);
+    EXPECT_EQ(c.object["metadata"]["labels"][std::string(kLabelAttempt)], "1");
+    EXPECT_EQ(c.object["metadata"]["labels"][std::string(kLabelJobName)], "mnist");
+  }
+  ASSERT_TRUE(p.status);
+  EXPECT_EQ((*p.status)["startTime"], format_time(at(0)));
+  ASSERT_FALSE(p.events.empty());
+  EXPECT_EQ(p.events[0].reason, "Created");
+}
+
+TEST(Planner, WorkerPodCarriesRankEnvironment) {
+  Plan p = plan(with_children(JobBuilder().workers(4).build(), {}, at(0)));
+  ASSERT_EQ(created_pods(p).size(), 4u) << p.invalid_spec;
+  const json& pod = p.creates[2].object;
+  auto env = env_of(pod);
+  EXPECT_EQ(env["MASTER_ADDR"], "mnist-worker-0.mnist.team.svc");
+  EXPECT_EQ(env["MASTER_PORT"], "29500");
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["NODE_RANK"], "2");
+  EXPECT_EQ(env["RANK"], "2");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "1");
+  EXPECT_EQ(env["TORUS_ATTEMPT"], "1");
+  EXPECT_EQ(env["TORUS_JOB_NAME"], "mnist");
+  EXPECT_EQ(env["TORUS_NODE_NAME"], "<spec.nodeName>");
+  EXPECT_EQ(env["TORUS_RENDEZVOUS_SECRET_FILE"], "/etc/torus/rendezvous/secret");
+  EXPECT_EQ(pod["spec"]["restartPolicy"], "Never");
+  EXPECT_EQ(pod["spec"]["subdomain"], "mnist");
+  EXPECT_EQ(pod["spec"]["hostname"], "mnist-worker-2");
+}
+
+TEST(Planner, GpuWorkersAskForGpusAndOnePodPerNode) {
+  Plan p = plan(with_children(JobBuilder().gpus(8).build(), {}, at(0)));
+  ASSERT_FALSE(created_pods(p).empty());
+  const json& pod = p.creates[0].object;
+  EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "8");
+  auto env = env_of(pod);
+  EXPECT_EQ(env["WORLD_SIZE"], "16");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "8");
+  EXPECT_EQ(env.count("RANK"), 0u) << "multi-process pods set RANK per local process";
+  const json& anti = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+  EXPECT_EQ(anti["topologyKey"], "kubernetes.io/hostname");
+}
+
+TEST(Planner, TopologyAndGangScheduling) {
+  Plan p = plan(with_children(
+      JobBuilder().topology("topology.torus.dev/rack", "Required").scheduler("volcano", "pg-1").build(), {}, at(0)));
+  const json& pod = p.creates[0].object;
+  EXPECT_EQ(pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"],
+            "topology.torus.dev/rack");
+  EXPECT_EQ(pod["spec"]["schedulerName"], "volcano");
+  EXPECT_EQ(pod["metadata"]["labels"][std::string(kLabelPodGroup)], "pg-1");
+}
+
+TEST(Planner, UserTemplateIsMergedButGangFieldsWin) {
+  json worker = {{"name", "worker"}, {"env", json::array({{{"name", "EXTRA"}, {"value", "1"}}})}};
+  json tmpl = {
+      {"metadata", {{"labels", {{"team", "vision"}}}}},
+      {"spec",
+       {{"nodeSelector", {{"pool", "a100"}}}, {"restartPolicy", "Always"}, {"containers", json::array({worker})}}}};
+  Plan p = plan(with_children(JobBuilder().pod_template(tmpl).build(), {}, at(0)));
+  const json& pod = p.creates[0].object;
+  EXPECT_EQ(pod["metadata"]["labels"]["team"], "vision");
+  EXPECT_EQ(pod["spec"]["nodeSelector"]["pool"], "a100");
+  EXPECT_EQ(pod["spec"]["restartPolicy"], "Never");
+  auto env = env_of(pod);
+  EXPECT_EQ(env["EXTRA"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "2");
+}
+
+TEST(Planner, RestartBumpsAttemptAndRecordsCause) {
+  Plan p = plan(with_children(JobBuilder().phase("Running").condition("Running", "True", 3).build(),
+                              {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).exited(137).build()},
+                              at(10)));
+  ASSERT_TRUE(p.status);
+  EXPECT_EQ((*p.status)["attempt"], 1);
+  EXPECT_EQ((*p.status)["restarts"], 1);
+  EXPECT_EQ(condition_reason(p, "Restarting"), "RetryableFailure");
+  ASSERT_FALSE(p.events.empty());
+  EXPECT_EQ(p.events.back().type, EventType::kWarning);
+  EXPECT_NE(p.events.back().message.find("mnist-worker-1 exited with code 137"), std::string::npos);
+}
+
+TEST(Planner, AttemptTwoPodsAreLabelledAttemptTwo) {
+  Plan p = plan(with_children(JobBuilder().phase("Restarting", 1).build(), {}, at(12)));
+  ASSERT_EQ(created_pods(p).size(), 2u);
+  EXPECT_EQ(p.creates[0].object["metadata"]["labels"][std::string(kLabelAttempt)], "2");
+  EXPECT_EQ(env_of(p.creates[0].object)["TORUS_ATTEMPT"], "2");
+}
+
+TEST(Planner, GangTimeoutMessageNamesThePod) {
+  Plan p = plan(with_children(
+      JobBuilder().running_deadline(30).phase("Pending").build(),
+      {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).unschedulable("0/4 nodes available").build()},
+      at(31)));
+  ASSERT_TRUE(p.status);
+  std::string message;
+  for (const auto& c : (*p.status)["conditions"]) {
+    if (c["type"] == "Failed") message = c["message"];
+  }
+  EXPECT_NE(message.find("mnist-worker-1 (Unschedulable: 0/4 nodes available)"), std::string::npos) << message;
+}
+
+TEST(Planner, DeadlinesRequeue) {
+  Plan p = plan(with_children(JobBuilder().running_deadline(30).active_deadline(100).phase("Pending").build(),
+                              {PodBuilder("mnist", 0).build(), PodBuilder("mnist", 1).build()}, at(10)));
+  ASSERT_TRUE(p.requeue_after);
+  EXPECT_EQ(*p.requeue_after, std::chrono::seconds(20));
+}
+
+TEST(Planner, TtlDeletesTheJobOnceExpired) {
+  Plan before = plan(with_children(JobBuilder().ttl(60).phase("Succeeded").completed_at(100).build(), {}, at(130)));
+  EXPECT_EQ(before.job_action, Plan::JobAction::kKeep);
+  ASSERT_TRUE(before.requeue_after);
+  EXPECT_EQ(*before.requeue_after, std::chrono::seconds(30));
+  Plan after = plan(with_children(JobBuilder().ttl(60).phase("Succeeded").completed_at(100).build(), {}, at(160)));
+  EXPECT_EQ(after.job_action, Plan::JobAction::kDelete);
+}
+
+TEST(Planner, RankMapInStatus) {
+  Plan p = plan(with_children(
+      JobBuilder().phase("Pending").build(),
+      {PodBuilder("mnist", 1).running("node-b").build(), PodBuilder("mnist", 0).running("node-a").build()}, at(5)));
+  ASSERT_TRUE(p.status);
+  const json& ranks = (*p.status)["ranks"];
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0]["rank"], 0);
+  EXPECT_EQ(ranks[0]["pod"], "mnist-worker-0");
+  EXPECT_EQ(ranks[0]["node"], "node-a");
+  EXPECT_EQ(ranks[1]["node"], "node-b");
+  EXPECT_EQ((*p.status)["workers"]["ready"], 2);
+}
+
+TEST(Planner, SteadyStateWritesNothing) {
+  json job = JobBuilder().phase("Running").condition("Running", "True", 3).build();
+  std::vector<json> pods = {PodBuilder("mnist", 0).running("n0").build(), PodBuilder("mnist", 1).running("n1").build()};
+  Plan first = plan(with_children(job, pods, at(10)));
+  ASSERT_TRUE(first.status);  // worker counts and ranks filled in
+  job["status"] = *first.status;
+  Plan second = plan(with_children(job, pods, at(11)));
+  EXPECT_FALSE(second.status) << second.status->dump();
+  EXPECT_TRUE(second.creates.empty());
+  EXPECT_TRUE(second.deletes.empty());
+}
+
+TEST(Planner, WorkerStateReadsExitCodeAndReason) {
+  WorkerState w = worker_state(PodBuilder("j", 0).exited(137, "OOMKilled").build());
+  EXPECT_EQ(w.phase, WorkerState::Phase::kFailed);
+  EXPECT_EQ(w.exit_code, 137);
+  EXPECT_EQ(w.detail, "OOMKilled");
+}
+
+TEST(Children, MergeNamedLists) {
+  json base = {{"env", {{{"name", "A"}, {"value", "1"}}, {{"name", "B"}, {"value", "2"}}}}};
+  json over = {{"env", {{{"name", "B"}, {"value", "3"}}, {{"name", "C"}, {"value", "4"}}}}};
+  json m = merge_objects(base, over);
+  ASSERT_EQ(m["env"].size(), 3u);
+  EXPECT_EQ(m["env"][1]["value"], "3");
+  EXPECT_EQ(m["env"][2]["name"], "C");
+}
+
+TEST(TimeUtil, RoundTrip) {
+  EXPECT_EQ(parse_time(format_time(at(42))), at(42));
+  EXPECT_EQ(parse_time("2026-11-22T06:00:00.123Z"), parse_time("2026-11-22T06:00:00Z"));
+  EXPECT_EQ(parse_time("2026-11-22T08:00:00+02:00"), parse_time("2026-11-22T06:00:00Z"));
+  EXPECT_EQ(parse_time("yesterday"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace torus::controller
