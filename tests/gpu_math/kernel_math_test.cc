@@ -1,0 +1,278 @@
+// The formulas the CUDA kernels execute (kernel_math.h), run on the CPU against independent references.
+#include "worker/backend/cuda/kernel_math.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace torus::worker::cuda::kmath {
+namespace {
+
+// Floats that stress rounding: random bit patterns of every exponent, plus the special values.
+std::vector<float> probe_floats() {
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          65504.0f,
+                          65519.0f,
+                          65520.0f,
+                          65536.0f,
+                          1e-8f,
+                          5.96e-8f,
+                          2.98023224e-8f,
+                          6.1e-5f,
+                          3.0e38f,
+                          3.4028235e38f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::denorm_min(),
+                          1.17549435e-38f};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200000; ++i) v.push_back(bits_float(rng()));
+  return v;
+}
+
+// bf16 reference: round to 8 significant bits in double with ties to even (bf16 shares fp32's exponent range,
+// so below 2^-126 the spacing stays 2^-133).
+float bf16_reference(float f) {
+  if (std::isinf(f) || f == 0.0f) return f;
+  int e = 0;
+  std::frexp(static_cast<double>(f), &e);
+  const double ulp = std::ldexp(1.0, std::max(e, -125) - 8);
+  const double r = std::nearbyint(static_cast<double>(f) / ulp) * ulp;
+  if (std::fabs(r) > 3.3895313892515355e38) return std::copysign(std::numeric_limits<float>::infinity(), f);
+  return static_cast<float>(r);
+}
+
+TEST(KernelMath, Bf16RoundsToNearestEvenLikeAnIndependentReference) {
+  for (float f : probe_floats()) {
+    const float got = float_from_bf16(bf16_from_float(f));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(got));
+      continue;
+    }
+    ASSERT_EQ(float_bits(got), float_bits(bf16_reference(f))) << "f = " << f;
+  }
+}
+
+TEST(KernelMath, F16MatchesTheCompilersFloat16Conversion) {
+  for (float f : probe_floats()) {
+    const uint16_t ours = f16_from_float(f);
+    const _Float16 ref = static_cast<_Float16>(f);
+    uint16_t ref_bits = 0;
+    std::memcpy(&ref_bits, &ref, sizeof ref_bits);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(float_from_f16(ours)));
+      continue;
+    }
+    ASSERT_EQ(ours, ref_bits) << "f = " << f;
+  }
+}
+
+TEST(KernelMath, EveryF16ValueWidensExactlyAndRoundTrips) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const auto bits = static_cast<uint16_t>(h);
+    _Float16 ref;
+    std::memcpy(&ref, &bits, sizeof ref);
+    const float wide = float_from_f16(bits);
+    if (std::isnan(static_cast<float>(ref))) {
+      EXPECT_TRUE(std::isnan(wide));
+      continue;
+    }
+    ASSERT_EQ(float_bits(wide), float_bits(static_cast<float>(ref))) << "half bits " << h;
+    ASSERT_EQ(f16_from_float(wide), bits) << "half bits " << h;
+  }
+}
+
+TEST(KernelMath, FiniteTestSeesInfAndNan) {
+  EXPECT_TRUE(is_finite(3.0f));
+  EXPECT_TRUE(is_finite(-std::numeric_limits<float>::max()));
+  EXPECT_FALSE(is_finite(std::numeric_limits<float>::infinity()));
+  EXPECT_FALSE(is_finite(-std::numeric_limits<float>::infinity()));
+  EXPECT_FALSE(is_finite(std::numeric_limits<float>::quiet_NaN()));
+}
+
+TEST(KernelMath, ReluAddAndTheirGradients) {
+  EXPECT_EQ(relu(-2.0f), 0.0f);
+  EXPECT_EQ(relu(2.5f), 2.5f);
+  EXPECT_EQ(relu_grad(0.0f, 7.0f), 0.0f);  // an output of exactly 0 passes no gradient (PyTorch's convention)
+  EXPECT_EQ(relu_grad(1.0f, 7.0f), 7.0f);
+  EXPECT_EQ(add_act(1.0f, -3.0f, true), 0.0f);
+  EXPECT_EQ(add_act(1.0f, -3.0f, false), -2.0f);
+}
+
+TEST(KernelMath, VarianceAndInverseStdRoundTrip) {
+  const float eps = 1e-5f;
+  for (float var : {0.0f, 1e-6f, 0.01f, 1.0f, 37.5f, 1e4f}) {
+    const float invstd = invstd_from_var(var, eps);
+    EXPECT_NEAR(invstd, 1.0 / std::sqrt(static_cast<double>(var) + eps), 1e-6 * invstd);
+    const float back = var_from_invstd(invstd, eps);
+    EXPECT_NEAR(back, var, 1e-6 * (var + eps) * 4) << var;
+    EXPECT_NEAR(invstd_from_var(back, eps), invstd, 1e-6 * invstd);  // the backward sees the forward's invstd
+  }
+}
+
+// The kernel's row composition (max, log-sum-exp, per-class term and gradient) against double precision.
+TEST(KernelMath, SoftmaxCrossEntropyRowMatchesDoublePrecision) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  const int k = 37, n = 8;
+  const float smoothing = 0.1f, scale = 1024.0f;
+  for (int row = 0; row < n; ++row) {
+    std::vector<float> z(k);
+    for (float& v : z) v = normal(rng);
+    const int label = row * 5 % k;
+    float zmax = -INFINITY, sum = 0.0f, loss = 0.0f;
+    for (float v : z) zmax = std::max(zmax, v);
+    for (float v : z) sum += std::exp(v - zmax);
+    const float log_sum = std::log(sum);
+    std::vector<float> grad(k);
+    for (int j = 0; j < k; ++j) {
+      const float lp = log_prob(z[j], zmax, log_sum);
+      loss += xent_term(lp, j, label, smoothing, k);
+      grad[j] = xent_grad(lp, j, label, smoothing, k, 1.0f / n, scale);
+    }
+    double ref_sum = 0;
+    for (float v : z) ref_sum += std::exp(static_cast<double>(v));
+    double ref_loss = 0, grad_total = 0;
+    for (int j = 0; j < k; ++j) {
+      const double p = std::exp(static_cast<double>(z[j])) / ref_sum;
+      const double t = (j == label ? 1.0 - smoothing : 0.0) + smoothing / k;
+      ref_loss -= t * std::log(p);
+      EXPECT_NEAR(grad[j], (p - t) / n * scale, 1e-5 * scale);
+      grad_total += grad[j];
+    }
+    EXPECT_NEAR(loss, ref_loss, 1e-4 * std::max(1.0, ref_loss));
+    EXPECT_NEAR(grad_total, 0.0, 1e-4 * scale);  // softmax gradients sum to zero
+  }
+}
+
+TEST(KernelMath, TopKTiesCountAgainstTheLabel) {
+  const std::vector<float> z = {0.5f, 0.5f, 0.5f, 0.1f};
+  auto above = [&](int label) {
+    int n = 0;
+    for (int j = 0; j < 4; ++j) n += ranks_above(z[j], j, z[label], label) ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(above(0), 0);
+  EXPECT_EQ(above(2), 2);  // the two earlier ties rank above
+  EXPECT_EQ(above(3), 3);
+}
+
+TEST(LossScaler, GrowsAfterTheIntervalAndBacksOffOnOverflow) {
+  LossScaleConfig c;
+  c.init_scale = 1024.0f;
+  c.growth_interval = 3;
+  LossScaleState s = loss_scale_initial(c);
+  for (int i = 0; i < 2; ++i) loss_scale_update(s, c);
+  EXPECT_EQ(s.scale, 1024.0f);
+  EXPECT_EQ(s.good_steps, 2);
+  loss_scale_update(s, c);
+  EXPECT_EQ(s.scale, 2048.0f);
+  EXPECT_EQ(s.good_steps, 0);
+  s.found_inf = 1;
+  loss_scale_update(s, c);
+  EXPECT_EQ(s.scale, 1024.0f);
+  EXPECT_EQ(s.skipped, 1);
+  EXPECT_EQ(s.found_inf, 0);  // cleared for the next step
+  EXPECT_EQ(s.good_steps, 0);
+}
+
+TEST(LossScaler, StaysWithinItsBounds) {
+  LossScaleConfig c;
+  c.init_scale = 2.0f;
+  c.min_scale = 1.0f;
+  c.max_scale = 8.0f;
+  c.growth_interval = 1;
+  LossScaleState s = loss_scale_initial(c);
+  for (int i = 0; i < 10; ++i) loss_scale_update(s, c);
+  EXPECT_EQ(s.scale, 8.0f);
+  for (int i = 0; i < 10; ++i) {
+    s.found_inf = 1;
+    loss_scale_update(s, c);
+  }
+  EXPECT_EQ(s.scale, 1.0f);
+  EXPECT_EQ(s.skipped, 10);
+}
+
+TEST(LossScaler, UnscaleDividesAndFlagsNonFinite) {
+  int32_t found = 0;
+  EXPECT_EQ(unscale(512.0f, 1.0f / 256.0f, found), 2.0f);
+  EXPECT_EQ(found, 0);
+  (void)unscale(std::numeric_limits<float>::infinity(), 1.0f / 256.0f, found);
+  EXPECT_EQ(found, 1);
+  (void)unscale(1.0f, 1.0f / 256.0f, found);
+  EXPECT_EQ(found, 1);  // a flag only ever goes up within a step
+  int32_t nan_found = 0;
+  (void)unscale(std::numeric_limits<float>::quiet_NaN(), 1.0f, nan_found);
+  EXPECT_EQ(nan_found, 1);
+}
+
+TEST(Augment, DrawsStayInRangeAndDependOnlyOnSeedAndSample) {
+  std::set<int> dys, dxs;
+  int flips = 0;
+  const int samples = 4000, shift = 2;
+  for (int i = 0; i < samples; ++i) {
+    const SampleAugment a = sample_augment(11, static_cast<uint64_t>(i), shift, true);
+    ASSERT_GE(a.dy, -shift);
+    ASSERT_LE(a.dy, shift);
+    ASSERT_GE(a.dx, -shift);
+    ASSERT_LE(a.dx, shift);
+    dys.insert(a.dy);
+    dxs.insert(a.dx);
+    flips += a.flip;
+    const SampleAugment again = sample_augment(11, static_cast<uint64_t>(i), shift, true);
+    ASSERT_EQ(again.dy, a.dy);
+    ASSERT_EQ(again.dx, a.dx);
+    ASSERT_EQ(again.flip, a.flip);
+  }
+  EXPECT_EQ(dys.size(), 5u);
+  EXPECT_EQ(dxs.size(), 5u);
+  EXPECT_NEAR(flips, samples / 2, samples / 10);
+  EXPECT_EQ(sample_augment(11, 5, shift, false).flip, 0);
+}
+
+TEST(Augment, SourcePixelTranslatesFlipsAndPads) {
+  int32_t sy = 0, sx = 0;
+  const SampleAugment identity;
+  ASSERT_TRUE(source_pixel(3, 4, 8, 8, identity, sy, sx));
+  EXPECT_EQ(sy, 3);
+  EXPECT_EQ(sx, 4);
+  SampleAugment flip;
+  flip.flip = 1;
+  ASSERT_TRUE(source_pixel(3, 0, 8, 8, flip, sy, sx));
+  EXPECT_EQ(sx, 7);
+  SampleAugment shifted;
+  shifted.dy = -2;
+  shifted.dx = 1;
+  EXPECT_FALSE(source_pixel(1, 0, 8, 8, shifted, sy, sx));  // row -1: padding
+  ASSERT_TRUE(source_pixel(2, 0, 8, 8, shifted, sy, sx));
+  EXPECT_EQ(sy, 0);
+  EXPECT_EQ(sx, 1);
+  EXPECT_FALSE(source_pixel(2, 7, 8, 8, shifted, sy, sx));  // column 8: padding
+}
+
+TEST(Augment, NormalizeMatchesTheFormula) {
+  EXPECT_NEAR(normalize_pixel(255, 0.5f, 4.0f), 2.0f, 1e-6);
+  EXPECT_NEAR(normalize_pixel(0, 0.4914f, 1.0f / 0.247f), -0.4914 / 0.247, 1e-5);
+}
+
+TEST(Sgd, SharedFormulaMatchesPyTorchNesterov) {
+  // PyTorch: g += wd*w; v = mu*v + g; w -= lr*(g + mu*v).
+  float w = 1.0f, v = 0.5f;
+  math::sgd_element(w, 0.2f, v, 0.1f, 0.9f, 0.01f, math::Nesterov::kOn);
+  const double g = 0.2 + 0.01 * 1.0, vr = 0.9 * 0.5 + g;
+  EXPECT_NEAR(v, vr, 1e-7);
+  EXPECT_NEAR(w, 1.0 - 0.1 * (g + 0.9 * vr), 1e-7);
+}
+
+}  // namespace
+}  // namespace torus::worker::cuda::kmath
