@@ -160,22 +160,52 @@ bool choose_flip(const Transform& t, Phase phase, uint64_t seed) {
   return (mix_seed(seed, 2) >> 63) != 0;
 }
 
-void resample_normalize(const Image& img, Region region, bool flip, ImageSize out, std::span<const float> mean,
-                        std::span<const float> stddev, float* dst) {
-  const int c = img.c;
-  // (pixel / 255 - mean) / std == pixel * scale + shift
-  std::vector<float> scale(static_cast<size_t>(c)), shift(static_cast<size_t>(c));
+namespace {
+
+// Per-channel table: normalized value of every u8 level, (v / 255 - mean) / std.
+std::vector<float> normalization_table(int c, std::span<const float> mean, std::span<const float> stddev) {
+  std::vector<float> table(static_cast<size_t>(c) * 256);
   for (int ch = 0; ch < c; ++ch) {
     const float m = mean.empty() ? 0.0f : mean[static_cast<size_t>(ch)];
     const float s = stddev.empty() ? 1.0f : stddev[static_cast<size_t>(ch)];
-    scale[static_cast<size_t>(ch)] = 1.0f / (255.0f * s);
-    shift[static_cast<size_t>(ch)] = -m / s;
+    for (int v = 0; v < 256; ++v) table[static_cast<size_t>(ch) * 256 + v] = (static_cast<float>(v) / 255.0f - m) / s;
   }
+  return table;
+}
+
+// Same size, whole-pixel offset: a shifted (maybe mirrored) copy through the table, no interpolation. This is
+// the common case for small images (flip, pad-and-crop) and several times faster than the bilinear path.
+bool is_pixel_aligned_copy(Region r, ImageSize out) {
+  return r.w == static_cast<float>(out.w) && r.h == static_cast<float>(out.h) && r.x == std::floor(r.x) &&
+         r.y == std::floor(r.y);
+}
+
+void shifted_copy(const Image& img, Region region, bool flip, ImageSize out, const std::vector<float>& table,
+                  float* dst) {
+  const int c = img.c, x0 = static_cast<int>(region.x), y0 = static_cast<int>(region.y);
+  const uint8_t* src = img.data();
+  for (int oy = 0; oy < out.h; ++oy) {
+    const int sy = y0 + oy;
+    float* row = dst + static_cast<size_t>(oy) * out.w * c;
+    for (int ox = 0; ox < out.w; ++ox) {
+      const int sx = x0 + (flip ? out.w - 1 - ox : ox);
+      const bool inside = sy >= 0 && sy < img.h && sx >= 0 && sx < img.w;
+      const uint8_t* px = inside ? src + (static_cast<size_t>(sy) * img.w + sx) * c : nullptr;
+      for (int ch = 0; ch < c; ++ch) {
+        row[static_cast<size_t>(ox) * c + ch] = table[static_cast<size_t>(ch) * 256 + (px ? px[ch] : 0)];
+      }
+    }
+  }
+}
+
+void bilinear(const Image& img, Region region, bool flip, ImageSize out, const std::vector<float>& table, float* dst) {
+  const int c = img.c;
   const uint8_t* src = img.data();
   const size_t row_stride = static_cast<size_t>(img.w) * c;
   auto at = [src, row_stride, c](int y, int x, int ch) -> float {
     return src[static_cast<size_t>(y) * row_stride + static_cast<size_t>(x) * c + ch];
   };
+  // The table is affine in the level: level 0 and the slope give the normalization of interpolated values.
   const auto xs = axis_taps(region.x, region.w, out.w, img.w, flip);
   const auto ys = axis_taps(region.y, region.h, out.h, img.h, false);
   for (int oy = 0; oy < out.h; ++oy) {
@@ -191,9 +221,31 @@ void resample_normalize(const Image& img, Region region, bool flip, ImageSize ou
           const float bottom = at(ty.i1, tx.i0, ch) * (1 - tx.w1) + at(ty.i1, tx.i1, ch) * tx.w1;
           v = top * (1 - ty.w1) + bottom * ty.w1;
         }
-        px[ch] = v * scale[static_cast<size_t>(ch)] + shift[static_cast<size_t>(ch)];
+        const float* t = &table[static_cast<size_t>(ch) * 256];
+        px[ch] = t[0] + v * (t[255] - t[0]) / 255.0f;
       }
     }
+  }
+}
+
+}  // namespace
+
+void resample_normalize(const Image& img, Region region, bool flip, ImageSize out, std::span<const float> mean,
+                        std::span<const float> stddev, float* dst) {
+  // Cached per thread: the same mean/std for every sample of a run.
+  thread_local std::vector<float> cached_mean, cached_std, table;
+  thread_local int cached_c = 0;
+  if (cached_c != img.c || !std::equal(mean.begin(), mean.end(), cached_mean.begin(), cached_mean.end()) ||
+      !std::equal(stddev.begin(), stddev.end(), cached_std.begin(), cached_std.end())) {
+    table = normalization_table(img.c, mean, stddev);
+    cached_c = img.c;
+    cached_mean.assign(mean.begin(), mean.end());
+    cached_std.assign(stddev.begin(), stddev.end());
+  }
+  if (is_pixel_aligned_copy(region, out)) {
+    shifted_copy(img, region, flip, out, table, dst);
+  } else {
+    bilinear(img, region, flip, out, table, dst);
   }
 }
 
