@@ -1,0 +1,478 @@
+#include "tests/apiserver/kubelet_sim.h"
+
+#include <algorithm>
+#include <random>
+
+#include "common/log/log.h"
+#include "tests/apiserver/api_error.h"
+
+namespace torus::standin {
+
+namespace {
+
+std::string pod_key(const json& pod) { return object_key(namespace_of(pod), name_of(pod)); }
+
+int gpus_requested(const json& pod) {
+  int total = 0;
+  for (const json& c : pod["spec"].value("containers", json::array())) {
+    const json resources = c.value("resources", json::object());
+    for (const char* section : {"limits", "requests"}) {
+      const json values = resources.value(section, json::object());
+      if (!values.contains("nvidia.com/gpu")) continue;
+      const json& v = values["nvidia.com/gpu"];
+      total += v.is_number() ? v.get<int>() : std::atoi(v.get<std::string>().c_str());
+      break;
+    }
+  }
+  return total;
+}
+
+bool has_condition(const json& pod, const std::string& type, const std::string& status, const std::string& reason) {
+  for (const json& c : pod.value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("type", "") == type && c.value("status", "") == status && c.value("reason", "") == reason) return true;
+  }
+  return false;
+}
+
+json condition(const std::string& type, const std::string& status, const std::string& reason = "",
+               const std::string& message = "") {
+  json c = {{"type", type}, {"status", status}, {"lastProbeTime", nullptr}, {"lastTransitionTime", now_rfc3339()}};
+  if (!reason.empty()) c["reason"] = reason;
+  if (!message.empty()) c["message"] = message;
+  return c;
+}
+
+std::string container_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char text[40];
+  std::snprintf(text, sizeof(text), "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return std::string("containerd://") + text;
+}
+
+std::string required(const json& request, const char* field) {
+  if (!request.contains(field) || !request[field].is_string() || request[field].get<std::string>().empty()) {
+    throw bad_request(std::string("kubelet: ") + field + ": required string");
+  }
+  return request[field].get<std::string>();
+}
+
+}  // namespace
+
+KubeletSim::KubeletSim(Store& store, KubeletOptions options)
+    : store_(store), options_(std::move(options)), pods_(*store.registry().find("", "v1", "pods")) {
+  if (options_.pool.nodes < 1 || options_.pool.racks < 1) {
+    throw InvalidArgument("kubelet: pool.nodes and pool.racks must be at least 1");
+  }
+  create_nodes();
+  store_.set_pod_deletion(PodDeletion::kGraceful);
+  thread_ = std::thread([this] { run(); });
+}
+
+KubeletSim::KubeletSim(ApiServer& server, KubeletOptions options) : KubeletSim(server.store(), std::move(options)) {
+  server_ = &server;
+  server.set_control_handler("kubelet", [this](const json& request) { return handle_control(request); });
+}
+
+KubeletSim::~KubeletSim() {
+  if (server_ != nullptr) server_->set_control_handler("kubelet", nullptr);
+  stopping_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    if (stream_ != nullptr) stream_->cancel();
+  }
+  if (thread_.joinable()) thread_.join();
+  store_.set_pod_deletion(PodDeletion::kImmediate);
+}
+
+void KubeletSim::create_nodes() {
+  const ResourceType& node_type = *store_.registry().find("", "v1", "nodes");
+  int per_rack = (options_.pool.nodes + options_.pool.racks - 1) / options_.pool.racks;
+  for (int i = 0; i < options_.pool.nodes; ++i) {
+    Node node{"node-" + std::to_string(i), json::object(), options_.pool.gpus_per_node, i};
+    node.labels = {{"kubernetes.io/hostname", node.name},
+                   {"kubernetes.io/os", "linux"},
+                   {"kubernetes.io/arch", "amd64"},
+                   {options_.pool.rack_label, "rack-" + std::to_string(i / per_rack)}};
+    std::string ip = "192.168.0." + std::to_string(10 + i);
+    json capacity = {{"cpu", "16"},
+                     {"memory", "64Gi"},
+                     {"pods", "110"},
+                     {"nvidia.com/gpu", std::to_string(options_.pool.gpus_per_node)}};
+    json object = {
+        {"metadata", {{"name", node.name}, {"labels", node.labels}}},
+        {"spec", {{"podCIDR", "10.244." + std::to_string(i) + ".0/24"}}},
+        {"status",
+         {{"capacity", capacity},
+          {"allocatable", capacity},
+          {"addresses",
+           json::array({{{"type", "InternalIP"}, {"address", ip}}, {{"type", "Hostname"}, {"address", node.name}}})},
+          {"conditions", json::array({condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")})},
+          {"nodeInfo", {{"kubeletVersion", "v1.32.0-torus-sim"}, {"architecture", "amd64"}}}}}};
+    try {
+      store_.create(node_type, "", object);
+    } catch (const ApiError& e) {
+      if (e.code() != 409) throw;  // a second simulation on the same store reuses the nodes
+    }
+    nodes_.push_back(node);
+  }
+}
+
+std::vector<std::string> KubeletSim::node_names() const {
+  std::vector<std::string> names;
+  for (const Node& n : nodes_) names.push_back(n.name);
+  return names;
+}
+
+void KubeletSim::run() {
+  while (!stopping_) {
+    WatchRequest request;
+    request.type = store_.registry().find("", "v1", "pods");
+    std::unique_ptr<WatchStream> stream = store_.watch(request);
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      stream_ = stream.get();
+    }
+    std::vector<WatchEvent> events;
+    bool rewatch = false;
+    while (!stopping_ && !rewatch) {
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+      {
+        std::lock_guard lock(mutex_);
+        if (!starts_.empty()) deadline = std::min(deadline, starts_.begin()->first);
+      }
+      WatchStream::Outcome outcome = stream->next(deadline, events);
+      if (outcome == WatchStream::Outcome::kClosed) {
+        std::lock_guard lock(mutex_);
+        stream_ = nullptr;
+        return;
+      }
+      // Dropped or expired like any client: watch again from the current state.
+      rewatch = outcome == WatchStream::Outcome::kDropped || outcome == WatchStream::Outcome::kExpired;
+      for (const WatchEvent& e : events) {
+        try {
+          if (e.type == "DELETED") {
+            release_capacity(*e.object);
+            reschedule_pending();
+          } else {
+            process(*e.object);
+          }
+        } catch (const ApiError& error) {
+          // The thread's top: a refused write is logged and the next event goes on (the pod changed under us).
+          TLOG(Warn) << "kubelet: " << pod_key(*e.object) << ": " << error.what();
+        }
+      }
+      std::vector<std::string> due;
+      {
+        std::lock_guard lock(mutex_);
+        auto now = std::chrono::steady_clock::now();
+        while (!starts_.empty() && starts_.begin()->first <= now) {
+          due.push_back(starts_.begin()->second);
+          starts_.erase(starts_.begin());
+        }
+      }
+      for (const std::string& key : due) {
+        auto slash = key.find('/');
+        try {
+          start(key.substr(0, slash), key.substr(slash + 1));
+        } catch (const ApiError& error) {
+          TLOG(Warn) << "kubelet: start " << key << ": " << error.what();
+        }
+      }
+    }
+    std::lock_guard lock(mutex_);
+    stream_ = nullptr;
+  }
+}
+
+bool KubeletSim::held(const json& pod) const {
+  std::lock_guard lock(mutex_);
+  if (held_names_.count(pod_key(pod))) return true;
+  for (const auto& [ns, selector] : held_selectors_) {
+    if ((ns.empty() || ns == namespace_of(pod)) && selector.matches(pod["metadata"].value("labels", json()))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void KubeletSim::process(const json& pod) {
+  const json& meta = pod["metadata"];
+  std::string phase = pod.value("status", json::object()).value("phase", "Pending");
+  if (meta.contains("deletionTimestamp")) {
+    stop_and_remove(pod);
+    return;
+  }
+  if (phase == "Succeeded" || phase == "Failed") {
+    release_capacity(pod);
+    return;
+  }
+  std::string node = pod["spec"].value("nodeName", "");
+  if (node.empty()) {
+    if (held(pod)) {
+      mark_unschedulable(pod, "0/" + std::to_string(nodes_.size()) +
+                                  " nodes are available: pod held Pending by the test (simulated unschedulable).");
+    } else {
+      schedule(pod);
+    }
+    return;
+  }
+  if (phase != "Pending") return;
+  std::string key = pod_key(pod);
+  if (options_.start_delay.count() == 0) {
+    start(namespace_of(pod), name_of(pod));
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  for (const auto& [when, k] : starts_) {
+    if (k == key) return;
+  }
+  starts_.emplace(std::chrono::steady_clock::now() + options_.start_delay, key);
+}
+
+void KubeletSim::schedule(const json& pod) {
+  int gpus = gpus_requested(pod);
+  json selector = pod["spec"].value("nodeSelector", json::object());
+  Node* best = nullptr;
+  std::map<std::string, int> load;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, node] : placed_) ++load[node];
+    for (Node& n : nodes_) {
+      bool fits = n.gpus_free >= gpus;
+      for (auto it = selector.begin(); fits && it != selector.end(); ++it) {
+        fits = n.labels.contains(it.key()) && n.labels[it.key()] == it.value();
+      }
+      if (fits && (best == nullptr || load[n.name] < load[best->name])) best = &n;
+    }
+    if (best != nullptr) {
+      best->gpus_free -= gpus;
+      placed_[pod_key(pod)] = best->name;
+    }
+  }
+  if (best == nullptr) {
+    mark_unschedulable(pod, "0/" + std::to_string(nodes_.size()) +
+                                " nodes are available: insufficient nvidia.com/gpu or node(s) didn't match Pod's "
+                                "node affinity/selector.");
+    return;
+  }
+  try {
+    store_.bind(namespace_of(pod), name_of(pod), best->name);
+  } catch (const ApiError&) {
+    release_capacity(pod);  // deleted or bound meanwhile
+  }
+}
+
+void KubeletSim::mark_unschedulable(const json& pod, const std::string& message) {
+  if (has_condition(pod, "PodScheduled", "False", "Unschedulable")) return;
+  update_status(namespace_of(pod), name_of(pod), [&](json& p) {
+    if (!p["spec"].value("nodeName", "").empty()) return false;
+    json conditions = json::array({condition("PodScheduled", "False", "Unschedulable", message)});
+    p["status"]["conditions"] = conditions;
+    p["status"]["phase"] = "Pending";
+    return true;
+  });
+}
+
+void KubeletSim::start(const std::string& ns, const std::string& name) {
+  update_status(ns, name, [&](json& pod) {
+    std::string node = pod["spec"].value("nodeName", "");
+    if (node.empty() || pod["metadata"].contains("deletionTimestamp")) return false;
+    if (pod["status"].value("phase", "Pending") != "Pending") return false;
+    int index = 0;
+    for (const Node& n : nodes_) {
+      if (n.name == node) index = n.index;
+    }
+    static std::atomic<int> next_ip{2};
+    int host = next_ip++ % 250 + 2;
+    json& status = pod["status"];
+    std::string now = now_rfc3339();
+    status["phase"] = "Running";
+    status["hostIP"] = "192.168.0." + std::to_string(10 + index);
+    status["podIP"] = "10.244." + std::to_string(index) + "." + std::to_string(host);
+    status["podIPs"] = json::array({{{"ip", status["podIP"]}}});
+    status["startTime"] = now;
+    status["conditions"] = json::array({condition("PodReadyToStartContainers", "True"),
+                                        condition("Initialized", "True"), condition("Ready", "True"),
+                                        condition("ContainersReady", "True"), condition("PodScheduled", "True")});
+    json statuses = json::array();
+    for (const json& c : pod["spec"].value("containers", json::array())) {
+      statuses.push_back({{"name", c.value("name", "")},
+                          {"image", c.value("image", "")},
+                          {"imageID", "sha256:" + std::string(64, '0')},
+                          {"containerID", container_id()},
+                          {"ready", true},
+                          {"started", true},
+                          {"restartCount", 0},
+                          {"state", {{"running", {{"startedAt", now}}}}}});
+    }
+    status["containerStatuses"] = statuses;
+    return true;
+  });
+}
+
+void KubeletSim::terminate(const std::string& ns, const std::string& pod_name, int exit_code,
+                           const std::string& container, const std::string& reason) {
+  bool found = update_status(ns, pod_name, [&](json& pod) {
+    json& status = pod["status"];
+    if (status.value("phase", "") != "Running") {
+      throw ApiError(
+          409, "Conflict",
+          "kubelet: pod " + ns + "/" + pod_name + " is not Running (phase " + status.value("phase", "Pending") + ")");
+    }
+    std::string policy = pod["spec"].value("restartPolicy", "Always");
+    bool restarts = policy == "Always" || (policy == "OnFailure" && exit_code != 0);
+    std::string now = now_rfc3339();
+    std::string why = !reason.empty() ? reason : exit_code == 0 ? "Completed" : "Error";
+    json terminated = {{"exitCode", exit_code},
+                       {"reason", why},
+                       {"startedAt", status.value("startTime", now)},
+                       {"finishedAt", now},
+                       {"containerID", container_id()}};
+    bool matched = false;
+    for (json& c : status["containerStatuses"]) {
+      if (!container.empty() && c.value("name", "") != container) continue;
+      matched = true;
+      if (restarts) {
+        c["lastState"] = {{"terminated", terminated}};
+        c["restartCount"] = c.value("restartCount", 0) + 1;
+        c["state"] = {{"running", {{"startedAt", now}}}};
+      } else {
+        c["state"] = {{"terminated", terminated}};
+        c["ready"] = false;
+        c["started"] = false;
+      }
+    }
+    if (!matched) throw bad_request("kubelet: pod " + ns + "/" + pod_name + " has no container \"" + container + "\"");
+    if (restarts) return true;
+    bool all_done = true;
+    bool all_succeeded = true;
+    for (const json& c : status["containerStatuses"]) {
+      const json& state = c["state"];
+      all_done = all_done && state.contains("terminated");
+      all_succeeded = all_succeeded && state.contains("terminated") && state["terminated"].value("exitCode", 1) == 0;
+    }
+    for (json& c : status["conditions"]) {
+      if (c["type"] == "Ready" || c["type"] == "ContainersReady") {
+        c["status"] = "False";
+        c["reason"] = all_done ? "PodCompleted" : "ContainersNotReady";
+        c["lastTransitionTime"] = now;
+      }
+    }
+    if (all_done) status["phase"] = all_succeeded ? "Succeeded" : "Failed";
+    return true;
+  });
+  if (!found) throw not_found("pods", "", pod_name);
+}
+
+void KubeletSim::stop_and_remove(const json& pod) {
+  release_capacity(pod);
+  DeleteOptions now;
+  now.grace_period_seconds = 0;
+  try {
+    store_.remove(pods_, namespace_of(pod), name_of(pod), now);
+  } catch (const ApiError& e) {
+    if (e.code() != 404) throw;
+  }
+}
+
+void KubeletSim::release_capacity(const json& pod) {
+  std::lock_guard lock(mutex_);
+  auto it = placed_.find(pod_key(pod));
+  if (it == placed_.end()) return;
+  int gpus = gpus_requested(pod);
+  for (Node& n : nodes_) {
+    if (n.name == it->second) n.gpus_free += gpus;
+  }
+  placed_.erase(it);
+}
+
+void KubeletSim::reschedule_pending() {
+  ListOptions unbound;
+  unbound.fields = FieldSelector::parse("spec.nodeName=", supported_fields("pods"));
+  for (const ObjectPtr& pod : store_.list(pods_, "", unbound).items) {
+    if (!(*pod)["metadata"].contains("deletionTimestamp") && !held(*pod)) schedule(*pod);
+  }
+}
+
+void KubeletSim::hold_pending(const std::string& ns, const std::string& pod) {
+  std::lock_guard lock(mutex_);
+  held_names_.insert(object_key(ns, pod));
+}
+
+void KubeletSim::hold_pending(const std::string& ns, const LabelSelector& selector) {
+  std::lock_guard lock(mutex_);
+  held_selectors_.emplace_back(ns, selector);
+}
+
+void KubeletSim::release(const std::string& ns, const std::string& pod) {
+  {
+    std::lock_guard lock(mutex_);
+    held_names_.erase(object_key(ns, pod));
+  }
+  reschedule_pending();
+}
+
+void KubeletSim::release_all() {
+  {
+    std::lock_guard lock(mutex_);
+    held_names_.clear();
+    held_selectors_.clear();
+  }
+  reschedule_pending();
+}
+
+template <typename Change>
+bool KubeletSim::update_status(const std::string& ns, const std::string& name, Change change) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    ObjectPtr current;
+    try {
+      current = store_.get(pods_, ns, name);
+    } catch (const ApiError& e) {
+      if (e.code() == 404) return false;
+      throw;
+    }
+    json pod = *current;
+    if (!change(pod)) return true;
+    try {
+      store_.update(pods_, ns, name, std::move(pod), Subresource::kStatus);
+      return true;
+    } catch (const ApiError& e) {
+      if (e.code() == 404) return false;
+      if (e.code() != 409) throw;
+    }
+  }
+  throw ApiError(409, "Conflict", "kubelet: pod " + ns + "/" + name + " kept changing; status not written");
+}
+
+json KubeletSim::handle_control(const json& request) {
+  if (!request.is_object()) throw bad_request("kubelet: the body must be a JSON object with an \"action\"");
+  std::string action = request.value("action", "");
+  if (action == "terminate") {
+    if (!request.contains("exitCode") || !request["exitCode"].is_number_integer()) {
+      throw bad_request("kubelet: exitCode: required integer");
+    }
+    terminate(required(request, "namespace"), required(request, "name"), request["exitCode"].get<int>(),
+              request.value("container", ""), request.value("reason", ""));
+  } else if (action == "holdPending" || action == "release") {
+    std::string ns = required(request, "namespace");
+    bool by_selector = request.contains("labelSelector");
+    if (action == "holdPending" && by_selector) {
+      hold_pending(ns, LabelSelector::parse(required(request, "labelSelector")));
+    } else if (action == "holdPending") {
+      hold_pending(ns, required(request, "name"));
+    } else if (by_selector) {
+      release_all();
+    } else {
+      release(ns, required(request, "name"));
+    }
+  } else if (action == "nodes") {
+    return {{"nodes", node_names()}};
+  } else {
+    throw bad_request("kubelet: action: expected terminate, holdPending, release or nodes; got \"" + action + "\"");
+  }
+  return make_status(200, "", "kubelet: " + action + " done");
+}
+
+}  // namespace torus::standin

@@ -1,0 +1,102 @@
+#pragma once
+// A simulated scheduler + kubelet for the stand-in: it owns a pool of Nodes (with rack labels), binds each new
+// pod to a node that fits (nodeSelector, nvidia.com/gpu capacity), and moves it Pending -> Running (podIP,
+// Ready conditions, running containerStatuses). On command it terminates a pod's containers with an exit code
+// (-> Succeeded/Failed per restartPolicy, or a container restart), or keeps chosen pods Pending as unschedulable
+// (PodScheduled=False, reason Unschedulable). Pods being deleted are stopped and removed, as a kubelet does.
+//
+// Usable in-process (C++ API) and over HTTP: POST /_standin/kubelet with
+//   {"action":"terminate","namespace":"ns","name":"pod","exitCode":137[,"container":"c","reason":"OOMKilled"]}
+//   {"action":"holdPending","namespace":"ns","name":"pod"}  or  {"action":"holdPending","namespace":"ns",
+//    "labelSelector":"job=a"}
+//   {"action":"release", same fields as holdPending}
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/apiserver/selectors.h"
+#include "tests/apiserver/server.h"
+#include "tests/apiserver/store.h"
+
+namespace torus::standin {
+
+struct NodePool {
+  int nodes = 4;
+  int racks = 2;  // nodes are split evenly: node-0..k-1 in rack-0, ...
+  int gpus_per_node = 8;
+  std::string rack_label = "topology.torus.dev/rack";
+};
+
+struct KubeletOptions {
+  NodePool pool;
+  // Time from a pod's binding until it runs (image pull and container start), 0 for at once.
+  std::chrono::milliseconds start_delay{0};
+};
+
+class KubeletSim {
+ public:
+  // Creates the nodes, makes pod deletion graceful (this kubelet finishes it) and starts watching pods.
+  KubeletSim(Store& store, KubeletOptions options = {});
+  // Same, and serves POST /_standin/kubelet on `server`.
+  KubeletSim(ApiServer& server, KubeletOptions options = {});
+  ~KubeletSim();  // stops the simulation thread; never throws
+  KubeletSim(const KubeletSim&) = delete;
+  KubeletSim& operator=(const KubeletSim&) = delete;
+
+  // The pod's containers exit with `exit_code` (all of them, or only `container`). Throws ApiError 404 when the
+  // pod does not exist, 409 when it is not running on a node.
+  void terminate(const std::string& ns, const std::string& pod, int exit_code, const std::string& container = "",
+                 const std::string& reason = "");
+  // Keeps matching pods unscheduled (PodScheduled=False, Unschedulable) until release().
+  void hold_pending(const std::string& ns, const std::string& pod);
+  void hold_pending(const std::string& ns, const LabelSelector& selector);
+  void release(const std::string& ns, const std::string& pod);
+  void release_all();
+
+  std::vector<std::string> node_names() const;
+  nlohmann::json handle_control(const nlohmann::json& request);
+
+ private:
+  struct Node {
+    std::string name;
+    json labels;
+    int gpus_free;
+    int index;
+  };
+  void create_nodes();
+  void run();
+  void process(const json& pod);
+  bool held(const json& pod) const;
+  void schedule(const json& pod);
+  void mark_unschedulable(const json& pod, const std::string& message);
+  void start(const std::string& ns, const std::string& name);
+  void stop_and_remove(const json& pod);
+  void release_capacity(const json& pod);
+  void reschedule_pending();
+  // get -> change -> update of the status subresource, retried on conflict; false when the pod is gone.
+  template <typename Change>
+  bool update_status(const std::string& ns, const std::string& name, Change change);
+
+  Store& store_;
+  KubeletOptions options_;
+  const ResourceType pods_;
+  std::vector<Node> nodes_;
+  mutable std::mutex mutex_;
+  std::set<std::string> held_names_;  // "ns/name"
+  std::vector<std::pair<std::string, LabelSelector>> held_selectors_;
+  std::map<std::string, std::string> placed_;  // "ns/name" -> node name (capacity accounting)
+  std::multimap<std::chrono::steady_clock::time_point, std::string> starts_;  // delayed starts, "ns/name"
+  std::atomic<bool> stopping_{false};
+  WatchStream* stream_ = nullptr;  // guarded by mutex_: cancelled by the destructor
+  ApiServer* server_ = nullptr;
+  std::thread thread_;
+};
+
+}  // namespace torus::standin

@@ -1,0 +1,142 @@
+// kube-standin: the Kubernetes API stand-in as a process, for the Helm chart test, scripts and the operator
+// benchmark. Prints its URL on the first line of stdout, then serves until SIGINT or SIGTERM.
+//
+//   kube-standin [--address 127.0.0.1] [--port 0] [--kubelet] [--nodes 4] [--racks 2] [--gpus-per-node 8]
+//                [--start-delay-ms 0] [--history 50000] [--bookmark-interval-ms 10000] [--crds FILE_OR_DIR]...
+//                [--kubeconfig PATH]
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/log/log.h"
+#include "common/util/error.h"
+#include "common/util/main_guard.h"
+#include "tests/apiserver/kubelet_sim.h"
+#include "tests/apiserver/server.h"
+#include "tests/apiserver/yaml_json.h"
+
+namespace {
+
+using torus::InvalidArgument;
+namespace standin = torus::standin;
+
+struct Flags {
+  standin::ServerOptions server;
+  bool kubelet = false;
+  standin::KubeletOptions kubelet_options;
+  std::vector<std::string> crds;
+  std::string kubeconfig;
+};
+
+int int_flag(const std::string& name, const std::string& value) {
+  try {
+    size_t used = 0;
+    int n = std::stoi(value, &used);
+    if (used == value.size() && n >= 0) return n;
+  } catch (const std::exception&) {
+  }
+  throw InvalidArgument(name + ": expected a non-negative integer, got \"" + value + "\"");
+}
+
+Flags parse_flags(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw InvalidArgument(arg + ": expected a value");
+      return argv[++i];
+    };
+    if (arg == "--address") {
+      flags.server.address = value();
+    } else if (arg == "--port") {
+      flags.server.port = static_cast<uint16_t>(int_flag(arg, value()));
+    } else if (arg == "--kubelet") {
+      flags.kubelet = true;
+    } else if (arg == "--nodes") {
+      flags.kubelet_options.pool.nodes = int_flag(arg, value());
+    } else if (arg == "--racks") {
+      flags.kubelet_options.pool.racks = int_flag(arg, value());
+    } else if (arg == "--gpus-per-node") {
+      flags.kubelet_options.pool.gpus_per_node = int_flag(arg, value());
+    } else if (arg == "--start-delay-ms") {
+      flags.kubelet_options.start_delay = std::chrono::milliseconds(int_flag(arg, value()));
+    } else if (arg == "--history") {
+      flags.server.store.history_limit = static_cast<size_t>(int_flag(arg, value()));
+    } else if (arg == "--bookmark-interval-ms") {
+      flags.server.store.bookmark_interval = std::chrono::milliseconds(int_flag(arg, value()));
+    } else if (arg == "--crds") {
+      flags.crds.push_back(value());
+    } else if (arg == "--kubeconfig") {
+      flags.kubeconfig = value();
+    } else {
+      throw InvalidArgument("unknown flag \"" + arg + "\" (see the header of tests/apiserver/main.cc)");
+    }
+  }
+  return flags;
+}
+
+std::vector<std::string> manifest_files(const std::string& path) {
+  std::vector<std::string> files;
+  if (std::filesystem::is_directory(path)) {
+    for (const auto& entry : std::filesystem::directory_iterator(path)) {
+      std::string ext = entry.path().extension().string();
+      if (ext == ".yaml" || ext == ".yml" || ext == ".json") files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(path);
+  }
+  return files;
+}
+
+void load_crds(standin::Store& store, const std::vector<std::string>& paths) {
+  const standin::ResourceType& crd_type =
+      *store.registry().find("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+  for (const std::string& path : paths) {
+    for (const std::string& file : manifest_files(path)) {
+      for (const nlohmann::json& doc : standin::yaml_file_documents(file)) {
+        if (doc.value("kind", "") != "CustomResourceDefinition") continue;
+        try {
+          store.create(crd_type, "", doc);
+        } catch (const standin::ApiError& e) {
+          throw InvalidArgument(file + ": " + e.what());
+        }
+      }
+    }
+  }
+}
+
+int run(int argc, char** argv) {
+  Flags flags = parse_flags(argc, argv);
+  // Block the stop signals before any thread starts, so every thread inherits the mask and sigwait gets them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  standin::ApiServer server(flags.server);
+  load_crds(server.store(), flags.crds);
+  server.start();
+  std::unique_ptr<standin::KubeletSim> kubelet;
+  if (flags.kubelet) kubelet = std::make_unique<standin::KubeletSim>(server, flags.kubelet_options);
+  if (!flags.kubeconfig.empty()) server.write_kubeconfig(flags.kubeconfig);
+  std::printf("%s\n", server.url().c_str());
+  std::fflush(stdout);
+  TLOG(Info) << "kube-standin serving on " << server.url();
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  TLOG(Info) << "kube-standin: signal " << signal_number << ", stopping";
+  kubelet.reset();
+  server.stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return torus::run_main("kube-standin", [&] { return run(argc, argv); });
+}
