@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <nccl.h>
 
 #include <cstddef>
 #include <utility>
@@ -54,6 +55,8 @@ using FilterDesc = Owner<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
 using ConvDesc = Owner<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
 using PoolDesc = Owner<cudnnPoolingDescriptor_t, cudnnDestroyPoolingDescriptor>;
 using ActivationDesc = Owner<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
+// Communicators of the benchmarks; the training path's NCCL communicator is worker/comm/nccl's.
+using NcclComm = Owner<ncclComm_t, ncclCommDestroy>;
 
 // Priority of a stream: the copy stream runs at low priority so it never delays the step's kernels.
 enum class StreamPriority : uint8_t { kNormal, kLow };
