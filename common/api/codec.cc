@@ -615,9 +615,16 @@ json yaml_to_json_at(const YAML::Node& node, const std::string& path, FieldError
   }
 }
 
+// Plain scalars YAML 1.1 readers (kubectl, Go's yaml.v2) take for booleans or numbers, though YAML 1.2 does not.
+bool yaml11_special(const std::string& s) {
+  static const std::regex kWords("^(y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$");
+  static const std::regex kNumberLike("^[-+]?[0-9.][0-9_:.eE+-]*$");
+  return std::regex_match(s, kWords) || std::regex_match(s, kNumberLike);
+}
+
 bool needs_quotes(const std::string& s) {
   if (s.empty()) return true;
-  if (!resolve_plain_scalar(s).is_string()) return true;
+  if (!resolve_plain_scalar(s).is_string() || yaml11_special(s)) return true;
   // Leading indicators and ": " / " #" would change the meaning of a plain scalar.
   if (std::string_view("-?:,[]{}#&*!|>'\"%@`").find(s.front()) != std::string_view::npos) return true;
   if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos) return true;

@@ -151,7 +151,9 @@ k: 99999999999999999999
   EXPECT_EQ(j["i"], "hello world");
   EXPECT_EQ(j["j"], "");
   EXPECT_TRUE(j["k"].is_number_float());
-  // And back: strings that would read as something else are quoted.
+  // And back: strings that would read as something else (in YAML 1.2, or in kubectl's YAML 1.1) are quoted.
+  const std::string yaml11 = json_to_yaml(json{{"a", "yes"}, {"b", "off"}, {"c", "1:20"}, {"d", "1_000"}, {"e", "x"}});
+  EXPECT_EQ(yaml11, "a: \"yes\"\nb: \"off\"\nc: \"1:20\"\nd: \"1_000\"\ne: x\n");
   const json again = parse_yaml_document(json_to_yaml(j), errors);
   ASSERT_TRUE(errors.empty()) << dump(errors) << json_to_yaml(j);
   EXPECT_EQ(again, j) << json_to_yaml(j);
