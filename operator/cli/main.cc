@@ -7,6 +7,7 @@
 #include "common/util/exit_codes.h"
 #include "common/util/main_guard.h"
 #include "operator/cli/command.h"
+#include "operator/cli/operator_command.h"
 #include "operator/cli/run_command.h"
 #include "operator/cli/validate_command.h"
 
@@ -17,6 +18,7 @@ namespace {
 const std::array kCommands = {
     Command{"validate", kValidateSummary, kValidateUsage, validate_command},
     Command{"run", kRunSummary, kRunUsage, run_command},
+    Command{"operator", kOperatorSummary, kOperatorUsage, operator_command},
 };
 
 void print_help(std::FILE* out) {

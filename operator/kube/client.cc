@@ -128,6 +128,7 @@ HttpResponse Client::call(HttpRequest request) {
     } catch (const ConnectionError& e) {
       failure = e.what();  // retried below like a 5xx
     }
+    if (options_.on_request) options_.on_request(request.method, response ? response->status : 0);
     if (response && response->status == 401 && !refreshed && (config_.exec || !config_.token_file.empty())) {
       refresh_credentials();  // rotated service-account token or expired exec credential
       refreshed = true;

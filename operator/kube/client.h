@@ -71,6 +71,8 @@ struct ClientOptions {
   Duration retry_cap = std::chrono::seconds(5);
   std::chrono::seconds timeout{30};
   std::string user_agent = "torus-operator";
+  // Called after every request on the wire: verb (GET/POST/...) and HTTP status, 0 for a transport failure.
+  std::function<void(const std::string& verb, int status)> on_request;
 };
 
 struct ListOptions {

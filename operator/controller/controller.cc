@@ -1,0 +1,309 @@
+#include "operator/controller/controller.h"
+
+#include <openssl/rand.h>
+
+#include "common/api/codec.h"
+#include "common/log/log.h"
+#include "operator/controller/labels.h"
+#include "operator/controller/progress.h"
+#include "operator/controller/time_util.h"
+
+namespace torus::controller {
+namespace {
+
+namespace res = kube::resources;
+constexpr const char* kByJob = "job";
+
+std::string str(std::string_view s) { return std::string(s); }
+
+// Index children by "ns/<job-name label>".
+std::vector<std::string> job_of(const json& obj) {
+  const json& md = obj.value("metadata", json::object());
+  const json labels = md.value("labels", json::object());
+  auto it = labels.find(str(kLabelJobName));
+  if (it == labels.end() || !it->is_string()) return {};
+  return {md.value("namespace", "") + "/" + it->get<std::string>()};
+}
+
+const kube::Resource& resource_of(ChildKind kind) {
+  switch (kind) {
+    case ChildKind::kPod:
+      return res::kPods;
+    case ChildKind::kService:
+      return res::kServices;
+    case ChildKind::kConfigMap:
+      return res::kConfigMaps;
+    case ChildKind::kSecret:
+      return res::kSecrets;
+  }
+  return res::kPods;
+}
+
+std::pair<std::string, std::string> split_key(const std::string& key) {
+  auto slash = key.find('/');
+  if (slash == std::string::npos) return {"", key};
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+// The job's own children only: a child whose controller reference names another uid (an earlier job of the same
+// name, being garbage collected) must not be mistaken for ours.
+std::vector<json> owned_by(const std::vector<json>& objects, const std::string& uid) {
+  std::vector<json> out;
+  for (const auto& o : objects) {
+    for (const auto& ref : o["metadata"].value("ownerReferences", json::array())) {
+      if (ref.value("uid", "") == uid && ref.value("controller", false)) {
+        out.push_back(o);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string random_secret() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw SystemError("RAND_bytes: no randomness for the rendezvous secret");
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) out += {kHex[b >> 4], kHex[b & 15]};
+  return out;
+}
+
+Controller::Controller(kube::Client& client, ControllerOptions options, metrics::OperatorMetrics* metrics)
+    : client_(client), options_(std::move(options)), metrics_(metrics) {
+  auto enqueue_job = [this](const json& job) { queue_.add(kube::object_key(job)); };
+  kube::InformerHandlers job_handlers{enqueue_job, [enqueue_job](const json&, const json& j) { enqueue_job(j); },
+                                      enqueue_job};
+  auto owner = [this](const json& child) { enqueue_owner(child); };
+  kube::InformerHandlers child_handlers{owner, [owner](const json&, const json& c) { owner(c); }, owner};
+  auto add = [&](const kube::Resource& r, const std::string& selector, kube::InformerHandlers h) {
+    informers_.push_back(std::make_unique<kube::Informer>(
+        client_, r, kube::InformerOptions{options_.namespace_, selector}, std::move(h)));
+    informers_.back()->store().add_index(kByJob, job_of);
+    return informers_.back().get();
+  };
+  jobs_ = add(res::kTrainingJobs, "", job_handlers);
+  pods_ = add(res::kPods, owned_selector(), child_handlers);
+  services_ = add(res::kServices, owned_selector(), child_handlers);
+  config_maps_ = add(res::kConfigMaps, owned_selector(), child_handlers);
+  secrets_ = add(res::kSecrets, owned_selector(), child_handlers);
+}
+
+Controller::~Controller() { stop(); }
+
+void Controller::enqueue_owner(const json& child) {
+  for (const auto& key : job_of(child)) queue_.add(key);
+}
+
+bool Controller::start(std::chrono::milliseconds sync_timeout) {
+  if (state_ != State::kIdle) return state_ == State::kRunning;
+  for (auto& inf : informers_) inf->start();
+  auto deadline = std::chrono::steady_clock::now() + sync_timeout;
+  for (auto& inf : informers_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (!inf->wait_synced(std::max(left, std::chrono::milliseconds(0)))) return false;
+  }
+  state_ = State::kRunning;
+  for (int i = 0; i < std::max(1, options_.workers); ++i) workers_.emplace_back([this] { worker_loop(); });
+  TLOG(Info) << "controller: caches synced, " << workers_.size() << " workers started";
+  return true;
+}
+
+bool Controller::synced() const {
+  for (const auto& inf : informers_) {
+    if (!inf->synced()) return false;
+  }
+  return true;
+}
+
+void Controller::stop() {
+  if (state_ == State::kStopped) return;
+  state_ = State::kStopped;
+  queue_.shutdown();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  for (auto& inf : informers_) inf->stop();
+}
+
+void Controller::worker_loop() {
+  while (auto key = queue_.get()) {
+    process(*key);
+    queue_.done(*key);
+    if (metrics_) metrics_->workqueue_depth.set(static_cast<double>(queue_.length()));
+  }
+}
+
+void Controller::process(const std::string& key) {
+  auto started = std::chrono::steady_clock::now();
+  try {
+    auto requeue = reconcile(key);
+    queue_.forget(key);
+    if (requeue) queue_.add_after(key, *requeue);
+    if (metrics_) metrics_->reconciles.inc();
+  } catch (const kube::ApiError& e) {
+    // A conflict means our cache was stale: requeue (with backoff) and plan again from fresher state.
+    if (metrics_) metrics_->reconcile_errors.labels({e.conflict() ? "conflict" : "api"}).inc();
+    if (e.conflict()) {
+      TLOG(Debug) << "reconcile " << key << ": " << e.what();
+    } else {
+      TLOG(Warn) << "reconcile " << key << ": " << e.what();
+    }
+    queue_.add_rate_limited(key);
+  } catch (const std::exception& e) {  // the worker loop's top: one bad pass must not stop the controller
+    if (metrics_) metrics_->reconcile_errors.labels({"error"}).inc();
+    TLOG(Warn) << "reconcile " << key << ": " << e.what();
+    queue_.add_rate_limited(key);
+  }
+  if (metrics_) {
+    metrics_->reconcile_seconds.observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+}
+
+PlanInput Controller::observe(const json& job, const std::string& ns, const std::string& name) const {
+  std::string key = ns + "/" + name;
+  std::string uid = job["metadata"].value("uid", "");
+  return PlanInput{job,
+                   owned_by(pods_->store().by_index(kByJob, key), uid),
+                   owned_by(services_->store().by_index(kByJob, key), uid),
+                   owned_by(config_maps_->store().by_index(kByJob, key), uid),
+                   owned_by(secrets_->store().by_index(kByJob, key), uid),
+                   Clock::now(),
+                   ""};
+}
+
+std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key) {
+  auto [ns, name] = split_key(key);
+  auto job = jobs_->store().get(key);
+  if (!job) return std::nullopt;  // deleted: garbage collection removes the children
+  PlanInput input = observe(*job, ns, name);
+  bool needs_secret = input.secrets.empty();
+  if (needs_secret) input.fresh_secret = random_secret();
+  Plan plan = controller::plan(input);
+  if (plan.ownership == Plan::Ownership::kHandedOff) return std::nullopt;
+  observe_metrics(*job, plan);
+  apply(*job, plan, ns);
+  return plan.requeue_after;
+}
+
+void Controller::observe_metrics(const json& job, const Plan& plan) {
+  if (!metrics_ || !plan.status) return;
+  std::string ns = job["metadata"].value("namespace", "");
+  std::string old_phase = job.value("status", json::object()).value("phase", "");
+  std::string new_phase = plan.status->value("phase", "");
+  if (new_phase == "Running" && old_phase != "Running") {
+    if (auto created = parse_time(job["metadata"].value("creationTimestamp", ""))) {
+      metrics_->time_to_running.labels({ns}).observe(std::chrono::duration<double>(Clock::now() - *created).count());
+    }
+  }
+  if (plan.status->value("restarts", 0) > job.value("status", json::object()).value("restarts", 0)) {
+    metrics_->gang_restarts.labels({ns, job["metadata"].value("name", ""), "pod_failed"}).inc();
+  }
+}
+
+void Controller::create_child(ChildKind kind, const std::string& ns, const json& object) {
+  try {
+    client_.create(resource_of(kind), ns, object);
+  } catch (const kube::ApiError& e) {
+    // Deterministic names: "already exists" means an earlier pass (or replica) created it; nothing to do.
+    if (!e.already_exists()) throw;
+  }
+}
+
+void Controller::apply(const json& job, const Plan& plan, const std::string& ns) {
+  for (const auto& d : plan.deletes) {
+    TLOG(Info) << "delete " << ns << "/" << d.name << ": " << d.reason;
+    client_.remove(resource_of(d.kind), ns, d.name);
+  }
+  for (const auto& c : plan.creates) create_child(c.kind, ns, c.object);
+  std::optional<json> status = plan.status;
+  std::string phase = status ? status->value("phase", "") : job.value("status", json::object()).value("phase", "");
+  if (phase == "Running") {
+    if (auto progress = scrape_progress(job, ns)) {
+      json p = api::status_to_json(api::TrainingJobStatus{.progress = *progress})["progress"];
+      json base = status ? *status : job.value("status", json::object());
+      if (base.value("progress", json::object()) != p) {
+        base["progress"] = p;
+        status = base;
+      }
+    }
+  }
+  if (status) write_status(job, *status, ns);
+  for (const auto& e : plan.events) record_event(job, e);
+  if (plan.job_action == Plan::JobAction::kDelete) {
+    client_.remove(res::kTrainingJobs, ns, job["metadata"].value("name", ""), kube::Propagation::kForeground);
+  }
+}
+
+void Controller::write_status(const json& job, json status, const std::string& ns) {
+  json updated = job;
+  updated["status"] = std::move(status);
+  // PUT with the cached resourceVersion: a 409 tells us the cache was stale, and the pass is redone.
+  json stored = client_.update(res::kTrainingJobs, ns, updated, kube::Subresource::kStatus);
+  stored["apiVersion"] = res::kTrainingJobs.api_version();
+  stored["kind"] = res::kTrainingJobs.kind;
+  jobs_->store().upsert(stored);  // so the next pass does not replan from the stale copy
+}
+
+void Controller::record_event(const json& job, const EventRecord& e) {
+  const json& md = job["metadata"];
+  std::string now = format_time(Clock::now());
+  json event = {{"metadata",
+                 {{"name", md.value("name", "") + "." + random_secret().substr(0, 16)},
+                  {"namespace", md.value("namespace", "")}}},
+                {"involvedObject",
+                 {{"apiVersion", res::kTrainingJobs.api_version()},
+                  {"kind", res::kTrainingJobs.kind},
+                  {"name", md.value("name", "")},
+                  {"namespace", md.value("namespace", "")},
+                  {"uid", md.value("uid", "")}}},
+                {"reason", e.reason},
+                {"message", e.message},
+                {"type", e.type == EventType::kWarning ? "Warning" : "Normal"},
+                {"source", {{"component", "torus-operator"}}},
+                {"firstTimestamp", now},
+                {"lastTimestamp", now},
+                {"count", 1}};
+  try {
+    client_.create(res::kEvents, md.value("namespace", ""), event);
+  } catch (const kube::ApiError& err) {
+    TLOG(Warn) << "event " << e.reason << " for " << md.value("name", "") << ": " << err.what();  // best effort
+  }
+}
+
+std::optional<api::Progress> Controller::scrape_progress(const json& job, const std::string& ns) {
+  std::string name = job["metadata"].value("name", "");
+  std::string key = ns + "/" + name;
+  {
+    std::lock_guard lock(progress_mu_);
+    auto now = std::chrono::steady_clock::now();
+    auto it = last_scrape_.find(key);
+    if (it != last_scrape_.end() && now - it->second < options_.progress_interval) return std::nullopt;
+    last_scrape_[key] = now;
+  }
+  auto rank0 = pods_->store().get(ns + "/" + worker_pod_name(name, 0));
+  if (!rank0) return std::nullopt;
+  std::string ip = rank0->value("status", json::object()).value("podIP", "");
+  if (ip.empty()) return std::nullopt;
+  const json spec = job.value("spec", json::object());
+  int port = spec.value("metricsPort", 9090);
+  const json gang = spec.value("gang", json::object());
+  int world = gang.value("workers", 1) * gang.value("processesPerWorker", 1);
+  try {
+    kube::ClusterConfig target;
+    target.server = "http://" + ip + ":" + std::to_string(port);
+    auto transport = kube::make_http_transport(
+        target, kube::TransportOptions{std::chrono::ceil<std::chrono::seconds>(options_.scrape_timeout)});
+    kube::HttpResponse r = transport->send({"GET", "/metrics", "", "text/plain", {}});
+    if (r.status != 200) return std::nullopt;
+    return progress_from_metrics(parse_prometheus_text(r.body), world, format_time(Clock::now()));
+  } catch (const kube::ConnectionError& e) {
+    TLOG(Debug) << "progress of " << key << ": " << e.what();  // rank 0 not serving yet; next time
+    return std::nullopt;
+  }
+}
+
+}  // namespace torus::controller

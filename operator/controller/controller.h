@@ -1,0 +1,76 @@
+#pragma once
+// The TrainingJob controller (controller-runtime architecture): informers on TrainingJobs and on the pods,
+// services, config maps and secrets the operator owns; a work queue of job keys; N workers that run the pure
+// planner on the cached state and apply its actions through the API.
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/metrics/operator_metrics.h"
+#include "operator/controller/planner.h"
+#include "operator/kube/client.h"
+#include "operator/kube/informer.h"
+#include "operator/kube/work_queue.h"
+
+namespace torus::controller {
+
+struct ControllerOptions {
+  std::string namespace_;  // "" = every namespace
+  int workers = 4;
+  std::chrono::seconds progress_interval{15};  // how often a Running job's progress is read from rank 0
+  std::chrono::milliseconds scrape_timeout{2000};
+};
+
+class Controller {
+ public:
+  // `metrics` may be null.
+  Controller(kube::Client& client, ControllerOptions options, metrics::OperatorMetrics* metrics);
+  ~Controller();  // stops; never throws
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Starts the informers, waits for their caches, then starts the workers. Returns false if the caches did
+  // not sync within `sync_timeout`.
+  bool start(std::chrono::milliseconds sync_timeout);
+  void stop();
+  bool synced() const;
+
+  // One reconcile of "ns/name" (public for tests). Throws on API errors; the worker loop requeues.
+  std::optional<std::chrono::seconds> reconcile(const std::string& key);
+
+ private:
+  void worker_loop();
+  void process(const std::string& key);
+  void enqueue_owner(const json& child);
+  PlanInput observe(const json& job, const std::string& ns, const std::string& name) const;
+  void apply(const json& job, const Plan& plan, const std::string& ns);
+  void create_child(ChildKind kind, const std::string& ns, const json& object);
+  void write_status(const json& job, json status, const std::string& ns);
+  void record_event(const json& job, const EventRecord& event);
+  std::optional<api::Progress> scrape_progress(const json& job, const std::string& ns);
+  void observe_metrics(const json& job, const Plan& plan);
+
+  kube::Client& client_;
+  ControllerOptions options_;
+  metrics::OperatorMetrics* metrics_;
+  kube::WorkQueue queue_;
+  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  kube::Informer* jobs_ = nullptr;
+  kube::Informer* pods_ = nullptr;
+  kube::Informer* services_ = nullptr;
+  kube::Informer* config_maps_ = nullptr;
+  kube::Informer* secrets_ = nullptr;
+  std::vector<std::thread> workers_;
+  std::mutex progress_mu_;
+  std::map<std::string, std::chrono::steady_clock::time_point> last_scrape_;
+  enum class State { kIdle, kRunning, kStopped } state_ = State::kIdle;
+};
+
+// A random hex secret for a job's rendezvous (OpenSSL RAND_bytes).
+std::string random_secret();
+
+}  // namespace torus::controller

@@ -1,0 +1,60 @@
+#include "operator/controller/progress.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace torus::controller {
+namespace {
+
+std::optional<double> sample(const std::map<std::string, double>& s, const char* name) {
+  auto it = s.find(name);
+  if (it == s.end() || !std::isfinite(it->second)) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace
+
+std::map<std::string, double> parse_prometheus_text(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t name_end = line.find_first_of("{ ");
+    if (name_end == std::string::npos) continue;
+    std::string name = line.substr(0, name_end);
+    size_t value_start = line[name_end] == '{' ? line.find('}', name_end) : name_end;
+    if (value_start == std::string::npos) continue;
+    value_start = line.find_first_not_of(' ', value_start + (line[name_end] == '{' ? 1 : 0));
+    if (value_start == std::string::npos) continue;
+    char* end = nullptr;
+    double v = std::strtod(line.c_str() + value_start, &end);
+    if (end == line.c_str() + value_start) continue;
+    out.emplace(name, v);  // keeps the first series of a name
+  }
+  return out;
+}
+
+std::optional<api::Progress> progress_from_metrics(const std::map<std::string, double>& s, int world_size,
+                                                   const std::string& now_rfc3339) {
+  auto step = sample(s, "torus_worker_global_step");
+  auto epoch = sample(s, "torus_worker_epoch");
+  if (!step && !epoch) return std::nullopt;
+  api::Progress p;
+  p.epoch = static_cast<int32_t>(std::floor(epoch.value_or(0)));
+  p.step = static_cast<int64_t>(step.value_or(0));
+  p.loss = sample(s, "torus_worker_loss").value_or(0);
+  p.accuracy = sample(s, "torus_worker_validation_accuracy").value_or(0);
+  double rank_ips = sample(s, "torus_worker_images_per_second").value_or(0);
+  p.images_per_second = rank_ips * std::max(world_size, 1);
+  p.bus_bandwidth_gbps = sample(s, "torus_worker_allreduce_bus_bandwidth_bytes_per_second").value_or(0) / 1e9;
+  auto planned = sample(s, "torus_worker_planned_steps");
+  auto global_batch = sample(s, "torus_worker_global_batch_size");
+  if (planned && global_batch && p.images_per_second > 0 && *planned >= p.step) {
+    p.eta_seconds = static_cast<int64_t>(std::ceil((*planned - p.step) * *global_batch / p.images_per_second));
+  }
+  p.update_time = now_rfc3339;
+  return p;
+}
+
+}  // namespace torus::controller

@@ -1,0 +1,47 @@
+// Progress from a worker's Prometheus text into TrainingJob status.
+#include "operator/controller/progress.h"
+
+#include <gtest/gtest.h>
+
+namespace torus::controller {
+namespace {
+
+const char* kExposition = R"(# HELP torus_worker_global_step Global step.
+# TYPE torus_worker_global_step gauge
+torus_worker_global_step{job="j",namespace="n",rank="0",attempt="1"} 250
+torus_worker_planned_steps{job="j",namespace="n",rank="0",attempt="1"} 1000
+torus_worker_epoch{job="j",namespace="n",rank="0",attempt="1"} 1.25
+torus_worker_loss{job="j",namespace="n",rank="0",attempt="1"} 0.5
+torus_worker_validation_accuracy{job="j",namespace="n",rank="0",attempt="1"} 0.91
+torus_worker_images_per_second{job="j",namespace="n",rank="0",attempt="1"} 1000
+torus_worker_global_batch_size{job="j",namespace="n",rank="0",attempt="1"} 256
+torus_worker_step_seconds_bucket{le="0.1"} 3
+torus_worker_allreduce_bus_bandwidth_bytes_per_second{algorithm="ring",level="global"} 2.5e9
+)";
+
+TEST(Progress, ParsesExposition) {
+  auto s = parse_prometheus_text(kExposition);
+  EXPECT_DOUBLE_EQ(s.at("torus_worker_global_step"), 250);
+  EXPECT_DOUBLE_EQ(s.at("torus_worker_allreduce_bus_bandwidth_bytes_per_second"), 2.5e9);
+  EXPECT_EQ(s.count("# HELP"), 0u);
+}
+
+TEST(Progress, StatusFieldsAndEta) {
+  auto p = progress_from_metrics(parse_prometheus_text(kExposition), 2, "2026-11-22T06:00:00Z");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->epoch, 1);
+  EXPECT_EQ(p->step, 250);
+  EXPECT_DOUBLE_EQ(p->loss, 0.5);
+  EXPECT_DOUBLE_EQ(p->accuracy, 0.91);
+  EXPECT_DOUBLE_EQ(p->images_per_second, 2000);
+  // 750 steps left x 256 images / 2000 images/s = 96 s.
+  EXPECT_EQ(p->eta_seconds, 96);
+  EXPECT_DOUBLE_EQ(p->bus_bandwidth_gbps, 2.5);
+}
+
+TEST(Progress, NoWorkerMetricsNoProgress) {
+  EXPECT_FALSE(progress_from_metrics(parse_prometheus_text("up 1\n"), 1, ""));
+}
+
+}  // namespace
+}  // namespace torus::controller
