@@ -1,6 +1,7 @@
 #include "worker/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -91,9 +92,10 @@ int select_device(int local_rank, int gpus_per_worker) {
 std::string device_description(int device) {
   cudaDeviceProp p{};
   CUDA_CHECK(cudaGetDeviceProperties(&p, device));
-  const double gib = static_cast<double>(p.totalGlobalMem) / static_cast<double>(size_t{1} << 30);
-  return std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
-         std::to_string(static_cast<int>(gib * 10) / 10.0).substr(0, 5) + " GiB";
+  char memory[32];
+  std::snprintf(memory, sizeof memory, "%.1f GiB",
+                static_cast<double>(p.totalGlobalMem) / static_cast<double>(size_t{1} << 30));
+  return std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " + memory;
 }
 
 BlockPool& device_pool() {
@@ -418,7 +420,9 @@ size_t CudaBackend::norm_workspace_bytes(const NormGeometry& g) {
   if (g.activation != Activation::kRelu) return 0;
   // The geometry carries no dtype: size for both the fp32 mask and cuDNN's fused reserve space (half data).
   const size_t mask = static_cast<size_t>(relu_mask_words(g.shape().numel())) * sizeof(uint32_t);
-  const size_t reserve = options_.bn_fusion == BnFusion::kCudnn ? norm_plan(g, DType::kF16).reserve_bytes : 0;
+  const size_t reserve = options_.bn_fusion == BnFusion::kCudnn ? std::max(norm_plan(g, DType::kF16).reserve_bytes,
+                                                                           norm_plan(g, DType::kBF16).reserve_bytes)
+                                                                : 0;
   return std::max({mask, reserve, kStashBytes});
 }
 

@@ -2,10 +2,9 @@
 
 namespace torus::cuda {
 
-void throw_cuda_error(const char* library, const char* expr, const char* file, int line,
-                      const std::string& message) {
-  throw CudaError(std::string(library) + " error: " + expr + " failed at " + file + ":" + std::to_string(line) +
-                  ": " + message);
+void throw_cuda_error(const char* library, const char* expr, const char* file, int line, const std::string& message) {
+  throw CudaError(std::string(library) + " error: " + expr + " failed at " + file + ":" + std::to_string(line) + ": " +
+                  message);
 }
 
 int device_count() noexcept {

@@ -159,9 +159,11 @@ __global__ void xent_rows_kernel(const float* logits, const int32_t* labels, int
   const float* z = logits + row * k;
   const int label = labels[row];
   const int classes = static_cast<int>(k);
-  if (label < 0 || label >= classes) {
+  if (label < 0 || label >= classes) {  // reported by the host; the row contributes nothing
+    if (dlogits != nullptr)
+      for (int64_t j = lane; j < k; j += 32) dlogits[row * k + j] = 0.0f;
     if (lane == 0) {
-      atomicCAS(&out->bad_label, -1, static_cast<int32_t>(row));
+      atomicCAS(&out->bad_label, 0, static_cast<int32_t>(row) + 1);
       row_loss[row] = 0.0f;
     }
     return;
@@ -204,7 +206,7 @@ __global__ void top_k_kernel(const float* logits, const int32_t* labels, int64_t
   TORUS_GRID_STRIDE(row, n) {
     const int label = labels[row];
     if (label < 0 || label >= k) {
-      atomicCAS(&out->bad_label, -1, static_cast<int32_t>(row));
+      atomicCAS(&out->bad_label, 0, static_cast<int32_t>(row) + 1);
       continue;
     }
     const float* z = logits + row * k;

@@ -36,9 +36,9 @@ void launch_bias_add(float* y, const float* b, int64_t n, int64_t out, cudaStrea
 
 // --- loss and metrics --------------------------------------------------------------------------------------
 struct LossScalars {
-  float loss = 0;          // mean loss of the batch
-  int32_t bad_label = -1;  // index of the first sample whose label is out of range, or -1
-  int32_t correct = 0;     // count_top_k's answer
+  float loss = 0;         // mean loss of the batch
+  int32_t bad_label = 0;  // 1 + a sample whose label is out of range; 0 when all are valid (memset resets)
+  int32_t correct = 0;    // count_top_k's answer
 };
 // Per-row loss into row_loss (N); dlogits (N, K) (may be null) scaled by *grad_scale when grad_scale is not null.
 // Then the mean over rows (fixed-order tree, deterministic) into out->loss.
