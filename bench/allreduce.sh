@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# All-reduce bus bandwidth (nccl-tests definition: algBw * 2(n-1)/n) of Torus' algorithms next to torch.distributed
+# all_reduce over Gloo (Debian python3-torch via /usr/bin/python3), in the same run, on this machine.
+#   bench/allreduce.sh                 # full sweep: 4 KiB .. 256 MiB, worlds 1x2, 1x4, 2x2 (simulated nodes)
+#   QUICK=1 bench/allreduce.sh         # 64 KiB .. 64 MiB, world 1x2 only
+# Last line: RESULT allreduce_busbw_ratio_vs_torch_gloo=X  (64 MiB, 2 ranks on one host, Torus auto vs torch Gloo)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
+
+cmake --build "$BUILD_DIR" --target torus_allreduce_bench >/dev/null
+BENCH="$BUILD_DIR/bin/torus_allreduce_bench"
+
+if [[ "${QUICK:-0}" == 1 ]]; then
+  MIN=65536; MAX=$((64 << 20)); SHAPES=("2 2")
+else
+  MIN=4096; MAX=$((256 << 20)); SHAPES=("2 2" "4 4" "4 2")
+fi
+SIZES=(--min-bytes "$MIN" --max-bytes "$MAX" --size-step 4)
+# The 64 MiB point must be measured: make sure the sweep hits it.
+(( (64 << 20) % MIN == 0 )) || { echo "min size must divide 64 MiB" >&2; exit 2; }
+
+export TORUS_LOG_LEVEL="${TORUS_LOG_LEVEL:-warn}"
+for shape in "${SHAPES[@]}"; do
+  read -r world per_node <<<"$shape"
+  echo "# torus: world=$world, $((world / per_node)) simulated nodes of $per_node ranks"
+  "$BENCH" --world "$world" --per-node "$per_node" "${SIZES[@]}" | tee -a "$OUT/torus.txt"
+done
+for world in $(printf '%s\n' "${SHAPES[@]}" | awk '{print $1}' | sort -un); do
+  echo "# torch.distributed gloo: world=$world"
+  "$PYTHON" "$ROOT/bench/allreduce/torch_allreduce.py" --world "$world" "${SIZES[@]}" \
+    --port $((20000 + RANDOM % 20000)) | tee -a "$OUT/torch.txt"
+done
+
+pick() {  # pick FILE ALGO_PREFIX WORLD NODES BYTES -> busbw
+  awk -v a="$2" -v w="world=$3" -v n="nodes=$4" -v b="bytes=$5" '
+    index($2, "algo=" a) == 1 && $3 == w && $4 == n && $5 == b { split($8, kv, "="); print kv[2]; exit }' "$1"
+}
+ours=$(pick "$OUT/torus.txt" auto 2 1 $((64 << 20)))
+theirs=$(pick "$OUT/torch.txt" torch_gloo 2 1 $((64 << 20)))
+echo "# 64 MiB, 2 ranks, one host: torus auto busbw ${ours} GB/s, torch gloo busbw ${theirs} GB/s"
+ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')
+echo "RESULT allreduce_busbw_ratio_vs_torch_gloo=$ratio torus_busbw_gbps=$ours torch_gloo_busbw_gbps=$theirs"

@@ -1,0 +1,150 @@
+#include "worker/comm/bucketing.h"
+
+#include <chrono>
+
+#include "common/util/error.h"
+
+namespace torus::comm {
+
+std::vector<Bucket> assign_buckets(std::span<const ParamSpan> params, size_t element_bytes,
+                                   const BucketOptions& options) {
+  for (size_t i = 1; i < params.size(); ++i)
+    if (params[i].offset < params[i - 1].offset + params[i - 1].count)
+      throw InvalidArgument("gradient arena: parameter " + std::to_string(i) + " at offset " +
+                            std::to_string(params[i].offset) + " overlaps or precedes parameter " +
+                            std::to_string(i - 1) + " (expected ascending, non-overlapping spans)");
+  if (options.first_bucket_bytes == 0 || options.bucket_cap_bytes == 0)
+    throw InvalidArgument("bucket sizes: first bucket and cap must be positive");
+  std::vector<Bucket> buckets;
+  Bucket current;
+  size_t current_bytes = 0;
+  auto cap = [&] { return buckets.empty() ? options.first_bucket_bytes : options.bucket_cap_bytes; };
+  auto close = [&] {
+    if (current.params.empty()) return;
+    current.begin = params[current.params.back()].offset;
+    const ParamSpan& last = params[current.params.front()];
+    current.end = last.offset + last.count;
+    buckets.push_back(std::move(current));
+    current = Bucket{};
+    current_bytes = 0;
+  };
+  for (size_t i = params.size(); i-- > 0;) {
+    const size_t bytes = params[i].count * element_bytes;
+    if (!current.params.empty() && current_bytes + bytes > cap()) close();
+    current.params.push_back(i);
+    current_bytes += bytes;
+  }
+  close();
+  return buckets;
+}
+
+GradientReducer::GradientReducer(Communicator& comm, std::span<float> arena, std::vector<ParamSpan> params,
+                                 const ReducerOptions& options)
+    : comm_(comm), arena_(arena), params_(std::move(params)), options_(options) {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].offset + params_[i].count > arena_.size())
+      throw InvalidArgument("gradient arena: parameter " + std::to_string(i) + " ends at " +
+                            std::to_string(params_[i].offset + params_[i].count) + " but the arena has " +
+                            std::to_string(arena_.size()) + " elements");
+  buckets_ = assign_buckets(params_, sizeof(float), options_.buckets);
+  bucket_of_param_.resize(params_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t p : buckets_[b].params) bucket_of_param_[p] = b;
+  if (options_.compression != Compression::kNone) {
+    staging_.resize(buckets_.size());
+    for (size_t b = 0; b < buckets_.size(); ++b) staging_[b].resize(buckets_[b].end - buckets_[b].begin);
+  }
+  begin_step();
+}
+
+GradientReducer::~GradientReducer() {
+  // Buckets in flight reference the arena and the staging buffers: let them finish (errors were or will never be
+  // observed; the destructor must not throw).
+  for (auto& w : works_) {
+    try {
+      w.wait(comm_.timeout() * 2);
+    } catch (...) {
+    }
+  }
+}
+
+void GradientReducer::begin_step() {
+  std::lock_guard lock(mu_);
+  pending_.assign(buckets_.size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
+  ready_.assign(params_.size(), false);
+  next_launch_ = 0;
+  works_.clear();
+}
+
+void GradientReducer::mark_ready(size_t param_index) {
+  std::lock_guard lock(mu_);
+  if (param_index >= params_.size())
+    throw InvalidArgument("mark_ready: parameter index " + std::to_string(param_index) + " out of range (" +
+                          std::to_string(params_.size()) + " parameters)");
+  if (ready_[param_index]) return;
+  ready_[param_index] = true;
+  --pending_[bucket_of_param_[param_index]];
+  launch_ready_locked();
+}
+
+void GradientReducer::launch_ready_locked() {
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
+}
+
+void GradientReducer::launch(size_t b) {
+  const size_t bytes = (buckets_[b].end - buckets_[b].begin) *
+                       (options_.compression == Compression::kNone ? sizeof(float) : sizeof(uint16_t));
+  works_.push_back(comm_.submit("bucket_all_reduce", bytes, [this, b] { reduce_bucket(b); }));
+}
+
+void GradientReducer::reduce_bucket(size_t b) {
+  std::span<float> grads = arena_.subspan(buckets_[b].begin, buckets_[b].end - buckets_[b].begin);
+  const double inv = 1.0 / comm_.size();
+  if (options_.compression == Compression::kNone) {
+    comm_.all_reduce_now(buffer_of(grads), ReduceOp::kSum);
+    scale(buffer_of(grads), inv);
+    return;
+  }
+  const DataType t = options_.compression == Compression::kFloat16 ? DataType::kFloat16 : DataType::kBFloat16;
+  // Divide before compressing: fp16 sums of n gradients overflow far less often (bf16 keeps fp32's range anyway).
+  scale(buffer_of(grads), inv);
+  compress(t, grads, staging_[b].data());
+  comm_.all_reduce_now(Buffer{staging_[b].data(), grads.size(), t}, ReduceOp::kSum);
+  decompress(t, staging_[b].data(), grads);
+}
+
+void GradientReducer::wait() {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Work> works;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t b = next_launch_; b < buckets_.size(); ++b) pending_[b] = 0;
+    launch_ready_locked();
+    works = works_;
+  }
+  ReducerStepStats stats;
+  std::exception_ptr first_error;
+  for (auto& w : works) {
+    try {
+      w.wait(comm_.timeout() * 2);
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+    stats.comm_seconds += w.seconds();
+    stats.bytes += w.info().bytes;
+  }
+  stats.exposed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  {
+    std::lock_guard lock(mu_);
+    last_ = stats;
+  }
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+ReducerStepStats GradientReducer::last_step() const {
+  std::lock_guard lock(mu_);
+  return last_;
+}
+
+}  // namespace torus::comm

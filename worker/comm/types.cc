@@ -1,0 +1,222 @@
+#include "worker/comm/types.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "common/util/error.h"
+
+namespace torus::comm {
+
+size_t element_size(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+    case DataType::kInt32:
+      return 4;
+    case DataType::kFloat64:
+    case DataType::kInt64:
+      return 8;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return 2;
+  }
+  return 0;
+}
+
+std::string to_string(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kBFloat16:
+      return "bfloat16";
+  }
+  return "?";
+}
+
+Range chunk_range(size_t count, int size, int rank) {
+  const size_t n = static_cast<size_t>(size);
+  const size_t r = static_cast<size_t>(rank);
+  const size_t base = count / n;
+  const size_t extra = count % n;
+  const size_t begin = r * base + std::min(r, extra);
+  return {begin, begin + base + (r < extra ? 1 : 0)};
+}
+
+uint16_t float_to_half(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x47800000u) return static_cast<uint16_t>(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (abs < 0x38800000u) {                                  // subnormal half (or zero)
+    const float magic = std::bit_cast<float>(0x3f000000u);  // 0.5: shifts mantissa into place
+    const uint32_t shifted = std::bit_cast<uint32_t>(std::bit_cast<float>(abs) + magic) - 0x3f000000u;
+    return static_cast<uint16_t>(sign | shifted);
+  }
+  const uint32_t mant_odd = (abs >> 13) & 1u;
+  const uint32_t rounded = abs + 0xc8000fffu + mant_odd;  // rebias exponent (-112 << 23) and round to nearest even
+  return static_cast<uint16_t>(sign | (rounded >> 13));
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    const float sub = static_cast<float>(mant) * std::bit_cast<float>(0x33800000u);  // mant * 2^-24
+    return sign != 0 ? -sub : sub;
+  }
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t float_to_bfloat16(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // keep NaN a NaN
+  const uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+float bfloat16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+namespace {
+
+template <typename T>
+struct Plain {
+  static T load(const void* p, size_t i) { return static_cast<const T*>(p)[i]; }
+  static void store(void* p, size_t i, T v) { static_cast<T*>(p)[i] = v; }
+  using Acc = T;
+};
+struct Half {
+  static float load(const void* p, size_t i) { return half_to_float(static_cast<const uint16_t*>(p)[i]); }
+  static void store(void* p, size_t i, float v) { static_cast<uint16_t*>(p)[i] = float_to_half(v); }
+  using Acc = float;
+};
+struct BFloat {
+  static float load(const void* p, size_t i) { return bfloat16_to_float(static_cast<const uint16_t*>(p)[i]); }
+  static void store(void* p, size_t i, float v) { static_cast<uint16_t*>(p)[i] = float_to_bfloat16(v); }
+  using Acc = float;
+};
+
+template <typename E>
+void reduce_typed(ReduceOp op, void* out, const void* a, const void* b, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const auto x = E::load(a, i);
+    const auto y = E::load(b, i);
+    E::store(out, i, op == ReduceOp::kSum ? x + y : std::max(x, y));
+  }
+}
+
+// Two-input sums are the common case: a plain loop the compiler vectorises (aliasing with out is allowed when equal).
+template <typename T>
+void sum_two(void* out, const void* a, const void* b, size_t count) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < count; ++i) o[i] = x[i] + y[i];
+}
+
+// Sums n inputs in cache-sized blocks so each input is streamed once and the partial sum stays in L1.
+template <typename T>
+void sum_many(void* out, const void* const* in, int n, size_t count) {
+  constexpr size_t kBlock = 2048;
+  T acc[kBlock];
+  for (size_t start = 0; start < count; start += kBlock) {
+    const size_t len = std::min(kBlock, count - start);
+    const T* first = static_cast<const T*>(in[0]) + start;
+    std::memcpy(acc, first, len * sizeof(T));
+    for (int j = 1; j < n; ++j) {
+      const T* src = static_cast<const T*>(in[j]) + start;
+      for (size_t i = 0; i < len; ++i) acc[i] += src[i];
+    }
+    std::memcpy(static_cast<T*>(out) + start, acc, len * sizeof(T));
+  }
+}
+
+template <typename Fn>
+void dispatch(DataType t, Fn&& fn) {
+  switch (t) {
+    case DataType::kFloat32:
+      return fn(Plain<float>{});
+    case DataType::kFloat64:
+      return fn(Plain<double>{});
+    case DataType::kInt32:
+      return fn(Plain<int32_t>{});
+    case DataType::kInt64:
+      return fn(Plain<int64_t>{});
+    case DataType::kFloat16:
+      return fn(Half{});
+    case DataType::kBFloat16:
+      return fn(BFloat{});
+  }
+}
+
+template <typename E>
+constexpr bool is_plain = !std::is_same_v<E, Half> && !std::is_same_v<E, BFloat>;
+
+}  // namespace
+
+void reduce_into(DataType t, ReduceOp op, void* out, const void* a, const void* b, size_t count) {
+  dispatch(t, [&](auto e) {
+    using E = decltype(e);
+    if constexpr (is_plain<E>) {
+      if (op == ReduceOp::kSum) return sum_two<typename E::Acc>(out, a, b, count);
+    }
+    reduce_typed<E>(op, out, a, b, count);
+  });
+}
+
+void reduce_many(DataType t, ReduceOp op, void* out, const void* const* in, int n, size_t count) {
+  if (n <= 0 || count == 0) return;
+  dispatch(t, [&](auto e) {
+    using E = decltype(e);
+    if constexpr (is_plain<E>) {
+      if (op == ReduceOp::kSum) return sum_many<typename E::Acc>(out, in, n, count);
+    }
+    if (out != in[0]) std::memcpy(out, in[0], count * element_size(t));
+    for (int j = 1; j < n; ++j) reduce_typed<E>(op, out, out, in[j], count);
+  });
+}
+
+void scale(Buffer b, double factor) {
+  dispatch(b.dtype, [&](auto e) {
+    using E = decltype(e);
+    using Acc = typename E::Acc;
+    if constexpr (std::is_integral_v<Acc>) {
+      const Acc div = static_cast<Acc>(1.0 / factor + 0.5);
+      for (size_t i = 0; i < b.count; ++i) E::store(b.data, i, E::load(b.data, i) / div);
+    } else {
+      const Acc f = static_cast<Acc>(factor);
+      for (size_t i = 0; i < b.count; ++i) E::store(b.data, i, E::load(b.data, i) * f);
+    }
+  });
+}
+
+void compress(DataType to, std::span<const float> in, uint16_t* out) {
+  if (to == DataType::kFloat16) {
+    for (size_t i = 0; i < in.size(); ++i) out[i] = float_to_half(in[i]);
+  } else if (to == DataType::kBFloat16) {
+    for (size_t i = 0; i < in.size(); ++i) out[i] = float_to_bfloat16(in[i]);
+  } else {
+    throw InvalidArgument("compress: target type must be float16 or bfloat16, got " + to_string(to));
+  }
+}
+
+void decompress(DataType from, const uint16_t* in, std::span<float> out) {
+  if (from == DataType::kFloat16) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = half_to_float(in[i]);
+  } else if (from == DataType::kBFloat16) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = bfloat16_to_float(in[i]);
+  } else {
+    throw InvalidArgument("decompress: source type must be float16 or bfloat16, got " + to_string(from));
+  }
+}
+
+}  // namespace torus::comm

@@ -1,0 +1,159 @@
+#include "worker/comm/watchdog.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "common/log/log.h"
+#include "common/util/exit_codes.h"
+#include "common/util/main_guard.h"
+
+namespace torus::comm {
+
+Watchdog::Watchdog(int rank, int world_size, std::shared_ptr<Store> store, TimeoutAction action, milliseconds timeout,
+                   milliseconds publish_interval)
+    : rank_(rank),
+      world_size_(world_size),
+      store_(std::move(store)),
+      action_(action),
+      timeout_(timeout),
+      publish_interval_(publish_interval),
+      thread_([this] { loop(); }) {}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Watchdog::started(Communicator* comm, const std::shared_ptr<detail::WorkState>& work) {
+  std::lock_guard lock(mu_);
+  in_flight_[work.get()] = Entry{comm, work, Clock::now() + timeout_};
+  started_sequence_ = std::max(started_sequence_, work->info.sequence);
+  cv_.notify_all();
+}
+
+void Watchdog::finished(const detail::WorkState* work) {
+  std::lock_guard lock(mu_);
+  in_flight_.erase(work);
+}
+
+void Watchdog::failed(const detail::WorkState* work, const std::exception_ptr& error) {
+  std::string what = "unknown error";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  const std::string report =
+      "collective " + describe(work->info) + " failed on rank " + std::to_string(rank_) + ": " + what;
+  TLOG(Error) << "watchdog: " << report;
+  {
+    std::lock_guard lock(mu_);
+    reports_.push_back(report);
+  }
+  if (action_ == TimeoutAction::kExitProcess) {
+    // A peer died or the network broke: the gang restarts from its checkpoint (retryable).
+    const std::string reason = "CollectiveFailed: " + report;
+    write_termination_log(reason.c_str());
+    std::fflush(stderr);
+    std::_Exit(to_int(ExitCode::kRetryable));
+  }
+}
+
+std::string Watchdog::reports() const {
+  std::lock_guard lock(mu_);
+  std::string all;
+  for (const auto& r : reports_) all += r + "\n";
+  return all;
+}
+
+std::vector<int> Watchdog::ranks_behind(uint64_t sequence) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_size_; ++r) keys.push_back("progress/" + std::to_string(r));
+  std::vector<bool> present = store_->check(keys);
+  std::vector<int> behind;
+  for (int r = 0; r < world_size_; ++r) {
+    uint64_t progress = 0;
+    if (present[static_cast<size_t>(r)]) progress = std::stoull(to_string(store_->get(keys[r], milliseconds(1000))));
+    if (progress < sequence) behind.push_back(r);
+  }
+  return behind;
+}
+
+void Watchdog::publish_progress() {
+  uint64_t seq = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (started_sequence_ == published_sequence_) return;
+    seq = started_sequence_;
+  }
+  try {
+    store_->set("progress/" + std::to_string(rank_), to_bytes(std::to_string(seq)));
+    std::lock_guard lock(mu_);
+    published_sequence_ = seq;
+  } catch (const std::exception& e) {
+    TLOG(Warn) << "watchdog: cannot publish progress to the store: " << e.what();
+  }
+}
+
+void Watchdog::fire(const Entry& entry) {
+  const CollectiveInfo& info = entry.work->info;
+  std::ostringstream report;
+  report << "collective " << describe(info) << " on rank " << rank_ << " did not finish within " << timeout_.count()
+         << " ms; ";
+  try {
+    publish_progress();
+    std::vector<int> behind = ranks_behind(info.sequence);
+    report << "ranks that never arrived: ";
+    if (behind.empty()) report << "none (all started it; a peer hung or died inside it)";
+    for (size_t i = 0; i < behind.size(); ++i) report << (i ? ", " : "") << behind[i];
+  } catch (const std::exception& e) {
+    report << "the store cannot tell which ranks are missing (" << e.what() << ")";
+  }
+  TLOG(Error) << "watchdog: " << report.str();
+  {
+    std::lock_guard lock(mu_);
+    reports_.push_back(report.str());
+  }
+  entry.comm->abort();
+  if (action_ == TimeoutAction::kExitProcess) {
+    const std::string reason = "CollectiveTimeout: " + report.str();
+    write_termination_log(reason.c_str());
+    std::fflush(stderr);
+    std::_Exit(to_int(ExitCode::kCollectiveTimeout));  // the communication thread is stuck: no orderly unwind
+  }
+}
+
+void Watchdog::loop() {
+  auto next_publish = Clock::now();
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    auto wake = next_publish;
+    for (const auto& [key, entry] : in_flight_) wake = std::min(wake, entry.deadline);
+    cv_.wait_until(lock, wake);
+    if (stopping_) break;
+    const auto now = Clock::now();
+    std::vector<Entry> expired;
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      if (it->second.deadline <= now) {
+        expired.push_back(it->second);
+        it = in_flight_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lock.unlock();
+    if (now >= next_publish) {
+      publish_progress();
+      next_publish = Clock::now() + publish_interval_;
+    }
+    for (const auto& e : expired) fire(e);
+    lock.lock();
+  }
+}
+
+}  // namespace torus::comm

@@ -1,0 +1,73 @@
+#pragma once
+// The collective watchdog: every collective queued on a watched communicator has a sequence number and a deadline.
+// Each rank publishes the highest sequence it has started under "progress/<rank>" in the store (a few times a
+// second, from this thread, never on the collective's path). When a collective passes its deadline the watchdog
+// logs which one (sequence, size, algorithm) and which ranks never arrived at it, aborts the communicator and, in
+// production, exits with ExitCode::kCollectiveTimeout (retryable: the gang restarts from its checkpoint).
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "worker/comm/communicator.h"
+#include "worker/comm/store.h"
+
+namespace torus::comm {
+
+enum class TimeoutAction {
+  kExitProcess,        // production: log, abort, exit 43
+  kAbortCommunicator,  // tests: log, abort; the collective's Work fails with Timeout
+};
+
+class Watchdog {
+ public:
+  // `timeout` is the watchdog's deadline per collective; backends get a longer one of their own, so a hung peer is
+  // reported here (with the ranks that never arrived) before a backend's bare "read timeout".
+  Watchdog(int rank, int world_size, std::shared_ptr<Store> store, TimeoutAction action, milliseconds timeout,
+           milliseconds publish_interval = milliseconds(200));
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void started(Communicator* comm, const std::shared_ptr<detail::WorkState>& work);
+  void finished(const detail::WorkState* work);
+  // A collective failed on its own (a peer died: connection reset). Production: log and exit kRetryable.
+  void failed(const detail::WorkState* work, const std::exception_ptr& error);
+  milliseconds timeout() const { return timeout_; }
+
+  // Ranks whose published progress is below `sequence` (or that never published): who never arrived.
+  std::vector<int> ranks_behind(uint64_t sequence);
+  // Every timeout and failure report so far, one per line (tests, diagnostics).
+  std::string reports() const;
+
+ private:
+  struct Entry {
+    Communicator* comm;
+    std::shared_ptr<detail::WorkState> work;
+    Clock::time_point deadline;
+  };
+  void loop();
+  void publish_progress();
+  void fire(const Entry& entry);
+
+  int rank_;
+  int world_size_;
+  std::shared_ptr<Store> store_;
+  TimeoutAction action_;
+  milliseconds timeout_;
+  milliseconds publish_interval_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<const detail::WorkState*, Entry> in_flight_;
+  uint64_t started_sequence_ = 0;
+  uint64_t published_sequence_ = 0;
+  std::vector<std::string> reports_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace torus::comm

@@ -1,0 +1,70 @@
+#pragma once
+// One call from the rank environment to a ready world: rendezvous store (served by rank 0), authenticated join with
+// missing-rank errors, topology, cost model printed once, the topology-aware world communicator and its watchdog.
+//   auto world = torus::comm::make_world(torus::comm::rank_env_from_environment());
+//   world->comm().all_reduce(buffer_of(grads)).wait(world->timeout());
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "worker/comm/rank_env.h"
+#include "worker/comm/store.h"
+#include "worker/comm/topology.h"
+#include "worker/comm/topology_communicator.h"
+#include "worker/comm/watchdog.h"
+
+namespace torus::comm {
+
+// Who serves the rendezvous store: rank 0's process (production), or someone else (tests, an external launcher).
+enum class StoreServing { kRankZero, kExternal };
+
+struct WorldOptions {
+  // Per-collective timeout (watchdog and backends). TORUS_COMM_TIMEOUT_MS, default 5 minutes.
+  milliseconds timeout{300000};
+  // How long ranks wait for each other (and for rank 0's store) at start-up. TORUS_RENDEZVOUS_TIMEOUT_MS.
+  milliseconds rendezvous_timeout{120000};
+  Algorithm algorithm = Algorithm::kAuto;  // TORUS_ALLREDUCE_ALGO
+  bool shared_memory = true;               // TORUS_SHM=0 turns the host-local fast path off
+  size_t shm_slot_bytes = 4u << 20;        // TORUS_SHM_SLOT_BYTES
+  int torus_x = 0;                         // TORUS_TORUS_X, 0 = automatic
+  TimeoutAction on_timeout = TimeoutAction::kExitProcess;
+  StoreServing store_serving = StoreServing::kRankZero;
+  // Address this rank's Gloo device binds (TORUS_COMM_BIND_ADDR); default: loopback when MASTER_ADDR is loopback,
+  // else the host name.
+  std::string bind_host;
+
+  // Reads the tunables above from the environment once.
+  static WorldOptions from_environment();
+};
+
+class World {
+ public:
+  World(RankEnv env, WorldOptions options);
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  const RankEnv& env() const { return env_; }
+  int rank() const { return env_.rank; }
+  int size() const { return env_.world_size; }
+  milliseconds timeout() const { return options_.timeout; }
+  const Topology& topology() const { return comm_->planner().topology(); }
+  TopologyCommunicator& comm() { return *comm_; }
+  // The job's store namespace ("<job>/<attempt>/..."), for other components' rendezvous needs.
+  std::shared_ptr<Store> store() { return store_; }
+  Watchdog& watchdog() { return *watchdog_; }
+
+ private:
+  void join();
+
+  RankEnv env_;
+  WorldOptions options_;
+  std::unique_ptr<TcpStoreServer> server_;  // rank 0 only
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<Watchdog> watchdog_;
+  std::unique_ptr<TopologyCommunicator> comm_;
+};
+
+std::unique_ptr<World> make_world(const RankEnv& env, const WorldOptions& options = WorldOptions::from_environment());
+
+}  // namespace torus::comm
