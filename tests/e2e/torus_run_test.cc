@@ -1,0 +1,190 @@
+// `torus run` end to end: real worker processes, rendezvous, all-reduce, checkpoints, gang restarts.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "common/process/supervisor.h"
+
+namespace torus {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+const std::string kTorus = std::string(TORUS_BINARY_DIR) + "/bin/torus";
+const std::string kExample = std::string(TORUS_SOURCE_DIR) + "/examples/fashion-mnist.yaml";
+
+struct RunOutput {
+  int exit_code = -1;
+  std::vector<std::string> lines;  // stdout and stderr, in arrival order
+  std::string text() const {
+    std::string all;
+    for (const auto& l : lines) all += l + "\n";
+    return all;
+  }
+  std::string result_line() const {
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it)
+      if (it->rfind("RESULT ", 0) == 0) return *it;
+    return "";
+  }
+  // RESULT field value, e.g. field("accuracy").
+  std::string field(const std::string& name) const {
+    std::smatch m;
+    const std::string r = result_line();
+    if (std::regex_search(r, m, std::regex(name + "=([^ ]+)"))) return m[1];
+    return "";
+  }
+};
+
+// Runs `torus args...` to completion (or `deadline`), calling `on_line` for every line as it arrives.
+RunOutput run_torus(std::vector<std::string> args, seconds deadline,
+                    const std::function<void(pid_t torus_pid, const std::string& line)>& on_line = nullptr) {
+  RunOutput out;
+  std::mutex mu;
+  pid_t pid = 0;
+  process::Supervisor sup([&](size_t, process::Stream, std::string_view line) {
+    std::lock_guard<std::mutex> lock(mu);
+    out.lines.emplace_back(line);
+    if (on_line) on_line(pid, std::string(line));
+  });
+  args.insert(args.begin(), kTorus);
+  pid = sup.pid(sup.start(process::ProcessSpec{"torus", args, {{"TORUS_LOG_LEVEL", "info"}}}));
+  auto t = sup.wait_any(std::chrono::duration_cast<std::chrono::milliseconds>(deadline));
+  if (!t) {
+    ADD_FAILURE() << "torus did not finish within " << deadline.count() << " s";
+    sup.stop_all(std::chrono::milliseconds(5000));
+    return out;
+  }
+  out.exit_code = t->shell_code();
+  return out;
+}
+
+// The worker process of `rank` under the `torus` process `parent` (found through /proc: its RANK variable).
+std::optional<pid_t> worker_pid(pid_t parent, int rank) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state;
+    pid_t ppid = 0;
+    if (!(stat >> pid >> comm >> state >> ppid) || ppid != parent) continue;
+    std::ifstream environ(entry.path() / "environ");
+    std::string var;
+    while (std::getline(environ, var, '\0')) {
+      if (var == "RANK=" + std::to_string(rank)) return static_cast<pid_t>(std::stoi(name));
+    }
+  }
+  return std::nullopt;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("torus-e2e-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::vector<std::string> one_epoch_args(int workers, const fs::path& ckpt) {
+  return {"run", kExample, "--workers", std::to_string(workers), "--set", "spec.training.epochs=1", "--set",
+          "spec.training.targetAccuracy=0.99", "--set", "spec.training.checkpoint.dir=" + ckpt.string()};
+}
+
+TEST(TorusRun, InvalidFileStartsNothingAndNamesTheField) {
+  const fs::path dir = fresh_dir("invalid");
+  const fs::path bad = dir / "bad.yaml";
+  std::ofstream(bad) << "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: bad}\n"
+                        "spec:\n  training: {epochs: 0, batchSze: 3}\n";
+  auto out = run_torus({"run", bad.string()}, seconds(60));
+  EXPECT_EQ(out.exit_code, 1) << out.text();
+  EXPECT_NE(out.text().find(bad.string() + ": spec.training.batchSze"), std::string::npos) << out.text();
+  EXPECT_EQ(out.text().find("torus run: job"), std::string::npos) << "a process was started:\n" << out.text();
+}
+
+TEST(TorusRun, AlwaysFailingWorkerExhaustsTheBackoffLimit) {
+  const fs::path dir = fresh_dir("backoff");
+  auto out = run_torus({"run", kExample, "--set", "spec.data.path=" + (dir / "no-such-data").string(), "--set",
+                        "spec.runPolicy.restartPolicy=OnFailure", "--set", "spec.runPolicy.backoffLimit=1", "--set",
+                        "spec.training.checkpoint.dir=" + (dir / "ckpt").string()},
+                       seconds(300));
+  EXPECT_NE(out.exit_code, 0) << out.text();
+  EXPECT_EQ(out.field("phase"), "Failed") << out.text();
+  EXPECT_EQ(out.field("reason"), "BackoffLimitExceeded") << out.text();
+  EXPECT_EQ(out.field("restarts"), "1") << out.text();
+  EXPECT_NE(out.text().find("no-such-data"), std::string::npos) << "the worker's reason is not shown:\n" << out.text();
+}
+
+TEST(TorusRun, OneTwoAndFourWorkersLearnTheSame) {
+  std::map<int, double> accuracy;
+  for (int workers : {1, 2, 4}) {
+    const fs::path dir = fresh_dir("dp" + std::to_string(workers));
+    auto out = run_torus(one_epoch_args(workers, dir), seconds(600));
+    ASSERT_EQ(out.exit_code, 0) << out.text();
+    ASSERT_EQ(out.field("phase"), "Succeeded") << out.text();
+    accuracy[workers] = std::stod(out.field("accuracy"));
+    std::printf("%d worker(s): accuracy %.4f, %s images/s, %s\n", workers, accuracy[workers],
+                out.field("images_per_s").c_str(), out.result_line().c_str());
+  }
+  // Same global batch, same data each epoch: data parallelism must not change what is learned (beyond noise).
+  EXPECT_GT(accuracy[1], 0.85);
+  EXPECT_NEAR(accuracy[2], accuracy[1], 0.015);
+  EXPECT_NEAR(accuracy[4], accuracy[1], 0.015);
+}
+
+TEST(TorusRun, SigkilledWorkerIsFollowedByAttemptTwoFromTheCheckpoint) {
+  const fs::path dir = fresh_dir("kill");
+  auto args = one_epoch_args(2, dir);
+  args.insert(args.end(), {"--set", "spec.training.checkpoint.everySteps=40", "--set",
+                           "spec.runPolicy.restartPolicy=ExitCode"});
+  bool killed = false;
+  auto out = run_torus(args, seconds(600), [&](pid_t torus, const std::string& line) {
+    if (killed || line.find("checkpoint: ") == std::string::npos) return;
+    if (auto pid = worker_pid(torus, 1)) {
+      ::kill(*pid, SIGKILL);
+      killed = true;
+    }
+  });
+  ASSERT_TRUE(killed) << "no checkpoint was announced, or rank 1 was not found:\n" << out.text();
+  EXPECT_EQ(out.exit_code, 0) << out.text();
+  EXPECT_EQ(out.field("phase"), "Succeeded") << out.text();
+  EXPECT_EQ(out.field("restarts"), "1") << out.text();
+  std::smatch m;
+  const std::string text = out.text();
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("resumed at step ([0-9]+)"))) << text;
+  EXPECT_GE(std::stoi(m[1]), 40) << text;
+  EXPECT_GT(std::stod(out.field("accuracy")), 0.8) << text;
+}
+
+TEST(TorusRun, CtrlCCheckpointsAndLeavesNothingRunning) {
+  const fs::path dir = fresh_dir("interrupt");
+  auto args = one_epoch_args(2, dir);
+  bool sent = false;
+  std::vector<pid_t> workers;
+  auto out = run_torus(args, seconds(300), [&](pid_t torus, const std::string& line) {
+    if (sent || line.find("epoch 1/1") == std::string::npos) return;  // training has started
+    for (int r : {0, 1})
+      if (auto p = worker_pid(torus, r)) workers.push_back(*p);
+    ::kill(torus, SIGINT);
+    sent = true;
+  });
+  ASSERT_TRUE(sent) << out.text();
+  EXPECT_EQ(out.exit_code, 130) << out.text();
+  EXPECT_EQ(out.field("phase"), "Suspended") << out.text();
+  for (pid_t p : workers) EXPECT_NE(::kill(p, 0), 0) << "worker " << p << " is still running";
+  bool checkpoint_written = false;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) checkpoint_written |= e.is_regular_file();
+  EXPECT_TRUE(checkpoint_written) << "no checkpoint in " << dir << "\n" << out.text();
+}
+
+}  // namespace
+}  // namespace torus
