@@ -492,5 +492,56 @@ TEST_F(GpuTest, ResNet9StepsTrackTheCpuBackend) {
   EXPECT_LT(gpu_losses.back(), gpu_losses.front()) << "training on one batch must lower its loss";
 }
 
+TEST_F(GpuTest, CapturedTrainingStepReplaysLikeEagerSteps) {
+  nn::ModelConfig cfg;
+  cfg.arch = nn::Arch::kResNet9;
+  cfg.widths = {8, 16, 32, 64};
+  cfg.in_channels = 1;
+  cfg.batch_size = 16;
+  cfg.image_size = 16;
+  const auto images = random_values(16 * 16 * 16, 28);
+  std::vector<int32_t> labels(16);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 10);
+  // Three steps, eagerly or as one eager warm-up step and two replays of a captured step.
+  auto train = [&](bool captured) {
+    nn::Model model(*gpu_, cfg);
+    optim::Sgd sgd(*gpu_, model.context().params, {});
+    Held x = make_from(*gpu_, {16, 16, 16, 1}, images), y = make(*gpu_, {16}, DType::kI32), dz = make(*gpu_, {16, 10});
+    Held loss = make(*gpu_, {1});
+    gpu_->upload(labels.data(), y.t);
+    auto step = [&] {
+      Tensor logits = model.forward(x.t, nn::Mode::kTrain);
+      gpu_->softmax_cross_entropy_async(logits, y.t, 0.1f, dz.t, loss.t);
+      model.backward(dz.t);
+      sgd.step(model.context().params, model.context().grads, 0.05f);
+    };
+    step();
+    gpu_->synchronize();
+    if (captured) {
+      StepGraph graph = StepGraph::capture(*gpu_, step);
+      graph.replay(gpu_->compute_stream());
+      graph.replay(gpu_->compute_stream());
+    } else {
+      step();
+      step();
+    }
+    return fetch(*gpu_, model.context().params.all());
+  };
+  const auto eager = train(false), replayed = train(true);
+  expect_close(replayed, eager, 1e-6, "parameters after 3 steps");
+}
+
+TEST_F(GpuTest, RankOptionsRejectBadTunables) {
+  setenv("TORUS_CUDA_TF32", "2", 1);
+  try {
+    (void)cuda_options_for_rank(0, 1);
+    FAIL() << "expected TORUS_CUDA_TF32=2 to be rejected";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("TORUS_CUDA_TF32: expected 0 or 1, got 2"), std::string::npos) << e.what();
+  }
+  unsetenv("TORUS_CUDA_TF32");
+  EXPECT_EQ(cuda_options_for_rank(0, 1).device, 0);
+}
+
 }  // namespace
 }  // namespace torus::worker::cuda

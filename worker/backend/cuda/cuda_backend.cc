@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/log/log.h"
+#include "common/util/env.h"
 #include "common/util/error.h"
 
 namespace torus::worker::cuda {
@@ -87,6 +88,24 @@ int select_device(int local_rank, int gpus_per_worker) {
                           seen);
   CUDA_CHECK(cudaSetDevice(local_rank));
   return local_rank;
+}
+
+CudaOptions cuda_options_for_rank(int local_rank, int gpus_per_worker) {
+  CudaOptions o;
+  o.device = select_device(local_rank, gpus_per_worker);
+  auto flag = [](const char* name, int fallback) {
+    const int64_t v = env::get_int_or(name, fallback);
+    if (v != 0 && v != 1) throw InvalidArgument(std::string(name) + ": expected 0 or 1, got " + std::to_string(v));
+    return v == 1;
+  };
+  o.tf32 = flag("TORUS_CUDA_TF32", 1) ? Tf32::kAllow : Tf32::kDeny;
+  o.conv_search = flag("TORUS_CUDNN_BENCHMARK", 0) ? ConvSearch::kBenchmark : ConvSearch::kHeuristic;
+  o.determinism = flag("TORUS_CUDNN_DETERMINISTIC", 0) ? Determinism::kRequired : Determinism::kAny;
+  o.bn_fusion = flag("TORUS_CUDNN_BN_FUSION", 1) ? BnFusion::kCudnn : BnFusion::kOff;
+  const int64_t mb = env::get_int_or("TORUS_CUDNN_WORKSPACE_MB", static_cast<int64_t>(o.workspace_limit >> 20));
+  if (mb <= 0) throw InvalidArgument("TORUS_CUDNN_WORKSPACE_MB: must be a positive integer, got " + std::to_string(mb));
+  o.workspace_limit = static_cast<size_t>(mb) << 20;
+  return o;
 }
 
 std::string device_description(int device) {

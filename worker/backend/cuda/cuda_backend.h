@@ -52,6 +52,11 @@ struct CudaOptions {
 // is visible when the job asks for GPUs (`gpus_per_worker` > 0 ranks with spec.gang.device = gpu) and this
 // process sees fewer devices than its local rank needs.
 int select_device(int local_rank, int gpus_per_worker);
+// This rank's options: device = select_device(local_rank, gpus_per_worker); tunables from the environment (read
+// once, common/util/env.h): TORUS_CUDA_TF32 (1: allow, 0: deny), TORUS_CUDNN_BENCHMARK (1: time conv algorithms),
+// TORUS_CUDNN_DETERMINISTIC (1: deterministic algorithms only), TORUS_CUDNN_BN_FUSION (0: off),
+// TORUS_CUDNN_WORKSPACE_MB (per-algorithm workspace limit).
+CudaOptions cuda_options_for_rank(int local_rank, int gpus_per_worker);
 // "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" for logs and bench lines.
 std::string device_description(int device);
 
