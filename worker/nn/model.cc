@@ -9,7 +9,10 @@ namespace {
 class Builder {
  public:
   Builder(Context& ctx, const ModelConfig& cfg)
-      : ctx_(ctx), size_{cfg.batch_size, cfg.image_size, cfg.image_size}, channels_(cfg.in_channels) {}
+      : ctx_(ctx),
+        size_{cfg.batch_size, cfg.image_size, cfg.image_size},
+        channels_(cfg.in_channels),
+        last_gamma_(cfg.zero_init_residual == ZeroInitResidual::kOn ? GammaInit::kZero : GammaInit::kOne) {}
 
   std::unique_ptr<Sequential> conv_bn(const std::string& name, int64_t c_out, int64_t kernel, int64_t stride,
                                       Activation act, GammaInit gamma = GammaInit::kOne,
@@ -42,10 +45,10 @@ class Builder {
       out_channels = width * 4;
       branch->append(conv_bn(name + ".1", width, 1, 1, Activation::kRelu));
       branch->append(conv_bn(name + ".2", width, 3, stride, Activation::kRelu));
-      branch->append(conv_bn(name + ".3", out_channels, 1, 1, Activation::kNone, GammaInit::kZero));
+      branch->append(conv_bn(name + ".3", out_channels, 1, 1, Activation::kNone, last_gamma_));
     } else {
       branch->append(conv_bn(name + ".1", width, 3, stride, Activation::kRelu));
-      branch->append(conv_bn(name + ".2", width, 3, 1, Activation::kNone, GammaInit::kZero));
+      branch->append(conv_bn(name + ".2", width, 3, 1, Activation::kNone, last_gamma_));
     }
     std::unique_ptr<Sequential> shortcut;
     if (stride != 1 || in_channels != out_channels) {
@@ -64,6 +67,7 @@ class Builder {
   Context& ctx_;
   InputSize size_;
   int64_t channels_;
+  GammaInit last_gamma_;
 };
 
 void build_resnet9(Builder& b, Context& ctx, const ModelConfig& cfg, Sequential& net) {

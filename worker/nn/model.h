@@ -14,6 +14,8 @@ namespace torus::worker::nn {
 enum class Arch : uint8_t { kResNet9, kResNet18, kResNet34, kResNet50 };
 // CIFAR: one 3x3 conv at full resolution. ImageNet: 7x7 stride-2 conv + 3x3 stride-2 max pool.
 enum class Stem : uint8_t { kCifar, kImageNet };
+// Zero gamma of the BN that feeds each basic/bottleneck block's residual add (Goyal et al.).
+enum class ZeroInitResidual : uint8_t { kOn, kOff };
 
 Arch parse_arch(const std::string& name);  // "resnet9", "resnet18", ...; throws InvalidArgument
 std::string arch_name(Arch arch);
@@ -29,6 +31,7 @@ struct ModelConfig {
   int64_t in_channels = 3;
   int64_t num_classes = 10;
   PoolKind head_pool = PoolKind::kMax;  // global pooling before the classifier
+  ZeroInitResidual zero_init_residual = ZeroInitResidual::kOn;
   // The input the model is laid out for (backend weight layouts); other sizes run too.
   int64_t batch_size = 128, image_size = 32;
   uint64_t seed = 0;

@@ -7,9 +7,11 @@ Sgd::Sgd(Backend& backend, const Arena& params, const SgdConfig& config)
       config_(config),
       momentum_(params.mirror([&backend](size_t bytes) { return backend.allocate(bytes); })) {}
 
+bool Sgd::decays(ParamKind kind) const { return config_.decay_scope == DecayScope::kAll || takes_weight_decay(kind); }
+
 void Sgd::step(const Arena& params, const Arena& grads, float lr) {
   for (size_t i = 0; i < params.size(); ++i) {
-    const SgdHyper h{lr, config_.momentum, takes_weight_decay(params.entry(i).kind) ? config_.weight_decay : 0.0f,
+    const SgdHyper h{lr, config_.momentum, decays(params.entry(i).kind) ? config_.weight_decay : 0.0f,
                      config_.nesterov};
     backend_.sgd_update(params.view(i), grads.view(i), momentum_.view(i), h);
   }

@@ -5,10 +5,14 @@
 
 namespace torus::worker::optim {
 
+// Which parameters weight decay applies to.
+enum class DecayScope : uint8_t { kWeightsOnly, kAll };
+
 struct SgdConfig {
   float momentum = 0.9f;
   math::Nesterov nesterov = math::Nesterov::kOn;
   float weight_decay = 5e-4f;
+  DecayScope decay_scope = DecayScope::kWeightsOnly;  // conv and linear weights, never BN or biases
 };
 
 class Sgd {
@@ -21,6 +25,7 @@ class Sgd {
   const SgdConfig& config() const { return config_; }
 
  private:
+  bool decays(ParamKind kind) const;
   Backend& backend_;
   SgdConfig config_;
   Arena momentum_;

@@ -1,0 +1,113 @@
+// TrainingJob -> TrainConfig mapping, and one rank of a small synthetic job run through torus-worker's body.
+#include <gtest/gtest.h>
+
+#include "common/api/validation.h"
+#include "common/util/error.h"
+#include "worker/train/job_config.h"
+#include "worker/train/worker_main.h"
+
+namespace torus::worker::train {
+namespace {
+
+constexpr const char* kSyntheticJob = R"(apiVersion: torus.dev/v1alpha1
+kind: TrainingJob
+metadata:
+  name: synthetic-smoke
+spec:
+  gang:
+    workers: 1
+    processesPerWorker: 1
+    device: cpu
+    threadsPerProcess: 1
+  model:
+    arch: resnet9
+    widths: [8, 8, 16, 32]
+    inputChannels: 3
+    numClasses: 4
+    pooling: max
+  data:
+    dataset: synthetic
+    imageSize: 16
+    loaderThreads: 1
+    synthetic:
+      trainImages: 256
+      validationImages: 128
+      numClasses: 4
+  training:
+    epochs: 4
+    batchSize: 32
+    optimizer:
+      type: sgd
+      momentum: 0.9
+      nesterov: true
+      weightDecay: 0.0005
+    lrSchedule:
+      type: one-cycle
+      peak: 0.2
+      warmupEpochs: 1
+      initial: 0.02
+      final: 0.0
+    labelSmoothing: 0.1
+    augmentation:
+      flip: true
+    targetAccuracy: 0.9
+    seed: 5
+)";
+
+TEST(JobConfig, MapsTheTrainingJobFields) {
+  const api::TrainingJob job = api::load_job_yaml(kSyntheticJob, "synthetic.yaml");
+  const TrainConfig c = to_train_config(job.spec, 1);
+  EXPECT_EQ(c.model.arch, nn::Arch::kResNet9);
+  EXPECT_EQ(c.model.widths, (std::vector<int64_t>{8, 8, 16, 32}));
+  EXPECT_EQ(c.model.num_classes, 4);
+  EXPECT_EQ(c.data.dataset, DatasetKind::kSynthetic);
+  EXPECT_EQ(c.data.synthetic_train, 256);
+  EXPECT_EQ(c.data.transform.flip, data::Flip::Horizontal);
+  ASSERT_EQ(c.phases.size(), 1u);
+  EXPECT_EQ(c.phases[0].batch_size, 32);
+  EXPECT_EQ(c.phases[0].image_size, 16);
+  EXPECT_EQ(c.epochs, 4);
+  const optim::LrSchedule lr(c.lr_points);
+  EXPECT_DOUBLE_EQ(lr.at(0), 0.02);
+  EXPECT_DOUBLE_EQ(lr.at(1), 0.2);
+  EXPECT_DOUBLE_EQ(lr.at(2.5), 0.1);
+  EXPECT_DOUBLE_EQ(lr.at(4), 0.0);
+  EXPECT_EQ(c.sgd.nesterov, math::Nesterov::kOn);
+  EXPECT_FLOAT_EQ(c.label_smoothing, 0.1f);
+  EXPECT_DOUBLE_EQ(c.target_accuracy, 0.9);
+  EXPECT_EQ(c.seed, 5u);
+  EXPECT_EQ(threads_for(job.spec), 1);
+}
+
+TEST(JobConfig, PerRankBatchDividesTheGlobalBatch) {
+  const api::TrainingJob job = api::load_job_yaml(kSyntheticJob, "synthetic.yaml");
+  api::TrainingJobSpec spec = job.spec;
+  spec.gang.workers = 2;
+  EXPECT_EQ(to_train_config(spec, 2).phases[0].batch_size, 16);
+}
+
+TEST(WorkerMain, RunsOneRankOfASyntheticJobToItsTarget) {
+  const api::TrainingJob job = api::load_job_yaml(kSyntheticJob, "synthetic.yaml");
+  LocalCollectives alone;
+  const RunResult r = train_job(job, alone, nullptr, nullptr);
+  EXPECT_TRUE(r.reached_target) << "top-1 " << r.last_eval.top1;
+  EXPECT_EQ(r.last_eval.samples, 128);
+}
+
+TEST(WorkerMain, ArgumentsNameWhatIsWrong) {
+  char prog[] = "torus-worker", job[] = "--job", file[] = "x.yaml", bad[] = "--jobs";
+  char* ok_argv[] = {prog, job, file};
+  EXPECT_EQ(parse_worker_args(3, ok_argv).job_file, "x.yaml");
+  char* bad_argv[] = {prog, bad};
+  try {
+    parse_worker_args(2, bad_argv);
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--jobs"), std::string::npos) << e.what();
+  }
+  char* none_argv[] = {prog};
+  EXPECT_THROW(parse_worker_args(1, none_argv), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace torus::worker::train

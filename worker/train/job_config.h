@@ -1,0 +1,15 @@
+#pragma once
+// TrainingJob (common/api) -> TrainConfig: the one place the worker reads the API types.
+#include "common/api/training_job.h"
+#include "worker/train/config.h"
+
+namespace torus::worker::train {
+
+// `spec` is defaulted and valid (api::apply_defaults, api::validate); world_size is the gang's rank count.
+// Throws InvalidArgument naming the spec field when the CPU engine cannot honour it.
+TrainConfig to_train_config(const api::TrainingJobSpec& spec, int world_size);
+
+// CPU math threads for one rank: spec.gang.threadsPerProcess, else TORUS_NUM_THREADS / the cgroup quota.
+int threads_for(const api::TrainingJobSpec& spec);
+
+}  // namespace torus::worker::train

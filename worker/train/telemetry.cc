@@ -1,0 +1,146 @@
+#include "worker/train/telemetry.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/process/worker_events.h"
+
+namespace torus::worker::train {
+namespace {
+
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Telemetry::Telemetry(const TelemetryOptions& options) : options_(options) {
+  metrics_ = std::make_unique<metrics::WorkerMetrics>(registry_, options.job, options.ns, options.rank,
+                                                      options.attempt);
+  metrics_->world_size.set(options.world_size);
+  metrics_->planned_epochs.set(static_cast<double>(options.epochs));
+  metrics_->planned_steps.set(static_cast<double>(options.total_steps));
+  metrics_->global_batch_size.set(static_cast<double>(options.global_batch));
+  metrics_->batch_size.set(static_cast<double>(options.per_rank_batch));
+  metrics_->image_size.set(static_cast<double>(options.image_size));
+  metrics_->target_accuracy.set(options.target_accuracy);
+  metrics_->start_timestamp.set(unix_seconds());
+  metrics_->update_resident_memory();
+  if (options.metrics_port) {
+    exporter_ = std::make_unique<metrics::HttpExporter>(
+        registry_, metrics::HttpExporterOptions{options.metrics_host, *options.metrics_port});
+  }
+}
+
+Telemetry::~Telemetry() = default;
+
+std::optional<uint16_t> Telemetry::metrics_port() const {
+  if (!exporter_) return std::nullopt;
+  return exporter_->port();
+}
+
+void Telemetry::started(int64_t resumed_step) {
+  nlohmann::json e = {{"event", process::event::kStarted},
+                      {"rank", options_.rank},
+                      {"world_size", options_.world_size},
+                      {"attempt", options_.attempt},
+                      {"resumed_step", resumed_step}};
+  if (auto port = metrics_port()) e["metrics_port"] = *port;
+  if (options_.target_accuracy > 0) e["target_accuracy"] = options_.target_accuracy;
+  metrics_->global_step.set(static_cast<double>(resumed_step));
+  process::emit_event(e);
+}
+
+void Telemetry::on_event(const ProgressEvent& e) {
+  switch (e.kind) {
+    case EventKind::kStep:
+      on_step(e);
+      break;
+    case EventKind::kEvaluation:
+      on_evaluation(e);
+      break;
+    case EventKind::kCheckpoint:
+      metrics_->checkpoints.inc();
+      process::emit_event({{"event", process::event::kCheckpoint},
+                           {"rank", options_.rank},
+                           {"path", e.checkpoint_path},
+                           {"step", e.step},
+                           {"epoch", e.epoch}});
+      break;
+    case EventKind::kEpochEnd:
+      metrics_->update_resident_memory();
+      break;
+    case EventKind::kFinished:
+      break;
+  }
+}
+
+void Telemetry::on_step(const ProgressEvent& e) {
+  // The step's duration is the time between two step events (the loop emits one per optimizer step).
+  if (last_step_elapsed_ && e.step > last_step_) {
+    const double seconds = (e.elapsed_seconds - *last_step_elapsed_) / static_cast<double>(e.step - last_step_);
+    step_seconds_ema_ = step_seconds_ema_ == 0 ? seconds : 0.9 * step_seconds_ema_ + 0.1 * seconds;
+    metrics_->record_step(seconds, seconds, options_.per_rank_batch);
+  }
+  last_step_elapsed_ = e.elapsed_seconds;
+  last_step_ = e.step;
+  // Synchronous data parallelism: every rank moves at the gang's pace, so the gang's throughput is world x ours.
+  images_per_second_ = e.images_per_second * options_.world_size;
+  metrics_->images_per_second.set(e.images_per_second);
+  metrics_->global_step.set(static_cast<double>(e.step));
+  metrics_->epoch.set(e.fractional_epoch);
+  metrics_->loss.set(e.loss);
+  metrics_->learning_rate.set(e.lr);
+
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_event_ < options_.event_interval) return;
+  last_event_ = now;
+  const double eta = step_seconds_ema_ > 0
+                         ? step_seconds_ema_ * static_cast<double>(std::max<int64_t>(options_.total_steps - e.step, 0))
+                         : -1.0;
+  process::emit_event({{"event", process::event::kProgress},
+                       {"rank", options_.rank},
+                       {"epoch", e.epoch + 1},
+                       {"epochs", options_.epochs},
+                       {"step", e.step},
+                       {"steps_total", options_.total_steps},
+                       {"loss", e.loss},
+                       {"lr", e.lr},
+                       {"images_per_s", images_per_second_},
+                       {"eta_s", eta}});
+}
+
+void Telemetry::on_evaluation(const ProgressEvent& e) {
+  last_accuracy_ = e.accuracy;
+  metrics_->validation_accuracy.set(e.accuracy);
+  nlohmann::json event = {{"event", process::event::kEvaluated},
+                          {"rank", options_.rank},
+                          {"epoch", e.epoch + 1},
+                          {"accuracy", e.accuracy},
+                          {"top5", e.top5},
+                          {"loss", e.loss},
+                          {"elapsed_s", e.elapsed_seconds}};
+  if (options_.target_accuracy > 0 && e.accuracy >= options_.target_accuracy) {
+    if (!time_to_target_) time_to_target_ = e.elapsed_seconds;
+    metrics_->target_accuracy_reached.set(1);
+  }
+  if (time_to_target_) event["time_to_target_s"] = *time_to_target_;
+  process::emit_event(event);
+}
+
+void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::string& algorithm) {
+  nlohmann::json event = {{"event", process::event::kFinished},
+                          {"rank", options_.rank},
+                          {"accuracy", r.last_eval.top1},
+                          {"steps", r.steps},
+                          {"epochs", r.epochs_completed},
+                          {"elapsed_s", r.seconds},
+                          {"images_per_s", images_per_second_},
+                          {"busbw_gbps", busbw_gbps},
+                          {"reached_target", r.reached_target}};
+  if (!algorithm.empty()) event["allreduce_algorithm"] = algorithm;
+  if (r.reached_target) event["time_to_target_s"] = r.seconds_to_target;
+  process::emit_event(event);
+}
+
+}  // namespace torus::worker::train

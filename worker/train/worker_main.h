@@ -1,0 +1,25 @@
+#pragma once
+// The body of torus-worker: one rank of a TrainingJob. Kept out of main.cc so tests can run it in-process.
+#include <string>
+
+#include "common/api/training_job.h"
+#include "worker/train/trainer.h"
+
+namespace torus::worker::train {
+
+struct WorkerOptions {
+  std::string job_file;
+};
+
+// Parses argv ("--job FILE"); throws InvalidArgument with the usage on anything else.
+WorkerOptions parse_worker_args(int argc, char** argv);
+
+// Loads and validates the job, trains this rank (alone when WORLD_SIZE is 1 or unset) and returns the exit code:
+// 0 when the run finished (target reached or all epochs done).
+int run_worker(const WorkerOptions& options);
+
+// The same for an already loaded job, with the collectives and gradient averaging of this rank.
+RunResult train_job(const api::TrainingJob& job, Collectives& collectives, const GradientSyncFactory& sync_factory,
+                    TrainObserver* observer);
+
+}  // namespace torus::worker::train
