@@ -409,8 +409,9 @@ CudaBackend::NormPlan& CudaBackend::norm_plan(const NormGeometry& g, DType type)
   set_nhwc(p->x, type, g.n, g.h, g.w, g.c);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p->stats.get(), p->x.get(), CUDNN_BATCHNORM_SPATIAL));
   CUDNN_CHECK(cudnnSetActivationDescriptor(p->relu.get(), CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-  // cuDNN fuses BN + ReLU for NHWC half data in its persistent kernels; fp32 runs BN then our masked ReLU.
-  const bool fusable = g.activation == Activation::kRelu && type != DType::kF32 &&
+  // cuDNN documents BN + ReLU fusion for NHWC fp16 in its persistent kernels; fp32 and bf16 run BN, then our ReLU
+  // with a 1-bit mask.
+  const bool fusable = g.activation == Activation::kRelu && type == DType::kF16 &&
                        options_.bn_fusion == BnFusion::kCudnn && g.c % 4 == 0;
   if (fusable) {
     const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
@@ -437,11 +438,9 @@ CudaBackend::NormPlan& CudaBackend::norm_plan(const NormGeometry& g, DType type)
 
 size_t CudaBackend::norm_workspace_bytes(const NormGeometry& g) {
   if (g.activation != Activation::kRelu) return 0;
-  // The geometry carries no dtype: size for both the fp32 mask and cuDNN's fused reserve space (half data).
+  // The geometry carries no dtype: size for both the fp32 mask and cuDNN's fused reserve space (fp16 data).
   const size_t mask = static_cast<size_t>(relu_mask_words(g.shape().numel())) * sizeof(uint32_t);
-  const size_t reserve = options_.bn_fusion == BnFusion::kCudnn ? std::max(norm_plan(g, DType::kF16).reserve_bytes,
-                                                                           norm_plan(g, DType::kBF16).reserve_bytes)
-                                                                : 0;
+  const size_t reserve = options_.bn_fusion == BnFusion::kCudnn ? norm_plan(g, DType::kF16).reserve_bytes : 0;
   return std::max({mask, reserve, kStashBytes});
 }
 

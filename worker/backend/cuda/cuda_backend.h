@@ -36,7 +36,7 @@ enum class ConvSearch : uint8_t { kHeuristic, kBenchmark };
 enum class Determinism : uint8_t { kAny, kRequired };
 // TF32 tensor cores for fp32 convs and GEMMs (Ampere+): ~8x the fp32 rate, 10-bit mantissa products.
 enum class Tf32 : uint8_t { kAllow, kDeny };
-// cuDNN's fused BN + ReLU (BN_ACTIVATION, NHWC half only) instead of BN followed by our ReLU-with-mask kernel.
+// cuDNN's fused BN + ReLU (BN_ACTIVATION, NHWC fp16 only) instead of BN followed by our ReLU-with-mask kernel.
 enum class BnFusion : uint8_t { kCudnn, kOff };
 
 struct CudaOptions {
