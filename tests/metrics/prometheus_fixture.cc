@@ -160,6 +160,18 @@ struct PrometheusServer::Impl {
   process::Supervisor supervisor{[this](size_t, process::Stream, std::string_view line) { keep(line); }};
   std::thread pump;  // drains the server's output so its pipes never fill
 
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  // Also runs when the constructor throws (not ready in time), so the server never outlives the fixture.
+  ~Impl() {
+    stopping = true;
+    if (pump.joinable()) pump.join();
+    supervisor.stop_all(std::chrono::seconds(5));
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+  }
+
   void keep(std::string_view line) {
     std::lock_guard lock(log_mutex);
     log.emplace_back(line);
@@ -217,13 +229,7 @@ PrometheusServer::PrometheusServer(const PrometheusOptions& options) : impl_(std
   }
 }
 
-PrometheusServer::~PrometheusServer() {
-  impl_->stopping = true;
-  if (impl_->pump.joinable()) impl_->pump.join();
-  impl_->supervisor.stop_all(std::chrono::seconds(5));
-  std::error_code ignored;
-  std::filesystem::remove_all(impl_->dir, ignored);
-}
+PrometheusServer::~PrometheusServer() = default;
 
 HttpReply PrometheusServer::query_raw(const std::string& promql) const {
   return http_get("127.0.0.1", port_, "/api/v1/query?query=" + url_encode(promql));

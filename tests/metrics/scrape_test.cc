@@ -3,6 +3,7 @@
 
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/worker_metrics.h"
+#include "common/util/error.h"
 #include "tests/metrics/prometheus_fixture.h"
 
 namespace torus::metrics {
@@ -41,6 +42,13 @@ TEST(PrometheusScrape, ABadExpressionIsRejectedWith400) {
   EXPECT_EQ(reply.status, 400) << reply.body;
   EXPECT_NE(reply.body.find("parse error"), std::string::npos) << reply.body;
   EXPECT_EQ(prometheus.query_raw("vector(1)").status, 200);
+}
+
+TEST(PrometheusScrape, AServerNotReadyInTimeIsATimeoutAndIsCleanedUp) {
+  // Nothing binds within 0 s, so the fixture gives up at its first check and must stop the server it started.
+  EXPECT_THROW(testing::PrometheusServer({.ready_deadline = 0s}), Timeout);
+  testing::PrometheusServer after({});  // a later server still starts
+  EXPECT_EQ(after.query_raw("vector(1)").status, 200);
 }
 
 }  // namespace
