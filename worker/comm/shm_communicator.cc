@@ -5,6 +5,7 @@
 #include <openssl/rand.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -48,6 +49,27 @@ class ShmCommunicator::Mapping {
 namespace {
 
 constexpr size_t kHeaderBytes = 64 * 1024;  // header padded so slots start page-aligned
+constexpr int kSpinsBeforeSleep = 4000;     // ~50-100 us of polling before sleeping on the futex
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// tmpfs accepts an ftruncate beyond its free space and then kills the process with SIGBUS on first touch: size the
+// segment to what /dev/shm can hold (a pod's default /dev/shm is only 64 MiB).
+size_t fit_slot_bytes(size_t wanted, int ranks) {
+  struct statvfs fs {};
+  if (::statvfs("/dev/shm", &fs) != 0) return wanted;
+  const size_t free_bytes = static_cast<size_t>(fs.f_bavail) * fs.f_frsize;
+  const size_t per_slot_budget = (free_bytes / 2) / (2 * static_cast<size_t>(ranks));  // leave half for others
+  if (wanted <= per_slot_budget) return wanted;
+  const size_t fitted = std::max<size_t>(64 << 10, per_slot_budget / 4096 * 4096);
+  TLOG(Warn) << "shared-memory group: /dev/shm has " << free_bytes << " bytes free; using " << fitted
+             << "-byte slots instead of " << wanted << " (raise /dev/shm or lower TORUS_SHM_SLOT_BYTES)";
+  return fitted;
+}
 
 std::string random_suffix() {
   unsigned char r[8];
@@ -73,24 +95,26 @@ ShmCommunicator::ShmCommunicator(int rank, int size, std::shared_ptr<Store> stor
   if (size > kMaxRanks)
     throw InvalidArgument("shared-memory group: at most " + std::to_string(kMaxRanks) + " ranks per host, got " +
                           std::to_string(size));
-  options_.slot_bytes = std::max<size_t>(4096, options_.slot_bytes / 4096 * 4096);
-  const size_t bytes = kHeaderBytes + 2 * static_cast<size_t>(size) * options_.slot_bytes;
+  // Rank 0 sizes and creates the segment and publishes "<name> <slot bytes>": every rank must agree on the layout.
   std::string name;
   Fd fd;
   if (rank == 0) {
+    options_.slot_bytes = fit_slot_bytes(std::max<size_t>(4096, options_.slot_bytes / 4096 * 4096), size);
     name = "/torus-" + random_suffix();
     fd = Fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
     if (!fd.valid()) throw_errno("shm_open " + name);
-    if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+    if (::ftruncate(fd.get(), static_cast<off_t>(segment_bytes())) != 0) {
       ::shm_unlink(name.c_str());
-      throw_errno("ftruncate " + name + " to " + std::to_string(bytes) + " bytes (is /dev/shm large enough?)");
+      throw_errno("ftruncate " + name + " to " + std::to_string(segment_bytes()) + " bytes");
     }
-    store->set("shm/name", to_bytes(name));
+    store->set("shm/name", to_bytes(name + " " + std::to_string(options_.slot_bytes)));
   } else {
-    name = to_string(store->get("shm/name", options_.timeout));
+    std::istringstream in(to_string(store->get("shm/name", options_.timeout)));
+    in >> name >> options_.slot_bytes;
     fd = Fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600));
     if (!fd.valid()) throw_errno("shm_open " + name);
   }
+  const size_t bytes = segment_bytes();
   void* addr = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (addr == MAP_FAILED) {
     if (rank == 0) ::shm_unlink(name.c_str());
@@ -119,6 +143,10 @@ void ShmCommunicator::abort() noexcept {
   futex_wake_all(&header_->wake);
 }
 
+size_t ShmCommunicator::segment_bytes() const {
+  return kHeaderBytes + 2 * static_cast<size_t>(size()) * options_.slot_bytes;
+}
+
 std::byte* ShmCommunicator::slot(int set, int r) const {
   return slots_ +
          (static_cast<size_t>(set) * static_cast<size_t>(size()) + static_cast<size_t>(r)) * options_.slot_bytes;
@@ -139,7 +167,10 @@ void ShmCommunicator::sync() {
     const uint32_t seen = header_->wake.load(std::memory_order_acquire);
     if (all_arrived()) return;
     if (header_->aborted.load() != 0) throw Error("shared-memory communicator was aborted");
-    if (spins < 64) continue;
+    if (spins < kSpinsBeforeSleep) {
+      cpu_relax();  // the peer is usually a few microseconds away: a futex sleep costs far more to wake from
+      continue;
+    }
     for (int j = 0; j < size(); ++j) {
       const int32_t pid = header_->pid[j].load();
       if (header_->epoch[j].value.load() < target && ::kill(pid, 0) != 0 && errno == ESRCH)
@@ -166,10 +197,13 @@ void ShmCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
   for (size_t start = 0; start < buf.count; start += window) {
     const size_t len = std::min(window, buf.count - start);
     const int set = next_set();
-    std::memcpy(slot(set, rank()), buf.at(start), len * elem);
-    sync();  // every input is in place
     const Range mine = chunk_range(len, n, rank());
-    for (int j = 0; j < n; ++j) inputs[static_cast<size_t>(j)] = slot(set, j) + mine.begin * elem;
+    // Peers read only the slices they reduce: our own slice stays in our buffer and is read from there.
+    std::memcpy(slot(set, rank()), buf.at(start), mine.begin * elem);
+    std::memcpy(slot(set, rank()) + mine.end * elem, buf.at(start + mine.end), (len - mine.end) * elem);
+    sync();  // every input is in place
+    for (int j = 0; j < n; ++j)
+      inputs[static_cast<size_t>(j)] = j == rank() ? buf.at(start + mine.begin) : slot(set, j) + mine.begin * elem;
     std::byte* result = slot(set, rank()) + mine.begin * elem;
     reduce_many(buf.dtype, op, result, inputs.data(), n, mine.size());
     std::memcpy(buf.at(start + mine.begin), result, mine.size() * elem);

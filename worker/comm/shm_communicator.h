@@ -15,7 +15,7 @@ namespace torus::comm {
 
 struct ShmOptions {
   // Bytes each rank owns per buffer set (two sets, double buffering): the segment is 2 * size * slot_bytes.
-  size_t slot_bytes = 4u << 20;
+  size_t slot_bytes = 16u << 20;
   milliseconds timeout{30000};
 };
 
@@ -43,6 +43,7 @@ class ShmCommunicator : public Communicator {
 
   void sync();  // the barrier
   std::byte* slot(int set, int rank) const;
+  size_t segment_bytes() const;
   int next_set() { return static_cast<int>(phase_++ & 1); }
 
   ShmOptions options_;

@@ -25,7 +25,7 @@ struct WorldOptions {
   milliseconds rendezvous_timeout{120000};
   Algorithm algorithm = Algorithm::kAuto;  // TORUS_ALLREDUCE_ALGO
   bool shared_memory = true;               // TORUS_SHM=0 turns the host-local fast path off
-  size_t shm_slot_bytes = 4u << 20;        // TORUS_SHM_SLOT_BYTES
+  size_t shm_slot_bytes = 16u << 20;       // TORUS_SHM_SLOT_BYTES (fewer windows = fewer barriers)
   int torus_x = 0;                         // TORUS_TORUS_X, 0 = automatic
   TimeoutAction on_timeout = TimeoutAction::kExitProcess;
   StoreServing store_serving = StoreServing::kRankZero;
