@@ -3,7 +3,7 @@
 # random horizontal flip) through Torus' prefetching loader and through PyTorch's DataLoader with the same work
 # (Debian python3-torch via /usr/bin/python3; no torchvision), in the same run, for 1 and 2 loader threads/workers.
 #   bench/data_loader.sh               # 3 epochs each
-#   EPOCHS=5 bench/data_loader.sh
+#   EPOCHS=5 JPEGS=1000 bench/data_loader.sh
 # Last line: RESULT data_loader_ratio_vs_pytorch=X  (images/s, ours / theirs, 2 threads vs 2 workers)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -65,6 +65,10 @@ for t in 1 2; do
   echo "# pytorch DataLoader, $t worker(s)"
   "$PYTHON" "$OUT/torch_loader.py" "$t" "$EPOCHS" "$DATA_DIR" | tee -a "$OUT/torch.txt"
 done
+
+# JPEG pipeline (no PyTorch peer: torchvision is not packaged here): ImageNet-like files, RRC 224 + flip, rect val.
+echo "# torus JPEG folder (decode + random-resized-crop 224 + flip; rectangular validation)"
+"$BENCH" --jpegs "${JPEGS:-300}" --threads 2
 
 pick() {  # pick FILE THREADS_FIELD -> img_per_s
   awk -v f="$2" '$2 == f { for (i = 1; i <= NF; ++i) if ($i ~ /^img_per_s=/) { split($i, kv, "="); print kv[2] } }' "$1"

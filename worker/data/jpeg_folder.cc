@@ -78,8 +78,9 @@ ImageSize jpeg_size(const std::vector<uint8_t>& bytes, const std::string& name) 
   return {h, w};
 }
 
-Image decode_jpeg(const std::vector<uint8_t>& bytes, double max_downscale, const std::string& name) {
-  const ImageSize native = jpeg_size(bytes, name);
+namespace {
+
+Image decode_known(const std::vector<uint8_t>& bytes, ImageSize native, double max_downscale, const std::string& name) {
   const tjscalingfactor scale = pick_scale(std::max(1.0, max_downscale));
   const int w = TJSCALED(native.w, scale);
   const int h = TJSCALED(native.h, scale);
@@ -94,6 +95,12 @@ Image decode_jpeg(const std::vector<uint8_t>& bytes, double max_downscale, const
   Image img = Image::owning(std::move(rgb), h, w, 3);
   img.native = native;
   return img;
+}
+
+}  // namespace
+
+Image decode_jpeg(const std::vector<uint8_t>& bytes, double max_downscale, const std::string& name) {
+  return decode_known(bytes, jpeg_size(bytes, name), max_downscale, name);
 }
 
 std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int h, int w, int quality) {
@@ -154,7 +161,7 @@ Image JpegFolder::decode(int64_t index, const DownscalePolicy& max_downscale) co
   const std::string& file = files_[static_cast<size_t>(index)];
   const std::vector<uint8_t> bytes = read_file(file);
   const ImageSize native = jpeg_size(bytes, file);
-  return decode_jpeg(bytes, max_downscale ? max_downscale(native) : 1.0, file);
+  return decode_known(bytes, native, max_downscale ? max_downscale(native) : 1.0, file);
 }
 
 }  // namespace torus::worker::data
