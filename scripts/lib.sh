@@ -11,7 +11,7 @@ TORUS_PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev libcpprest-dev libssl-dev libboost-dev zlib1g-dev
   libdnnl-dev ocl-icd-opencl-dev libgloo-dev libturbojpeg0-dev libjpeg-dev
   dataset-fashion-mnist prometheus
-  python3 python3-torch python3-yaml python3-jsonschema
+  python3 python3-pip python3-torch python3-yaml python3-jsonschema
 )
 
 torus_install_packages() {
@@ -25,6 +25,20 @@ torus_install_packages() {
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# Python packages from PyPI that Debian lacks: the official Helm library (renders the chart in tests).
+TORUS_PIP_PACKAGES=(helm-python-sdk==0.2.2)
+
+torus_install_pip_packages() {
+  local missing=()
+  for p in "${TORUS_PIP_PACKAGES[@]}"; do
+    /usr/bin/python3 -m pip show -q "${p%%==*}" >/dev/null 2>&1 || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "torus: installing ${missing[*]} (pip)"
+    /usr/bin/python3 -m pip install -q --break-system-packages "${missing[@]}" >/dev/null
   fi
 }
 
