@@ -49,7 +49,8 @@ class ShmCommunicator::Mapping {
 namespace {
 
 constexpr size_t kHeaderBytes = 64 * 1024;  // header padded so slots start page-aligned
-constexpr int kSpinsBeforeSleep = 4000;     // ~50-100 us of polling before sleeping on the futex
+// A short poll before sleeping on the futex: long spins steal the CPU a descheduled peer needs when cores are shared.
+constexpr int kSpinsBeforeSleep = 128;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -168,7 +169,7 @@ void ShmCommunicator::sync() {
     if (all_arrived()) return;
     if (header_->aborted.load() != 0) throw Error("shared-memory communicator was aborted");
     if (spins < kSpinsBeforeSleep) {
-      cpu_relax();  // the peer is usually a few microseconds away: a futex sleep costs far more to wake from
+      cpu_relax();
       continue;
     }
     for (int j = 0; j < size(); ++j) {

@@ -86,6 +86,9 @@ void TopologyCommunicator::run_ring(Buffer buf, ReduceOp op) { ring().all_reduce
 
 void TopologyCommunicator::run_two_level(const std::string& name, Communicator& inner, Communicator& outer, Buffer buf,
                                          ReduceOp op) {
+  // A level of one rank adds nothing: one node (shared memory only) or one rank per node (backend only).
+  if (outer.size() == 1) return timed(name + "/inner_all_reduce", buf.bytes(), [&] { inner.all_reduce_now(buf, op); });
+  if (inner.size() == 1) return timed(name + "/outer_all_reduce", buf.bytes(), [&] { outer.all_reduce_now(buf, op); });
   timed(name + "/inner_reduce_scatter", buf.bytes(), [&] { inner.reduce_scatter_now(buf, op); });
   const Range mine = chunk_range(buf.count, inner.size(), inner.rank());
   const Buffer slice = buf.slice(mine.begin, mine.end);

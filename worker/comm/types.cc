@@ -123,20 +123,26 @@ void sum_two(void* out, const void* a, const void* b, size_t count) {
   for (size_t i = 0; i < count; ++i) o[i] = x[i] + y[i];
 }
 
-// Sums n inputs in cache-sized blocks so each input is streamed once and the partial sum stays in L1.
+template <typename T>
+void add_into(T* out, const T* src, size_t count) {
+  for (size_t i = 0; i < count; ++i) out[i] += src[i];
+}
+
+// Sums n inputs block by block: the first two in one pass, the rest added while the block is still in cache, so each
+// input is streamed from memory once.
 template <typename T>
 void sum_many(void* out, const void* const* in, int n, size_t count) {
-  constexpr size_t kBlock = 2048;
-  T acc[kBlock];
+  constexpr size_t kBlock = 8192;
+  T* o = static_cast<T*>(out);
   for (size_t start = 0; start < count; start += kBlock) {
     const size_t len = std::min(kBlock, count - start);
     const T* first = static_cast<const T*>(in[0]) + start;
-    std::memcpy(acc, first, len * sizeof(T));
-    for (int j = 1; j < n; ++j) {
-      const T* src = static_cast<const T*>(in[j]) + start;
-      for (size_t i = 0; i < len; ++i) acc[i] += src[i];
+    if (n == 1) {
+      if (o + start != first) std::memcpy(o + start, first, len * sizeof(T));
+      continue;
     }
-    std::memcpy(static_cast<T*>(out) + start, acc, len * sizeof(T));
+    sum_two<T>(o + start, first, static_cast<const T*>(in[1]) + start, len);
+    for (int j = 2; j < n; ++j) add_into(o + start, static_cast<const T*>(in[j]) + start, len);
   }
 }
 

@@ -41,8 +41,8 @@ Range chunk_range(size_t count, int size, int rank);
 // out[i] = op(a[i], b[i]) for `count` elements; out may alias a or b. 16-bit types accumulate in fp32.
 void reduce_into(DataType t, ReduceOp op, void* out, const void* a, const void* b, size_t count);
 
-// out = op(in[0], ..., in[n-1]) element-wise in one pass (each input read once): the memory-bound inner loop of the
-// shared-memory reduce-scatter.
+// out = op(in[0], ..., in[n-1]) element-wise, each input read once: the memory-bound inner loop of the shared-memory
+// level. out may alias in[0] or in[1], not the others.
 void reduce_many(DataType t, ReduceOp op, void* out, const void* const* in, int n, size_t count);
 
 // In-place scaling (averaging gradients); integers are divided, floats multiplied.
