@@ -1,5 +1,6 @@
 #include "worker/comm/nccl/nccl_communicator.h"
 
+#include <cstring>
 #include <thread>
 
 #include "common/log/log.h"
@@ -69,11 +70,17 @@ NcclCommunicator::NcclCommunicator(int rank, int size, ncclComm_t comm, int devi
 
 NcclCommunicator::~NcclCommunicator() {
   stop_thread();
-  if (comm_ != nullptr) {
-    if (aborted_) {
-      // already aborted: ncclCommAbort freed it
-    } else if (ncclCommFinalize(comm_) == ncclSuccess || true) {
+  if (comm_ != nullptr && !aborted_) {
+    // Flush, then destroy; a finalize that does not settle in time (a peer gone) turns into an abort instead.
+    bool settled = ncclCommFinalize(comm_) == ncclSuccess;
+    for (const auto deadline = Clock::now() + timeout(); !settled && Clock::now() < deadline; pause_briefly()) {
+      ncclResult_t state = ncclInProgress;
+      settled = ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclSuccess;
+    }
+    if (settled) {
       ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
     }
   }
   if (done_ != nullptr) cudaEventDestroy(done_);
