@@ -220,3 +220,22 @@ TEST_F(LayerGradTest, WrongChannelCountIsRefusedWithTheShape) {
 
 }  // namespace
 }  // namespace torus::worker::nn
+
+namespace torus::worker {
+namespace {
+
+TEST(Loss, LabelOutsideTheClassesIsRefusedNamingIt) {
+  auto backend = cpu::make_cpu_backend(1);
+  std::vector<float> logits(2 * 3, 0.0f), dlogits(6);
+  std::vector<int32_t> labels = {1, 3};
+  try {
+    backend->softmax_cross_entropy(Tensor(logits.data(), {2, 3}), Tensor(labels.data(), {2}, DType::kI32), 0.1f,
+                                   Tensor(dlogits.data(), {2, 3}));
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("labels[1]: label 3 outside [0, 3)"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace torus::worker

@@ -295,6 +295,7 @@ class CpuBackend final : public Backend {
     const float* z = logits.f32();
     const int32_t* y = labels.i32();
     float* dz = dlogits.empty() ? nullptr : dlogits.f32();
+    check_labels(y, n, k);
     const float inv_n = 1.0f / static_cast<float>(n);
     double total = 0;
 #pragma omp parallel for reduction(+ : total)
@@ -308,12 +309,10 @@ class CpuBackend final : public Backend {
     expect_elements(labels, n, "labels");
     const float* z = logits.f32();
     const int32_t* y = labels.i32();
+    check_labels(y, n, classes);
     int64_t correct = 0;
     for (int64_t i = 0; i < n; ++i) {
       const float* row = z + i * classes;
-      if (y[i] < 0 || y[i] >= classes)
-        throw InvalidArgument("labels: label " + std::to_string(y[i]) + " outside [0, " + std::to_string(classes) +
-                              ")");
       float target = row[y[i]];
       int64_t above = 0;  // ties count against the label, so a constant output scores 0
       for (int64_t j = 0; j < classes; ++j) above += (row[j] > target || (row[j] == target && j < y[i])) ? 1 : 0;
@@ -340,9 +339,15 @@ class CpuBackend final : public Backend {
     return memory::desc({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::oihw);
   }
 
+  // Labels are checked before the parallel loop: an exception must not leave an OpenMP region.
+  static void check_labels(const int32_t* y, int64_t n, int64_t classes) {
+    for (int64_t i = 0; i < n; ++i)
+      if (y[i] < 0 || y[i] >= classes)
+        throw InvalidArgument("labels[" + std::to_string(i) + "]: label " + std::to_string(y[i]) + " outside [0, " +
+                              std::to_string(classes) + ")");
+  }
+
   static float xent_row(const float* z, int32_t label, int k, float smoothing, float inv_n, float* dz) {
-    if (label < 0 || label >= k)
-      throw InvalidArgument("labels: label " + std::to_string(label) + " outside [0, " + std::to_string(k) + ")");
     float zmax = *std::max_element(z, z + k);
     double sum = 0;
     for (int j = 0; j < k; ++j) sum += std::exp(static_cast<double>(z[j] - zmax));
