@@ -32,7 +32,9 @@ const std::string_view kOperatorUsage =
     "  --id NAME             this replica's identity in the Lease (default: $POD_NAME or host name + random)\n"
     "  --metrics-addr ADDR   serve /metrics, /healthz, /readyz here (default :8080; port 0 picks one)\n"
     "  --qps Q --burst B     client-side rate limit for API requests (default 20 / 30)\n"
-    "  --workers N           jobs reconciled in parallel (default 4)\n";
+    "  --workers N           jobs reconciled in parallel (default 4)\n"
+    "  --lease-duration S --renew-deadline S --retry-period S\n"
+    "                        leader election timing in seconds (default 15 / 10 / 2)\n";
 
 namespace {
 
@@ -46,6 +48,7 @@ struct Flags {
   double qps = 20;
   int burst = 30;
   int workers = 4;
+  kube::LeaderElectionOptions lease;
 };
 
 double number_flag(const std::string& flag, const std::string& value) {
@@ -81,6 +84,12 @@ Flags parse_flags(const std::vector<std::string>& args) {
       f.qps = number_flag(a, value());
     } else if (a == "--burst") {
       f.burst = static_cast<int>(number_flag(a, value()));
+    } else if (a == "--lease-duration") {
+      f.lease.lease_duration = std::chrono::milliseconds(static_cast<int64_t>(number_flag(a, value()) * 1000));
+    } else if (a == "--renew-deadline") {
+      f.lease.renew_deadline = std::chrono::milliseconds(static_cast<int64_t>(number_flag(a, value()) * 1000));
+    } else if (a == "--retry-period") {
+      f.lease.retry_period = std::chrono::milliseconds(static_cast<int64_t>(number_flag(a, value()) * 1000));
     } else if (a == "--workers") {
       f.workers = static_cast<int>(number_flag(a, value()));
     } else {

@@ -184,9 +184,18 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   if (needs_secret) input.fresh_secret = random_secret();
   Plan plan = controller::plan(input);
   if (plan.ownership == Plan::Ownership::kHandedOff) return std::nullopt;
+  if (!plan.creates.empty() && job->contains("status") && !still_exists(*job, ns, name)) return std::nullopt;
   observe_metrics(*job, plan);
   apply(*job, plan, ns);
   return plan.requeue_after;
+}
+
+bool Controller::still_exists(const json& job, const std::string& ns, const std::string& name) {
+  // The children's DELETED events can arrive before the job's own: a cached job that is already gone would get
+  // its children recreated, owned by a uid that no longer exists. One live read before creating settles it.
+  auto live = client_.try_get(res::kTrainingJobs, ns, name);
+  return live && (*live)["metadata"].value("uid", "") == job["metadata"].value("uid", "") &&
+         !(*live)["metadata"].contains("deletionTimestamp");
 }
 
 void Controller::observe_metrics(const json& job, const Plan& plan) {

@@ -53,6 +53,7 @@ class Controller {
   void record_event(const json& job, const EventRecord& event);
   std::optional<api::Progress> scrape_progress(const json& job, const std::string& ns);
   void observe_metrics(const json& job, const Plan& plan);
+  bool still_exists(const json& job, const std::string& ns, const std::string& name);
 
   kube::Client& client_;
   ControllerOptions options_;

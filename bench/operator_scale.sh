@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Operator scale benchmark (issue 5): against kube-standin with its simulated kubelet, create 200 TrainingJobs of
+# 8 workers at once and measure, per job, the time from creation until every one of its pods exists (p50/p99),
+# the API requests per job (the stand-in counts them), and the operator's peak RSS. Run twice: with the client
+# rate limit raised (the operator itself is measured) and at the defaults (--qps 20 --burst 30). The stand-in's
+# own request capacity is printed beside it. There is no PyTorch peer for a control plane.
+#
+#   bench/operator_scale.sh [BUILD_DIR]      (env: JOBS=200 WORKERS=8 OPERATOR_WORKERS=4)
+# Last line: RESULT operator_jobs_per_second=X p99_seconds=Y rss_mb=Z requests_per_job=R  (raised-limit run)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-${TORUS_BUILD:-$ROOT/build}}"
+JOBS="${JOBS:-200}"
+WORKERS="${WORKERS:-8}"
+OPERATOR_WORKERS="${OPERATOR_WORKERS:-4}"
+for bin in "$BUILD/bin/torus" "$BUILD/bin/kube-standin" "$BUILD/bin/operator_scale_driver"; do
+  [ -x "$bin" ] || { echo "operator_scale: $bin is not built (cmake --build $BUILD)" >&2; exit 2; }
+done
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Returns when the file exists and is not empty (bounded).
+await_file() {
+  for _ in $(seq 1 200); do [ -s "$1" ] && return 0; sleep 0.1; done
+  echo "operator_scale: $1 never appeared" >&2
+  return 1
+}
+
+# run_once LABEL QPS BURST -> prints the driver's lines and "rss_mb=..."; appends a summary to $WORK/summary
+run_once() {
+  local label="$1" qps="$2" burst="$3" dir="$WORK/$1"
+  mkdir -p "$dir"
+  # Enough simulated nodes for 1600 CPU pods; the kubelet starts pods at once.
+  "$BUILD/bin/kube-standin" --kubelet --nodes 64 --racks 8 --crds "$ROOT/crds" --history 200000 \
+    --kubeconfig "$dir/kubeconfig" >"$dir/standin.log" 2>&1 &
+  local standin=$!
+  PIDS+=("$standin")
+  await_file "$dir/kubeconfig"
+  TORUS_LOG_LEVEL=warn "$BUILD/bin/torus" operator --kubeconfig "$dir/kubeconfig" --metrics-addr 127.0.0.1:0 \
+    --qps "$qps" --burst "$burst" --workers "$OPERATOR_WORKERS" >"$dir/operator.log" 2>&1 &
+  local op=$!
+  PIDS+=("$op")
+  await_file "$dir/operator.log"
+  "$BUILD/bin/operator_scale_driver" --kubeconfig "$dir/kubeconfig" --jobs "$JOBS" --workers "$WORKERS" \
+    --timeout 600 | tee "$dir/driver.out"
+  local rss_kb
+  rss_kb="$(awk '/VmHWM/ {print $2}' "/proc/$op/status")"
+  kill "$op" "$standin"
+  wait "$op" "$standin" 2>/dev/null || true
+  local rss_mb
+  rss_mb="$(awk -v k="$rss_kb" 'BEGIN {printf "%.1f", k / 1024}')"
+  echo "rss_mb=$rss_mb"
+  sed -n 's/^DRIVER //p' "$dir/driver.out" | sed "s/^/$label qps=$qps burst=$burst rss_mb=$rss_mb /" >>"$WORK/summary"
+}
+
+echo "== raised client rate limit (the operator is measured) =="
+run_once raised 100000 100000
+echo "== default client rate limit =="
+run_once default 20 30
+echo "== summary =="
+cat "$WORK/summary"
+line="$(grep '^raised' "$WORK/summary")"
+get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
+echo "RESULT operator_jobs_per_second=$(get jobs_per_second) p99_seconds=$(get p99_seconds) rss_mb=$(get rss_mb) requests_per_job=$(get requests_per_job)"

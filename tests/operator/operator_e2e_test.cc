@@ -1,0 +1,399 @@
+// The operator end to end: `kube-standin` (API stand-in + simulated kubelet) and `torus operator` as real
+// processes, driven by the real kubectl for apply / get / wait / delete, as issue 5 lists.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "common/process/supervisor.h"
+#include "operator/controller/labels.h"
+#include "operator/kube/client.h"
+#include "operator/kube/config.h"
+
+namespace torus::controller {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+namespace res = kube::resources;
+
+const std::string kBin = std::string(TORUS_BINARY_DIR) + "/bin/";
+const std::string kKubectl = "/usr/bin/kubectl";
+constexpr const char* kNs = "default";
+
+struct CmdResult {
+  int code = -1;
+  std::string out;
+};
+
+// Runs a short command to completion (bounded), capturing stdout and stderr.
+CmdResult run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout = 60s) {
+  CmdResult r;
+  process::Supervisor sup([&](size_t, process::Stream, std::string_view line) { r.out.append(line).push_back('\n'); });
+  sup.start({"cmd", argv, {}});
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto t = sup.wait_any(500ms)) {
+      r.code = t->shell_code();
+      return r;
+    }
+  }
+  r.out += "(timed out)";
+  return r;
+}
+
+// Polls `pred` until it holds or `timeout` passes (the stand-in offers no push for these compound conditions).
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 30s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pred();
+}
+
+// A long-running child whose output goes to a log file (so its pipes never fill while the test is busy).
+class Daemon {
+ public:
+  Daemon(std::string name, const std::vector<std::string>& argv, const std::string& log) : name_(std::move(name)) {
+    std::string cmd = "exec";
+    for (const auto& a : argv) cmd += " '" + a + "'";
+    cmd += " >>'" + log + "' 2>&1";
+    sup_ = std::make_unique<process::Supervisor>([](size_t, process::Stream, std::string_view) {});
+    sup_->start({name_, {"/bin/sh", "-c", cmd}, {{"TORUS_LOG_LEVEL", "info"}}});
+  }
+  ~Daemon() { kill(SIGKILL); }
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+  // Signals and reaps (bounded); returns the exit status (shell convention), or -1 if it did not end in time.
+  int kill(int sig, std::chrono::seconds within = 20s) {
+    if (!sup_ || sup_->running() == 0) return exit_code_;
+    sup_->signal(0, sig);
+    auto deadline = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (auto t = sup_->wait_any(200ms)) return exit_code_ = t->shell_code();
+    }
+    return -1;
+  }
+  bool alive() {
+    if (sup_->running() == 0) return false;
+    if (auto t = sup_->wait_any(0ms)) exit_code_ = t->shell_code();
+    return sup_->running() > 0;
+  }
+
+ private:
+  std::string name_;
+  std::unique_ptr<process::Supervisor> sup_;
+  int exit_code_ = -1;
+};
+
+class OperatorE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
+    if (!fs::exists(kBin + "kube-standin")) GTEST_SKIP() << "kube-standin not built";
+    dir_ = fs::temp_directory_path() / ("torus-operator-e2e-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    kubeconfig_ = (dir_ / "kubeconfig").string();
+    standin_ =
+        std::make_unique<Daemon>("kube-standin",
+                                 std::vector<std::string>{kBin + "kube-standin", "--kubelet", "--nodes", "8", "--racks",
+                                                          "2", "--crds", std::string(TORUS_SOURCE_DIR) + "/crds",
+                                                          "--bookmark-interval-ms", "500", "--kubeconfig", kubeconfig_},
+                                 (dir_ / "standin.log").string());
+    ASSERT_TRUE(eventually([] { return fs::exists(kubeconfig_) && fs::file_size(kubeconfig_) > 0; }, 20s))
+        << "kube-standin did not write " << kubeconfig_;
+    config_ = kube::load_kubeconfig(kubeconfig_);
+    client_ = std::make_unique<kube::Client>(config_, kube::ClientOptions{.qps = 500, .burst = 500});
+    start_operator("op-a");
+  }
+  static void TearDownTestSuite() {
+    operators_.clear();
+    standin_.reset();
+    client_.reset();
+  }
+
+  static void start_operator(const std::string& id) {
+    operators_[id] = std::make_unique<Daemon>(
+        id,
+        std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", kubeconfig_, "--metrics-addr",
+                                 "127.0.0.1:0", "--leader-elect", "--id", id, "--lease-namespace", kNs,
+                                 "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5"},
+        (dir_ / (id + ".log")).string());
+  }
+
+  static CmdResult kubectl(std::vector<std::string> args) {
+    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
+    return run_command(args);
+  }
+
+  static json control(const std::string& endpoint, const json& body) {
+    auto transport = kube::make_http_transport(config_, {});
+    kube::HttpResponse r = transport->send({"POST", "/_standin/" + endpoint, body.dump(), "application/json", {}});
+    EXPECT_EQ(r.status, 200) << endpoint << " " << body.dump() << ": " << r.body;
+    return json::parse(r.body, nullptr, false);
+  }
+
+  static std::string job_yaml(const std::string& name, int workers, const std::string& run_policy_extra = "") {
+    return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
+           "\nspec:\n  gang:\n    workers: " + std::to_string(workers) +
+           "\n    device: cpu\n  model:\n    arch: resnet9\n  data:\n    dataset: synthetic\n"
+           "  training:\n    epochs: 1\n    batchSize: " +
+           std::to_string(32 * workers) +
+           "\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
+           "    checkpoint:\n      dir: /ckpt\n  runPolicy:\n    restartPolicy: ExitCode\n" +
+           run_policy_extra;
+  }
+
+  void apply(const std::string& name, int workers, const std::string& extra = "") {
+    std::string file = (dir_ / (name + ".yaml")).string();
+    std::ofstream(file) << job_yaml(name, workers, extra);
+    CmdResult r = kubectl({"apply", "-f", file});
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+
+  static std::vector<json> pods_of(const std::string& job) {
+    json list = client_->list(res::kPods, kNs, {std::string(kLabelJobName) + "=" + job, "", ""});
+    return list.value("items", json::array()).get<std::vector<json>>();
+  }
+  static std::optional<json> job(const std::string& name) { return client_->try_get(res::kTrainingJobs, kNs, name); }
+  static std::string phase(const std::string& name) {
+    auto j = job(name);
+    return j ? j->value("status", json::object()).value("phase", "") : "<gone>";
+  }
+  static std::string failed_reason(const std::string& name) {
+    auto j = job(name);
+    if (!j) return "<gone>";
+    for (const auto& c : j->value("status", json::object()).value("conditions", json::array())) {
+      if (c.value("type", "") == "Failed" && c.value("status", "") == "True") return c.value("reason", "");
+    }
+    return "";
+  }
+
+  // Every pod of the job running, `workers` of them, all in `attempt`.
+  static bool gang_running(const std::string& job, int workers, int attempt) {
+    auto pods = pods_of(job);
+    if (static_cast<int>(pods.size()) != workers) return false;
+    for (const auto& p : pods) {
+      if (p["metadata"].contains("deletionTimestamp")) return false;
+      if (p["metadata"]["labels"].value(std::string(kLabelAttempt), "") != std::to_string(attempt)) return false;
+      if (p.value("status", json::object()).value("phase", "") != "Running") return false;
+    }
+    return true;
+  }
+
+  void wait_phase(const std::string& name, const std::string& want, std::chrono::seconds timeout = 30s) {
+    CmdResult r = kubectl({"wait", "--for=jsonpath={.status.phase}=" + want, "trainingjob/" + name,
+                           "--timeout=" + std::to_string(timeout.count()) + "s"});
+    ASSERT_EQ(r.code, 0) << name << " never reached " << want << " (now " << phase(name) << "): " << r.out;
+  }
+
+  static void terminate(const std::string& pod, int code) {
+    control("kubelet", {{"action", "terminate"}, {"namespace", kNs}, {"name", pod}, {"exitCode", code}});
+  }
+
+  static std::string lease_holder() {
+    auto lease = client_->try_get(res::kLeases, kNs, "torus-operator");
+    return lease ? lease->value("spec", json::object()).value("holderIdentity", "") : "";
+  }
+
+  static fs::path dir_;
+  static std::string kubeconfig_;
+  static kube::ClusterConfig config_;
+  static std::unique_ptr<Daemon> standin_;
+  static std::map<std::string, std::unique_ptr<Daemon>> operators_;
+  static std::unique_ptr<kube::Client> client_;
+};
+
+fs::path OperatorE2E::dir_;
+std::string OperatorE2E::kubeconfig_;
+kube::ClusterConfig OperatorE2E::config_;
+std::unique_ptr<Daemon> OperatorE2E::standin_;
+std::map<std::string, std::unique_ptr<Daemon>> OperatorE2E::operators_;
+std::unique_ptr<kube::Client> OperatorE2E::client_;
+
+TEST_F(OperatorE2E, JobCreatesServiceConfigMapSecretAndPods) {
+  apply("alpha", 3);
+  ASSERT_TRUE(eventually([] { return gang_running("alpha", 3, 1); })) << pods_of("alpha").size() << " pods";
+  wait_phase("alpha", "Running");
+  json j = *job("alpha");
+  std::string uid = j["metadata"]["uid"];
+  auto owned = [&](const json& o) {
+    const json& ref = o["metadata"]["ownerReferences"][0];
+    return ref["uid"] == uid && ref["controller"] == true && ref["kind"] == "TrainingJob";
+  };
+  EXPECT_TRUE(owned(client_->get(res::kServices, kNs, service_name("alpha"))));
+  EXPECT_TRUE(owned(client_->get(res::kConfigMaps, kNs, config_map_name("alpha"))));
+  EXPECT_TRUE(owned(client_->get(res::kSecrets, kNs, secret_name("alpha"))));
+  std::set<std::string> ranks;
+  for (const auto& pod : pods_of("alpha")) {
+    EXPECT_TRUE(owned(pod)) << pod["metadata"]["name"];
+    std::map<std::string, std::string> env;
+    for (const auto& e : pod["spec"]["containers"][0]["env"]) env[e["name"]] = e.value("value", "<ref>");
+    EXPECT_EQ(env["MASTER_ADDR"], "alpha-worker-0.alpha.default.svc");
+    EXPECT_EQ(env["WORLD_SIZE"], "3");
+    EXPECT_EQ(env["TORUS_ATTEMPT"], "1");
+    ranks.insert(env["RANK"]);
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2"}));
+  // kubectl sees the rank -> pod -> node map and readiness.
+  CmdResult r =
+      kubectl({"get", "trainingjob", "alpha", "-o", "jsonpath={.status.workers.ready} {.status.ranks[0].node}"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.substr(0, 2), "3 ") << r.out;
+}
+
+TEST_F(OperatorE2E, Exit137RestartsWholeGangAsAttempt2) {
+  apply("bravo", 2);
+  ASSERT_TRUE(eventually([] { return gang_running("bravo", 2, 1); }));
+  std::set<std::string> first_uids;
+  for (const auto& p : pods_of("bravo")) first_uids.insert(p["metadata"]["uid"]);
+  terminate("bravo-worker-1", 137);
+  ASSERT_TRUE(eventually([] { return gang_running("bravo", 2, 2); })) << phase("bravo");
+  for (const auto& p : pods_of("bravo")) EXPECT_FALSE(first_uids.count(p["metadata"]["uid"])) << "pod not replaced";
+  wait_phase("bravo", "Running");
+  EXPECT_EQ(job("bravo")->at("status").value("restarts", 0), 1);
+}
+
+TEST_F(OperatorE2E, Exit1FailsTheJob) {
+  apply("charlie", 2);
+  ASSERT_TRUE(eventually([] { return gang_running("charlie", 2, 1); }));
+  terminate("charlie-worker-0", 1);
+  wait_phase("charlie", "Failed");
+  EXPECT_EQ(failed_reason("charlie"), "WorkerFailed");
+  // cleanPodPolicy Running (the default): the surviving worker is deleted.
+  EXPECT_TRUE(eventually([] {
+    for (const auto& p : pods_of("charlie")) {
+      if (p.value("status", json::object()).value("phase", "") == "Running") return false;
+    }
+    return true;
+  }));
+}
+
+TEST_F(OperatorE2E, BackoffLimitExhaustedFailsWithReason) {
+  apply("delta", 1, "    backoffLimit: 1\n");
+  ASSERT_TRUE(eventually([] { return gang_running("delta", 1, 1); }));
+  terminate("delta-worker-0", 137);
+  ASSERT_TRUE(eventually([] { return gang_running("delta", 1, 2); }));
+  terminate("delta-worker-0", 137);
+  wait_phase("delta", "Failed");
+  EXPECT_EQ(failed_reason("delta"), "BackoffLimitExceeded");
+}
+
+TEST_F(OperatorE2E, SuspendAndResume) {
+  apply("echo", 2);
+  ASSERT_TRUE(eventually([] { return gang_running("echo", 2, 1); }));
+  ASSERT_EQ(
+      kubectl({"patch", "trainingjob", "echo", "--type=merge", "-p", R"({"spec":{"runPolicy":{"suspend":true}}})"})
+          .code,
+      0);
+  wait_phase("echo", "Suspended");
+  EXPECT_TRUE(eventually([] { return pods_of("echo").empty(); }));
+  EXPECT_TRUE(client_->try_get(res::kConfigMaps, kNs, config_map_name("echo"))) << "suspend keeps the job's config";
+  ASSERT_EQ(
+      kubectl({"patch", "trainingjob", "echo", "--type=merge", "-p", R"({"spec":{"runPolicy":{"suspend":false}}})"})
+          .code,
+      0);
+  ASSERT_TRUE(eventually([] { return gang_running("echo", 2, 1); }));
+  wait_phase("echo", "Running");
+}
+
+TEST_F(OperatorE2E, ActiveDeadlineFailsTheJob) {
+  apply("foxtrot", 1, "    activeDeadlineSeconds: 2\n");
+  wait_phase("foxtrot", "Failed", 20s);
+  EXPECT_EQ(failed_reason("foxtrot"), "DeadlineExceeded");
+}
+
+TEST_F(OperatorE2E, TtlDeletesFinishedJob) {
+  apply("golf", 1, "    ttlSecondsAfterFinished: 1\n");
+  ASSERT_TRUE(eventually([] { return gang_running("golf", 1, 1); }));
+  terminate("golf-worker-0", 0);
+  EXPECT_TRUE(eventually([] { return !job("golf"); }, 30s)) << "phase " << phase("golf");
+}
+
+TEST_F(OperatorE2E, DeletionCascadesToChildren) {
+  apply("hotel", 2);
+  ASSERT_TRUE(eventually([] { return gang_running("hotel", 2, 1); }));
+  ASSERT_EQ(kubectl({"delete", "trainingjob", "hotel", "--wait=true", "--timeout=30s"}).code, 0);
+  EXPECT_TRUE(eventually([] {
+    return pods_of("hotel").empty() && !client_->try_get(res::kServices, kNs, service_name("hotel")) &&
+           !client_->try_get(res::kSecrets, kNs, secret_name("hotel"));
+  })) << pods_of("hotel").size()
+      << " pods left; service " << (client_->try_get(res::kServices, kNs, service_name("hotel")) ? "left" : "gone")
+      << "; job " << phase("hotel");
+}
+
+TEST_F(OperatorE2E, OperatorKilledMidJobCreatesNoDuplicates) {
+  apply("india", 3);
+  ASSERT_TRUE(eventually([] { return gang_running("india", 3, 1); }));
+  std::set<std::string> uids;
+  for (const auto& p : pods_of("india")) uids.insert(p["metadata"]["uid"]);
+  for (auto& [id, op] : operators_) op->kill(SIGKILL);
+  operators_.clear();
+  start_operator("op-c");
+  ASSERT_TRUE(eventually([] { return lease_holder() == "op-c"; }, 30s)) << "holder " << lease_holder();
+  apply("juliet", 1);  // proves the new replica acts
+  ASSERT_TRUE(eventually([] { return gang_running("juliet", 1, 1); }));
+  auto pods = pods_of("india");
+  ASSERT_EQ(pods.size(), 3u);
+  for (const auto& p : pods) EXPECT_TRUE(uids.count(p["metadata"]["uid"])) << "pod recreated after restart";
+}
+
+TEST_F(OperatorE2E, TwoReplicasOneLeaderAndFailover) {
+  ASSERT_TRUE(eventually([] { return !lease_holder().empty(); }, 20s)) << "no replica took the lease";
+  std::string leader = lease_holder();
+  start_operator("op-standby");
+  // The standby must not take over while the leader renews.
+  apply("kilo", 1);
+  ASSERT_TRUE(eventually([] { return gang_running("kilo", 1, 1); }));
+  EXPECT_EQ(lease_holder(), leader);
+  // Graceful stop of the leader releases the lease: the standby takes over without waiting out the duration.
+  EXPECT_EQ(operators_[leader]->kill(SIGTERM), 0);
+  operators_.erase(leader);
+  ASSERT_TRUE(eventually([] { return lease_holder() == "op-standby"; }, 20s)) << lease_holder();
+  apply("lima", 2);
+  ASSERT_TRUE(eventually([] { return gang_running("lima", 2, 1); }));
+}
+
+TEST_F(OperatorE2E, ConvergesThroughFaults) {
+  // 500s and 429s on pod creation, conflicts on status writes, dropped watches and a compacted history.
+  control("faults", {{"action", "fail"}, {"verb", "create"}, {"resource", "pods"}, {"count", 4}, {"code", 500}});
+  control("faults", {{"action", "fail"},
+                     {"verb", "create"},
+                     {"resource", "pods"},
+                     {"count", 2},
+                     {"code", 429},
+                     {"retryAfterSeconds", 1}});
+  control("faults", {{"action", "conflict"}, {"resource", "trainingjobs.torus.dev"}, {"count", 5}});
+  for (const char* name : {"mike", "november", "oscar"}) apply(name, 3);
+  control("faults", {{"action", "dropWatches"}});
+  control("faults", {{"action", "compact"}});
+  control("faults", {{"action", "dropWatches"}});
+  for (const char* name : {"mike", "november", "oscar"}) {
+    ASSERT_TRUE(eventually([&] { return gang_running(name, 3, 1); }, 60s)) << name << " " << pods_of(name).size();
+    wait_phase(name, "Running");
+  }
+  terminate("november-worker-2", 137);
+  control("faults", {{"action", "dropWatches"}});
+  ASSERT_TRUE(eventually([] { return gang_running("november", 3, 2); }, 60s));
+  // Never lost or duplicated: exactly the deterministic names, once each.
+  for (const char* name : {"mike", "november", "oscar"}) {
+    std::set<std::string> names;
+    for (const auto& p : pods_of(name)) names.insert(p["metadata"]["name"]);
+    EXPECT_EQ(names.size(), 3u) << name;
+    EXPECT_TRUE(names.count(std::string(name) + "-worker-2")) << name;
+  }
+}
+
+}  // namespace
+}  // namespace torus::controller
