@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "common/log/log.h"
+#include "common/util/env.h"
 #include "common/util/error.h"
 
 namespace torus::comm {
@@ -49,7 +50,8 @@ class ShmCommunicator::Mapping {
 namespace {
 
 constexpr size_t kHeaderBytes = 64 * 1024;  // header padded so slots start page-aligned
-// A short poll before sleeping on the futex: long spins steal the CPU a descheduled peer needs when cores are shared.
+// A short poll before sleeping on the futex; none when the group has more ranks than CPUs: a spinning waiter would
+// steal the core its descheduled peer needs.
 constexpr int kSpinsBeforeSleep = 128;
 
 inline void cpu_relax() {
@@ -92,7 +94,7 @@ void futex_wake_all(std::atomic<uint32_t>* word) {
 }  // namespace
 
 ShmCommunicator::ShmCommunicator(int rank, int size, std::shared_ptr<Store> store, const ShmOptions& options)
-    : Communicator(rank, size, options.timeout), options_(options) {
+    : Communicator(rank, size, options.timeout), options_(options), spin_limit_(spin_limit_for(size)) {
   if (size > kMaxRanks)
     throw InvalidArgument("shared-memory group: at most " + std::to_string(kMaxRanks) + " ranks per host, got " +
                           std::to_string(size));
@@ -138,6 +140,8 @@ ShmCommunicator::ShmCommunicator(int rank, int size, std::shared_ptr<Store> stor
 
 ShmCommunicator::~ShmCommunicator() { stop_thread(); }
 
+int ShmCommunicator::spin_limit_for(int ranks) { return ranks <= env::available_cpus() ? kSpinsBeforeSleep : 0; }
+
 void ShmCommunicator::abort() noexcept {
   header_->aborted.store(1);
   header_->wake.fetch_add(1);
@@ -168,7 +172,7 @@ void ShmCommunicator::sync() {
     const uint32_t seen = header_->wake.load(std::memory_order_acquire);
     if (all_arrived()) return;
     if (header_->aborted.load() != 0) throw Error("shared-memory communicator was aborted");
-    if (spins < kSpinsBeforeSleep) {
+    if (spins < spin_limit_) {
       cpu_relax();
       continue;
     }

@@ -44,6 +44,7 @@ class ShmCommunicator : public Communicator {
   void sync();  // the barrier
   std::byte* slot(int set, int rank) const;
   size_t segment_bytes() const;
+  static int spin_limit_for(int ranks);
   int next_set() { return static_cast<int>(phase_++ & 1); }
 
   ShmOptions options_;
@@ -52,6 +53,7 @@ class ShmCommunicator : public Communicator {
   std::byte* slots_ = nullptr;
   uint64_t epoch_ = 0;
   uint64_t phase_ = 0;
+  int spin_limit_ = 0;
 };
 
 }  // namespace torus::comm
