@@ -238,6 +238,7 @@ void KubeletSim::schedule(const json& pod) {
   std::map<std::string, int> load;
   {
     std::lock_guard lock(mutex_);
+    if (placed_.count(pod_key(pod))) return;  // being bound by another thread (a release racing the watch)
     for (const auto& [key, node] : placed_) ++load[node];
     for (Node& n : nodes_) {
       bool fits = n.gpus_free >= gpus;

@@ -150,6 +150,7 @@ class RequestHandler {
   Response serve_resource(const Target& target, bool& streamed);
   Response serve_control(const std::string& name);
   bool serve_watch(const Target& target);
+  void require_json_body() const;
   bool write_chunk(const std::string& data);
   bool peer_closed();
   RequestInfo describe(const Target& target) const;
@@ -208,6 +209,7 @@ bool RequestHandler::handle(Request& request) {
       return send(reply(http::status::not_found,
                         make_status(404, "NotFound", "the server could not find the requested resource")));
     }
+    require_json_body();
     FaultDecision decision = server_.faults_.on_request(describe(*resolved));
     if (decision.delay.count() > 0 && !server_.wait_or_stop(decision.delay)) return false;
     if (decision.error) return send(reply_error(*decision.error));
@@ -476,6 +478,21 @@ Response RequestHandler::serve_resource(const Target& target, bool& streamed) {
     }
     default:
       throw method_not_allowed("the server does not allow this method on the requested resource");
+  }
+}
+
+// Objects are JSON only. kubectl's generators (`kubectl create namespace|configmap|secret NAME`) send protobuf,
+// which the stand-in refuses as a server without protobuf support would; `kubectl create -f`/`apply` send JSON.
+void RequestHandler::require_json_body() const {
+  std::string type(request_->base()[http::field::content_type]);
+  if (request_->body().empty() || type.empty()) return;
+  std::string base = type.substr(0, type.find(';'));
+  bool json_like = base == "application/json" || base.ends_with("+json") || base == "application/apply-patch+yaml";
+  if (!json_like) {
+    throw ApiError(415, "UnsupportedMediaType",
+                   "the body of the request was in an unknown format - accepted media types include: "
+                   "application/json (the Kubernetes API stand-in does not read " +
+                       base + "; use kubectl create -f or kubectl apply)");
   }
 }
 

@@ -1,0 +1,180 @@
+// The store, patches and selectors without HTTP: the semantics the server exposes.
+#include "tests/apiserver/store.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/apiserver/api_error.h"
+#include "tests/apiserver/patch.h"
+#include "tests/apiserver/selectors.h"
+#include "tests/apiserver/yaml_json.h"
+
+namespace torus::standin {
+namespace {
+
+json parse(const char* text) { return json::parse(text); }
+
+int code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ApiError& e) {
+    return e.code();
+  }
+  return 0;
+}
+
+TEST(LabelSelector, ParsesEveryOperator) {
+  json labels = {{"app", "x"}, {"tier", "web"}, {"gen", "3"}};
+  EXPECT_TRUE(LabelSelector::parse("app=x").matches(labels));
+  EXPECT_TRUE(LabelSelector::parse("app==x,tier").matches(labels));
+  EXPECT_FALSE(LabelSelector::parse("app!=x").matches(labels));
+  EXPECT_TRUE(LabelSelector::parse("app in (x, y)").matches(labels));
+  EXPECT_FALSE(LabelSelector::parse("app notin (x,y)").matches(labels));
+  EXPECT_TRUE(LabelSelector::parse("!missing").matches(labels));
+  EXPECT_FALSE(LabelSelector::parse("!app").matches(labels));
+  EXPECT_TRUE(LabelSelector::parse("gen>2,gen<4").matches(labels));
+  EXPECT_TRUE(LabelSelector::parse("").matches(json()));
+  EXPECT_TRUE(LabelSelector::parse("missing notin (a)").matches(labels));
+  EXPECT_EQ(code_of([] { LabelSelector::parse("app in x"); }), 400);
+  EXPECT_EQ(code_of([] { LabelSelector::parse("app=a b"); }), 400);
+  EXPECT_EQ(code_of([] { LabelSelector::parse("gen>x"); }), 400);
+}
+
+TEST(FieldSelector, RefusesUnsupportedFields) {
+  json pod = {{"metadata", {{"name", "p"}, {"namespace", "d"}}}, {"spec", {{"nodeName", "n1"}}}};
+  EXPECT_TRUE(FieldSelector::parse("metadata.name=p,spec.nodeName=n1", supported_fields("pods")).matches(pod));
+  EXPECT_FALSE(FieldSelector::parse("spec.nodeName!=n1", supported_fields("pods")).matches(pod));
+  EXPECT_EQ(code_of([] { FieldSelector::parse("spec.nodeName=n1", supported_fields("configmaps")); }), 400);
+}
+
+TEST(StrategicMergePatch, MergesListsByKeyAndHonoursDirectives) {
+  json pod = parse(R"({"metadata":{"finalizers":["a"]},"spec":{"containers":[
+      {"name":"a","image":"i:1","env":[{"name":"X","value":"1"}]},{"name":"b","image":"i:1"}],
+      "tolerations":[{"key":"t"}]}})");
+  json patched = strategic_merge(pod, parse(R"({"metadata":{"finalizers":["b"]},"spec":{
+      "$setElementOrder/containers":[{"name":"b"},{"name":"a"}],
+      "containers":[{"name":"a","env":[{"name":"Y","value":"2"}]},{"name":"b","$patch":"delete"}],
+      "tolerations":[{"key":"u"}]}})"));
+  EXPECT_EQ(patched["metadata"]["finalizers"], parse(R"(["a","b"])"));
+  ASSERT_EQ(patched["spec"]["containers"].size(), 1u);
+  EXPECT_EQ(patched["spec"]["containers"][0]["image"], "i:1");
+  EXPECT_EQ(patched["spec"]["containers"][0]["env"].size(), 2u);
+  EXPECT_EQ(patched["spec"]["tolerations"], parse(R"([{"key":"u"}])")) << "lists without a merge key replace";
+  json removed = strategic_merge(pod, parse(R"({"$deleteFromPrimitiveList/finalizers":["a"],"metadata":{}})"));
+  EXPECT_EQ(
+      strategic_merge(pod, parse(R"({"metadata":{"$deleteFromPrimitiveList/finalizers":["a"]}})"))["metadata"].value(
+          "finalizers", json::array()),
+      json::array());
+  json replaced = strategic_merge(pod, parse(R"({"spec":{"$patch":"replace","containers":[]}})"));
+  EXPECT_FALSE(replaced["spec"].contains("tolerations"));
+  json service = parse(R"({"spec":{"ports":[{"port":80,"name":"http"},{"port":443,"name":"https"}]}})");
+  json service2 = strategic_merge(service, parse(R"({"spec":{"ports":[{"port":80,"targetPort":8080}]}})"));
+  EXPECT_EQ(service2["spec"]["ports"].size(), 2u);
+  EXPECT_EQ(service2["spec"]["ports"][0]["targetPort"], 8080);
+}
+
+TEST(JsonPatch, FailingOperationIs422) {
+  json object = parse(R"({"a":1})");
+  EXPECT_EQ(apply_patch(PatchType::kJsonPatch, object, parse(R"([{"op":"add","path":"/b","value":2}])"))["b"], 2);
+  EXPECT_EQ(code_of([&] { apply_patch(PatchType::kJsonPatch, object, parse(R"([{"op":"remove","path":"/zz"}])")); }),
+            422);
+  EXPECT_EQ(code_of([] { patch_type_from_content_type("text/plain"); }), 415);
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  Store store;
+  const ResourceType& cms = *store.registry().find("", "v1", "configmaps");
+  const ResourceType& pods = *store.registry().find("", "v1", "pods");
+  const ResourceType& deployments = *store.registry().find("apps", "v1", "deployments");
+};
+
+TEST_F(StoreTest, MetadataAndResourceVersions) {
+  ObjectPtr a = store.create(cms, "default", parse(R"({"metadata":{"generateName":"cfg-"}})")).object;
+  std::string name = name_of(*a);
+  EXPECT_EQ(name.rfind("cfg-", 0), 0u);
+  EXPECT_EQ(name.size(), 9u);
+  EXPECT_EQ(resource_version_of(*a), store.resource_version());
+  EXPECT_EQ((*a)["kind"], "ConfigMap");
+  EXPECT_EQ((*a)["apiVersion"], "v1");
+  // A no-op update keeps the resourceVersion.
+  ObjectPtr same = store.update(cms, "default", name, *a, Subresource::kMain).object;
+  EXPECT_EQ(resource_version_of(*same), resource_version_of(*a));
+  EXPECT_EQ(code_of([&] { store.create(cms, "default", parse(R"({"metadata":{"name":"Bad_Name"}})")); }), 422);
+  EXPECT_EQ(code_of([&] { store.create(cms, "default", parse(R"({"metadata":{}})")); }), 422);
+  EXPECT_EQ(code_of([&] { store.create(cms, "default", parse(R"({"kind":"Secret","metadata":{"name":"x"}})")); }), 400);
+  EXPECT_EQ(code_of([&] { store.get(cms, "default", "nope"); }), 404);
+}
+
+TEST_F(StoreTest, GenerationCountsSpecChangesOnly) {
+  ObjectPtr d =
+      store.create(deployments, "default", parse(R"({"metadata":{"name":"d"},"spec":{"replicas":1}})")).object;
+  EXPECT_EQ((*d)["metadata"]["generation"], 1);
+  d = store
+          .patch(deployments, "default", "d", PatchType::kMerge, parse(R"({"metadata":{"labels":{"a":"b"}}})"),
+                 Subresource::kMain)
+          .object;
+  EXPECT_EQ((*d)["metadata"]["generation"], 1);
+  d = store
+          .patch(deployments, "default", "d", PatchType::kMerge, parse(R"({"status":{"replicas":1}})"),
+                 Subresource::kStatus)
+          .object;
+  EXPECT_EQ((*d)["metadata"]["generation"], 1);
+  EXPECT_EQ((*d)["status"]["replicas"], 1);
+  d = store
+          .patch(deployments, "default", "d", PatchType::kMerge, parse(R"({"spec":{"replicas":2}})"),
+                 Subresource::kMain)
+          .object;
+  EXPECT_EQ((*d)["metadata"]["generation"], 2);
+  EXPECT_EQ((*d)["status"]["replicas"], 1) << "the main endpoint keeps status";
+}
+
+TEST_F(StoreTest, ForegroundDeletionWaitsForDependents) {
+  ObjectPtr owner = store.create(cms, "default", parse(R"({"metadata":{"name":"owner"}})")).object;
+  json ref = {{"apiVersion", "v1"},
+              {"kind", "ConfigMap"},
+              {"name", "owner"},
+              {"uid", (*owner)["metadata"]["uid"]},
+              {"blockOwnerDeletion", true}};
+  store.create(cms, "default",
+               json{{"metadata", {{"name", "dep"}, {"ownerReferences", {ref}}, {"finalizers", {"test/hold"}}}}});
+  DeleteOptions foreground;
+  foreground.propagation = Propagation::kForeground;
+  DeleteResult r = store.remove(cms, "default", "owner", foreground);
+  EXPECT_EQ(r.state, DeleteResult::State::kPending);
+  ObjectPtr dep = store.get(cms, "default", "dep");
+  EXPECT_TRUE((*dep)["metadata"].contains("deletionTimestamp")) << "dependent deleted first";
+  EXPECT_NO_THROW(store.get(cms, "default", "owner")) << "owner waits for the dependent's finalizer";
+  store.patch(cms, "default", "dep", PatchType::kMerge, parse(R"({"metadata":{"finalizers":null}})"),
+              Subresource::kMain);
+  EXPECT_EQ(code_of([&] { store.get(cms, "default", "dep"); }), 404);
+  EXPECT_EQ(code_of([&] { store.get(cms, "default", "owner"); }), 404);
+}
+
+TEST_F(StoreTest, DeletePreconditionsAndSecretsStringData) {
+  store.create(cms, "default", parse(R"({"metadata":{"name":"c"}})"));
+  DeleteOptions wrong;
+  wrong.precondition_uid = "not-the-uid";
+  EXPECT_EQ(code_of([&] { store.remove(cms, "default", "c", wrong); }), 409);
+  const ResourceType& secrets = *store.registry().find("", "v1", "secrets");
+  ObjectPtr s = store.create(secrets, "default", parse(R"({"metadata":{"name":"s"},"stringData":{"k":"hi"}})")).object;
+  EXPECT_EQ((*s)["data"]["k"], "aGk=");
+  EXPECT_FALSE(s->contains("stringData"));
+  EXPECT_EQ(code_of([&] { store.create(secrets, "default", parse(R"({"metadata":{"name":"t"},"data":{"k":"!!"}})")); }),
+            422);
+}
+
+TEST(YamlJson, ResolvesPlainScalarsOnly) {
+  auto docs = yaml_documents("a: 1\nb: '1'\nc: true\nd: ~\ne: 1.5\nf: x\n---\n---\ng: [1, two]\n", "test.yaml");
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0], parse(R"({"a":1,"b":"1","c":true,"d":null,"e":1.5,"f":"x"})"));
+  EXPECT_EQ(docs[1], parse(R"({"g":[1,"two"]})"));
+  try {
+    yaml_documents("a: [1,\n", "broken.yaml");
+    FAIL() << "expected a parse error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.yaml:"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace torus::standin
