@@ -75,7 +75,41 @@ void Telemetry::on_event(const ProgressEvent& e) {
   }
 }
 
+void Telemetry::sample_collectives() {
+  if (!sampler_ || options_.world_size < 2) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_sample_ < std::chrono::seconds(1)) return;
+  last_sample_ = now;
+  const double ratio = 2.0 * (options_.world_size - 1) / options_.world_size;
+  uint64_t best_bytes = 0;
+  double global_bytes = 0, global_seconds = 0;
+  for (const CollectiveSample& s : sampler_()) {
+    CollectiveSample& last = last_samples_[{s.algorithm, s.level}];
+    const uint64_t calls = s.calls - last.calls;
+    const double bytes = static_cast<double>(s.bytes - last.bytes);
+    const double seconds = s.seconds - last.seconds;
+    last = s;
+    if (s.level == "global") {
+      global_bytes += static_cast<double>(s.bytes);
+      global_seconds += s.seconds;
+      if (s.bytes > best_bytes) {
+        best_bytes = s.bytes;
+        main_algorithm_ = s.algorithm;
+      }
+    }
+    if (calls == 0 || seconds <= 0) continue;
+    // Per-call figures, so the histogram sees the time of one all-reduce; the bus bandwidth of a level uses the
+    // world's 2(n-1)/n (the level's own participant count is the comm layer's to report).
+    const double per_call_seconds = seconds / static_cast<double>(calls);
+    const double per_call_bytes = bytes / static_cast<double>(calls);
+    metrics::CollectiveMetrics& m = metrics_->collective(s.algorithm, s.level);
+    for (uint64_t i = 0; i < calls; ++i) m.observe(per_call_bytes, per_call_seconds, bytes / seconds * ratio);
+  }
+  if (global_seconds > 0) busbw_gbps_ = global_bytes / global_seconds * ratio / 1e9;
+}
+
 void Telemetry::on_step(const ProgressEvent& e) {
+  sample_collectives();
   // The step's duration is the time between two step events (the loop emits one per optimizer step).
   if (last_step_elapsed_ && e.step > last_step_) {
     const double seconds = (e.elapsed_seconds - *last_step_elapsed_) / static_cast<double>(e.step - last_step_);
@@ -107,6 +141,7 @@ void Telemetry::on_step(const ProgressEvent& e) {
                        {"loss", e.loss},
                        {"lr", e.lr},
                        {"images_per_s", images_per_second_},
+                       {"busbw_gbps", busbw_gbps_},
                        {"eta_s", eta}});
 }
 

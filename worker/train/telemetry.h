@@ -4,6 +4,9 @@
 // common/process/worker_events.h). One TrainObserver feeds both, so the dashboards, the progress line and the
 // job status always agree.
 #include <chrono>
+#include <functional>
+#include <map>
+#include <vector>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +18,16 @@
 #include "worker/train/trainer.h"
 
 namespace torus::worker::train {
+
+// Cumulative all-reduce counters of one (algorithm, level) as the comm layer keeps them; level "global" is the
+// whole all-reduce, other levels its phases (e.g. "inner_reduce_scatter").
+struct CollectiveSample {
+  std::string algorithm;
+  std::string level;
+  uint64_t calls = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
 
 struct TelemetryOptions {
   std::string job = "local";
@@ -46,12 +59,22 @@ class Telemetry final : public TrainObserver {
   // Emits the "finished" event with the run's totals.
   void finished(const RunResult& result, double busbw_gbps, const std::string& algorithm);
 
+  // Where all-reduce counters come from (the comm layer); sampled at most once a second while training.
+  void set_collective_sampler(std::function<std::vector<CollectiveSample>()> sampler) {
+    sampler_ = std::move(sampler);
+  }
+  // The whole-all-reduce bus bandwidth over the run so far (nccl-tests definition), GB/s; 0 with one rank.
+  double bus_bandwidth_gbps() const { return busbw_gbps_; }
+  // The algorithm that carried the most bytes ("ring", "hierarchical", "torus2d").
+  std::string main_algorithm() const { return main_algorithm_; }
+
   metrics::WorkerMetrics& metrics() { return *metrics_; }
   std::optional<uint16_t> metrics_port() const;
 
  private:
   void on_step(const ProgressEvent& e);
   void on_evaluation(const ProgressEvent& e);
+  void sample_collectives();
 
   TelemetryOptions options_;
   metrics::Registry registry_;
@@ -64,6 +87,11 @@ class Telemetry final : public TrainObserver {
   double images_per_second_ = 0;
   std::optional<double> time_to_target_;
   double last_accuracy_ = 0;
+  std::function<std::vector<CollectiveSample>()> sampler_;
+  std::map<std::pair<std::string, std::string>, CollectiveSample> last_samples_;
+  std::chrono::steady_clock::time_point last_sample_{};
+  double busbw_gbps_ = 0;
+  std::string main_algorithm_;
 };
 
 }  // namespace torus::worker::train

@@ -101,6 +101,7 @@ Trainer::Trainer(Backend& backend, TrainConfig config, Datasets data, Collective
                           std::to_string(data_.train->num_classes()) + " classes of " + data_.train->describe());
   model_ = std::make_unique<nn::Model>(backend_, config_.model);
   // Every rank starts from rank 0's parameters (they agree already when seeded alike; this makes it certain).
+  if (collectives_.world_size() > 1) check_layouts_agree();
   collectives_.broadcast(model_->context().params.all().span(), 0);
   if (sync_factory) sync_ = sync_factory(model_->context().grads);
   step_runner_ = std::make_unique<TrainStep>(*model_, config_.sgd, config_.label_smoothing, sync_.get());
@@ -201,6 +202,12 @@ RunResult Trainer::run(int64_t max_steps) {
                    << static_cast<int64_t>(e.images_per_second) << " img/s";
       }
       maybe_checkpoint(false);
+      if (stop_requested()) break;
+    }
+    if (stop_requested()) {
+      checkpoint_now();
+      result.stopped = true;
+      break;
     }
     if (batch_ < batches) break;  // stopped by max_steps mid-epoch
     ProgressEvent end;
@@ -304,7 +311,12 @@ void Trainer::maybe_checkpoint(bool epoch_end) {
   if (c.dir.empty() || collectives_.rank() != 0) return;
   const bool due = epoch_end ? (c.every_epochs > 0 && epoch_ % c.every_epochs == 0)
                              : (c.every_steps > 0 && step_ % c.every_steps == 0);
-  if (!due) return;
+  if (due) checkpoint_now();
+}
+
+void Trainer::checkpoint_now() {
+  const CheckpointConfig& c = config_.checkpoint;
+  if (c.dir.empty() || collectives_.rank() != 0) return;
   checkpoint::CheckpointDir dir(c.dir, c.keep);
   const std::string path = dir.path_for(step_);
   save_checkpoint(path);
@@ -377,12 +389,49 @@ void Trainer::restore_checkpoint(const checkpoint::CheckpointReader& reader) {
 }
 
 bool Trainer::resume_latest() {
-  if (config_.checkpoint.dir.empty()) return false;
-  checkpoint::CheckpointDir dir(config_.checkpoint.dir, config_.checkpoint.keep);
-  auto found = dir.latest_valid();
-  if (!found) return false;
-  restore_checkpoint(*found->reader);
+  bool restored = false;
+  if (!config_.checkpoint.dir.empty() && collectives_.rank() == 0) {
+    checkpoint::CheckpointDir dir(config_.checkpoint.dir, config_.checkpoint.keep);
+    if (auto found = dir.latest_valid()) {
+      restore_checkpoint(*found->reader);
+      restored = true;
+    }
+  }
+  if (collectives_.world_size() == 1) return restored;
+  // Only rank 0 reads (the folder need not be shared); everyone takes rank 0's state and position.
+  double position[4] = {0, 0, 0, 0};
+  if (collectives_.rank() == 0) {
+    position[0] = restored ? 1 : 0;
+    position[1] = static_cast<double>(step_);
+    position[2] = static_cast<double>(epoch_);
+    position[3] = static_cast<double>(batch_);
+  }
+  collectives_.all_reduce_sum(std::span<double>(position, 4));
+  if (position[0] == 0) return false;
+  step_ = static_cast<int64_t>(position[1]);
+  epoch_ = static_cast<int64_t>(position[2]);
+  batch_ = static_cast<int64_t>(position[3]);
+  nn::Context& ctx = model_->context();
+  collectives_.broadcast(ctx.params.all().span(), 0);
+  collectives_.broadcast(ctx.stats.all().span(), 0);
+  collectives_.broadcast(step_runner_->optimizer().momentum().all().span(), 0);
   return true;
+}
+
+void Trainer::check_layouts_agree() {
+  // Native weight layouts depend on the CPU's ISA; averaging gradients of different layouts would be silent
+  // garbage, so ranks compare a fingerprint of their arena layout first.
+  double mine = 0;
+  const Arena& params = model_->context().params;
+  for (size_t i = 0; i < params.size(); ++i)
+    mine += static_cast<double>(params.entry(i).elements) * static_cast<double>(i + 1);
+  double sums[2] = {mine, mine * mine};
+  collectives_.all_reduce_sum(std::span<double>(sums, 2));
+  const double n = collectives_.world_size();
+  if (std::abs(sums[1] * n - sums[0] * sums[0]) > 1e-6 * sums[0] * sums[0])
+    throw Error("ranks disagree on the parameter layout (rank " + std::to_string(collectives_.rank()) +
+                ": fingerprint " + std::to_string(mine) +
+                "): the CPU backend's weight layouts differ between machines with different instruction sets");
 }
 
 }  // namespace torus::worker::train

@@ -2,6 +2,7 @@
 // The training loop of one rank: epochs of batches from the prefetching loader, LR schedule and phases,
 // evaluation (counts summed across ranks, BN statistics averaged first), early stop at the target accuracy,
 // checkpoints (save / resume exactly where a run stopped).
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -41,6 +42,7 @@ struct RunResult {
   int64_t epochs_completed = 0;
   EvalResult last_eval;
   bool reached_target = false;
+  bool stopped = false;  // a stop was requested (SIGTERM): the run checkpointed and ended early
   double seconds = 0;
   double seconds_to_target = 0;  // when reached_target
 };
@@ -53,13 +55,17 @@ class Trainer {
 
   // Trains until the last epoch, the target accuracy, or `max_steps` more steps (0: no limit), whichever is first.
   RunResult run(int64_t max_steps = 0);
+  // When `*flag` becomes true (e.g. from a SIGTERM handler), run() finishes the current step, checkpoints (rank 0,
+  // when a checkpoint dir is set) and returns with `stopped`. The flag must outlive the trainer.
+  void set_stop_flag(const std::atomic<bool>* flag) { stop_flag_ = flag; }
   // Evaluates on the whole validation set (this rank's shard; counts summed over ranks).
   EvalResult evaluate();
 
   // Checkpoints: parameters, BN statistics, momentum (all in plain layouts), step, epoch, data position, seed.
   void save_checkpoint(const std::string& path) const;
   void restore_checkpoint(const checkpoint::CheckpointReader& reader);
-  // Restores the newest valid checkpoint in config.checkpoint.dir; false when there is none.
+  // Rank 0 restores the newest valid checkpoint in config.checkpoint.dir and every rank takes its state and
+  // position; false when there is none.
   bool resume_latest();
   // Identifies the architecture: a checkpoint of another model is refused.
   std::string model_signature() const;
@@ -73,8 +79,11 @@ class Trainer {
   double lr_now(int64_t batches_in_epoch) const;
   void start_epoch();
   void average_bn_statistics();
+  void check_layouts_agree();
   void emit(ProgressEvent event) const;
   void maybe_checkpoint(bool epoch_end);
+  void checkpoint_now();
+  bool stop_requested() const { return stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed); }
 
   Backend& backend_;
   TrainConfig config_;
@@ -88,6 +97,7 @@ class Trainer {
   Buffer images_, labels_;
   int64_t step_ = 0, epoch_ = 0, batch_ = 0;
   std::chrono::steady_clock::time_point started_;
+  const std::atomic<bool>* stop_flag_ = nullptr;
 };
 
 }  // namespace torus::worker::train

@@ -1,11 +1,22 @@
 #include "worker/train/worker_main.h"
 
+#include <signal.h>
+
+#include <atomic>
+
+#include "common/api/resolve.h"
 #include "common/api/validation.h"
 #include "common/log/log.h"
 #include "common/util/env.h"
 #include "common/util/error.h"
+#include "common/util/exit_codes.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/train/job_config.h"
+#include "worker/train/telemetry.h"
+
+#if defined(TORUS_HAVE_CUDA)
+#include "worker/backend/cuda/cuda_backend.h"
+#endif
 
 #if defined(TORUS_WITH_COMM)
 #include "worker/comm/bucketing.h"
@@ -32,7 +43,66 @@ class LogObserver final : public TrainObserver {
   }
 };
 
+// Forwards every event to several observers (logs, metrics and supervisor events).
+class FanOut final : public TrainObserver {
+ public:
+  FanOut(TrainObserver& a, TrainObserver& b) : a_(a), b_(b) {}
+  void on_event(const ProgressEvent& e) override {
+    a_.on_event(e);
+    b_.on_event(e);
+  }
+
+ private:
+  TrainObserver& a_;
+  TrainObserver& b_;
+};
+
 int world_size_from_environment() { return static_cast<int>(env::get_int_or("WORLD_SIZE", 1)); }
+
+// SIGTERM (pod deletion, preemption, Ctrl-C in `torus run`) asks the trainer to checkpoint and stop.
+std::atomic<bool> g_stop_requested{false};
+extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
+
+void install_stop_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+std::unique_ptr<Backend> make_backend(const api::TrainingJobSpec& spec) {
+  if (spec.gang.device.value_or(api::Device::kCpu) == api::Device::kCpu) return cpu::make_cpu_backend(threads_for(spec));
+#if defined(TORUS_HAVE_CUDA)
+  const int local_rank = static_cast<int>(env::get_int_or("LOCAL_RANK", 0));
+  return cuda::make_cuda_backend(cuda::cuda_options_for_rank(local_rank, spec.gang.processes_per_worker.value_or(1)));
+#else
+  throw InvalidArgument("spec.gang.device: gpu was asked for, but this torus-worker was built without CUDA");
+#endif
+}
+
+TelemetryOptions telemetry_options(const api::TrainingJob& job, int rank, int world) {
+  const api::TrainingJobSpec& spec = job.spec;
+  TelemetryOptions o;
+  o.job = env::get_or("TORUS_JOB_NAME", job.metadata.name);
+  o.ns = env::get_or("TORUS_NAMESPACE", job.metadata.namespace_.empty() ? "default" : job.metadata.namespace_);
+  o.rank = rank;
+  o.world_size = world;
+  o.attempt = static_cast<int>(env::get_int_or("TORUS_ATTEMPT", 1));
+  o.epochs = spec.training.epochs.value_or(0);
+  const auto phases = api::resolve_phases(spec);
+  if (!phases.empty()) {
+    o.global_batch = phases.front().global_batch;
+    o.per_rank_batch = phases.front().per_rank_batch;
+    o.image_size = phases.front().image_size;
+  }
+  if (auto n = api::known_train_images(spec.data)) o.total_steps = api::total_steps(phases, *n);
+  o.target_accuracy = spec.training.target_accuracy.value_or(0);
+  o.metrics_host = env::get_or("TORUS_METRICS_HOST", "0.0.0.0");
+  const int64_t port = env::get_int_or("TORUS_METRICS_PORT", spec.metrics_port.value_or(-1));
+  if (port >= 0) o.metrics_port = static_cast<uint16_t>(port);
+  return o;
+}
 
 }  // namespace
 
@@ -53,16 +123,16 @@ WorkerOptions parse_worker_args(int argc, char** argv) {
 }
 
 RunResult train_job(const api::TrainingJob& job, Collectives& collectives, const GradientSyncFactory& sync_factory,
-                    TrainObserver* observer) {
+                    TrainObserver* observer, Telemetry* telemetry) {
   const api::TrainingJobSpec& spec = job.spec;
-  if (spec.gang.device.value_or(api::Device::kCpu) != api::Device::kCpu)
-    throw InvalidArgument("spec.gang.device: this torus-worker runs the CPU engine; device gpu needs the CUDA backend");
   TrainConfig config = to_train_config(spec, collectives.world_size());
-  auto backend = cpu::make_cpu_backend(threads_for(spec));
+  auto backend = make_backend(spec);
   Trainer trainer(*backend, config, load_datasets(config.data, config.seed), collectives, sync_factory, observer);
   if (trainer.resume_latest()) {
     TLOG(Info) << "resuming at step " << trainer.step();
   }
+  if (telemetry != nullptr) telemetry->started(trainer.step());
+  trainer.set_stop_flag(&g_stop_requested);
   RunResult r = trainer.run();
   TLOG(Info) << "finished: " << r.epochs_completed << " epochs, " << r.steps << " steps, top-1 "
              << r.last_eval.top1 * 100 << "% in " << r.seconds << " s" << (r.reached_target ? " (target reached)" : "");
@@ -71,33 +141,53 @@ RunResult train_job(const api::TrainingJob& job, Collectives& collectives, const
 
 int run_worker(const WorkerOptions& options) {
   const api::TrainingJob job = api::load_job_file(options.job_file);
-  LogObserver log_observer;
+  install_stop_handler();
   const int world = world_size_from_environment();
+  const int rank = static_cast<int>(env::get_int_or("RANK", 0));
+  LogObserver log_observer;
+  Telemetry telemetry(telemetry_options(job, rank, world));
+  FanOut observers(log_observer, telemetry);
+  RunResult r;
   if (world == 1) {
     LocalCollectives alone;
-    train_job(job, alone, nullptr, &log_observer);
-    return 0;
-  }
+    r = train_job(job, alone, nullptr, &observers, &telemetry);
+    telemetry.finished(r, 0, "");
+  } else {
 #if defined(TORUS_WITH_COMM)
-  auto w = comm::make_world(comm::rank_env_from_environment());
-  log::set_tag("rank " + std::to_string(w->rank()));
-  comm::CommCollectives collectives(w->comm());
-  comm::ReducerOptions reducer;
-  if (job.spec.all_reduce.bucket_size_mb)
-    reducer.buckets.bucket_cap_bytes = static_cast<size_t>(*job.spec.all_reduce.bucket_size_mb * (1 << 20));
-  if (job.spec.all_reduce.first_bucket_size_mb)
-    reducer.buckets.first_bucket_bytes = static_cast<size_t>(*job.spec.all_reduce.first_bucket_size_mb * (1 << 20));
-  auto factory = [&](const Arena& grads) -> std::unique_ptr<GradientSync> {
-    std::vector<comm::ParamSpan> spans;
-    for (const ArenaEntry& e : grads.entries()) spans.push_back({e.offset, e.elements});
-    return std::make_unique<comm::CommGradientSync>(w->comm(), grads.all().span(), std::move(spans), reducer);
-  };
-  train_job(job, collectives, factory, &log_observer);
-  return 0;
+    auto w = comm::make_world(comm::rank_env_from_environment());
+    log::set_tag("rank " + std::to_string(w->rank()));
+    comm::CommCollectives collectives(w->comm());
+    comm::ReducerOptions reducer;
+    if (job.spec.all_reduce.bucket_size_mb)
+      reducer.buckets.bucket_cap_bytes = static_cast<size_t>(*job.spec.all_reduce.bucket_size_mb * (1 << 20));
+    if (job.spec.all_reduce.first_bucket_size_mb)
+      reducer.buckets.first_bucket_bytes = static_cast<size_t>(*job.spec.all_reduce.first_bucket_size_mb * (1 << 20));
+    auto factory = [&](const Arena& grads) -> std::unique_ptr<GradientSync> {
+      std::vector<comm::ParamSpan> spans;
+      for (const ArenaEntry& e : grads.entries()) spans.push_back({e.offset, e.elements});
+      return std::make_unique<comm::CommGradientSync>(w->comm(), grads.all().span(), std::move(spans), reducer);
+    };
+    telemetry.set_collective_sampler([&w] {
+      std::vector<CollectiveSample> out;
+      for (const auto& [key, s] : w->comm().stats()) {
+        const auto slash = key.find('/');
+        out.push_back({slash == std::string::npos ? key : key.substr(0, slash),
+                       slash == std::string::npos ? "global" : key.substr(slash + 1), s.calls, s.bytes, s.seconds});
+      }
+      return out;
+    });
+    r = train_job(job, collectives, factory, &observers, &telemetry);
+    telemetry.finished(r, telemetry.bus_bandwidth_gbps(), telemetry.main_algorithm());
 #else
-  throw InvalidArgument("WORLD_SIZE=" + std::to_string(world) +
-                        ": this torus-worker was built without the communication layer (worker/comm)");
+    throw InvalidArgument("WORLD_SIZE=" + std::to_string(world) +
+                          ": this torus-worker was built without the communication layer (worker/comm)");
 #endif
+  }
+  if (r.stopped) {
+    TLOG(Warn) << "stopped on request at step " << r.steps << " after checkpointing; exiting as retryable";
+    return to_int(ExitCode::kRetryable);
+  }
+  return 0;
 }
 
 }  // namespace torus::worker::train

@@ -18,8 +18,11 @@ WorkerOptions parse_worker_args(int argc, char** argv);
 // 0 when the run finished (target reached or all epochs done).
 int run_worker(const WorkerOptions& options);
 
-// The same for an already loaded job, with the collectives and gradient averaging of this rank.
+class Telemetry;
+
+// The same for an already loaded job, with the collectives and gradient averaging of this rank. `telemetry`, when
+// given, announces the start (with the step resumed from) to the supervisor.
 RunResult train_job(const api::TrainingJob& job, Collectives& collectives, const GradientSyncFactory& sync_factory,
-                    TrainObserver* observer);
+                    TrainObserver* observer, Telemetry* telemetry = nullptr);
 
 }  // namespace torus::worker::train
