@@ -160,7 +160,24 @@ void Controller::process(const std::string& key) {
   if (metrics_) {
     metrics_->reconcile_seconds.observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    count_jobs_by_phase();
   }
+}
+
+void Controller::count_jobs_by_phase() {
+  {
+    // At most once a second: it walks the whole job cache.
+    std::lock_guard lock(progress_mu_);
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_phase_count_ < std::chrono::seconds(1)) return;
+    last_phase_count_ = now;
+  }
+  std::map<std::pair<std::string, std::string>, int> counts;
+  for (const auto& job : jobs_->store().list()) {
+    std::string phase = job.value("status", json::object()).value("phase", "Pending");
+    ++counts[{job["metadata"].value("namespace", ""), phase}];
+  }
+  metrics_->set_jobs_by_phase(counts);
 }
 
 PlanInput Controller::observe(const json& job, const std::string& ns, const std::string& name) const {

@@ -53,6 +53,7 @@ class Controller {
   void record_event(const json& job, const EventRecord& event);
   std::optional<api::Progress> scrape_progress(const json& job, const std::string& ns);
   void observe_metrics(const json& job, const Plan& plan);
+  void count_jobs_by_phase();
   bool still_exists(const json& job, const std::string& ns, const std::string& name);
 
   kube::Client& client_;
@@ -68,6 +69,7 @@ class Controller {
   std::vector<std::thread> workers_;
   std::mutex progress_mu_;
   std::map<std::string, std::chrono::steady_clock::time_point> last_scrape_;
+  std::chrono::steady_clock::time_point last_phase_count_{};
   enum class State { kIdle, kRunning, kStopped } state_ = State::kIdle;
 };
 

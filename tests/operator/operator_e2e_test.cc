@@ -253,6 +253,37 @@ TEST_F(OperatorE2E, JobCreatesServiceConfigMapSecretAndPods) {
   EXPECT_EQ(r.out.substr(0, 2), "3 ") << r.out;
 }
 
+// The leader's /metrics, /healthz and /readyz (its port is printed on its first log line).
+TEST_F(OperatorE2E, ServesMetricsHealthAndReadiness) {
+  apply("papa", 1);
+  ASSERT_TRUE(eventually([] { return gang_running("papa", 1, 1); }));
+  std::string url;
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& [id, op] : operators_) {
+          std::ifstream log(dir_ / (id + ".log"));
+          std::string line;
+          while (std::getline(log, line)) {
+            auto at = line.find("metrics on http://");
+            if (at == std::string::npos) continue;
+            url = line.substr(at + 11, line.find("/metrics", at) - at - 11);
+            return true;
+          }
+        }
+        return false;
+      },
+      10s));
+  kube::ClusterConfig target;
+  target.server = url;
+  auto http = kube::make_http_transport(target, {});
+  EXPECT_EQ(http->send({"GET", "/healthz", "", "text/plain", {}}).status, 200);
+  EXPECT_TRUE(eventually([&] { return http->send({"GET", "/readyz", "", "text/plain", {}}).status == 200; }, 10s));
+  std::string metrics = http->send({"GET", "/metrics", "", "text/plain", {}}).body;
+  EXPECT_NE(metrics.find("torus_operator_reconciles_total"), std::string::npos);
+  EXPECT_NE(metrics.find("torus_operator_leader 1"), std::string::npos) << metrics.substr(0, 2000);
+  EXPECT_NE(metrics.find("torus_operator_api_requests_total{verb=\"POST\",code=\"201\"}"), std::string::npos);
+}
+
 TEST_F(OperatorE2E, Exit137RestartsWholeGangAsAttempt2) {
   apply("bravo", 2);
   ASSERT_TRUE(eventually([] { return gang_running("bravo", 2, 1); }));
