@@ -2,9 +2,12 @@
 // averaged and evaluation counts summed through Collectives. Both ranks must end with identical parameters and
 // evaluate the whole validation set exactly once between them.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -96,7 +99,7 @@ class AveragingSync final : public GradientSync {
   std::vector<size_t> seen_;
 };
 
-TEST(TwoRanks, TrainInLockstepAndEvaluateTheWholeSetOnce) {
+TrainConfig two_rank_config() {
   TrainConfig c;
   c.model.widths = {8, 16, 32};
   c.model.num_classes = 4;
@@ -113,15 +116,24 @@ TEST(TwoRanks, TrainInLockstepAndEvaluateTheWholeSetOnce) {
   c.seed = 9;
   c.eval_batch_size = 32;
   c.log_every_steps = 0;
-  const Datasets data = load_datasets(c.data, c.seed);
+  return c;
+}
 
+struct RankOutcome {
+  RunResult result;
+  std::vector<float> params, stats;
+  bool order_ok = false;
+  bool resumed = false;
+  int64_t start_step = 0;
+  std::string error;
+};
+
+// Runs both ranks (rank 1 on a thread); `resume` makes each call resume_latest() first.
+std::array<RankOutcome, 2> run_two_ranks(const TrainConfig& c, const Datasets& data, int64_t max_steps, bool resume) {
   Rendezvous rendezvous(2);
-  std::vector<float> params[2];
-  std::vector<float> stats[2];
-  RunResult results[2];
-  bool order_ok[2] = {false, false};
-  std::string errors[2];
+  std::array<RankOutcome, 2> out;
   auto rank_main = [&](int rank) {
+    RankOutcome& o = out[static_cast<size_t>(rank)];
     try {
       auto backend = cpu::make_cpu_backend(1);
       ThreadCollectives coll(rendezvous, rank, 2);
@@ -132,27 +144,59 @@ TEST(TwoRanks, TrainInLockstepAndEvaluateTheWholeSetOnce) {
         return s;
       };
       Trainer t(*backend, c, data, coll, factory);
-      results[rank] = t.run();
-      params[rank] = nn::export_plain(t.model().context(), t.model().context().params);
-      stats[rank] = nn::export_plain(t.model().context(), t.model().context().stats);
-      order_ok[rank] = sync != nullptr && sync->order_ok;
+      if (resume) o.resumed = t.resume_latest();
+      o.start_step = t.step();
+      o.result = t.run(max_steps);
+      o.params = nn::export_plain(t.model().context(), t.model().context().params);
+      o.stats = nn::export_plain(t.model().context(), t.model().context().stats);
+      o.order_ok = sync != nullptr && sync->order_ok;
     } catch (const std::exception& e) {
-      errors[rank] = e.what();
+      o.error = e.what();
     }
   };
   std::thread r1(rank_main, 1);
   rank_main(0);
   r1.join();
-  ASSERT_EQ(errors[0], "");
-  ASSERT_EQ(errors[1], "");
-  EXPECT_TRUE(order_ok[0]);
-  EXPECT_TRUE(order_ok[1]);
-  EXPECT_EQ(results[0].steps, 2 * 8);  // 256 / (2 ranks x 16) batches per epoch
-  EXPECT_EQ(params[0], params[1]);
-  EXPECT_EQ(stats[0], stats[1]);  // averaged before evaluation
-  EXPECT_EQ(results[0].last_eval.samples, 100);
-  EXPECT_EQ(results[1].last_eval.samples, 100);
-  EXPECT_DOUBLE_EQ(results[0].last_eval.top1, results[1].last_eval.top1);
+  return out;
+}
+
+TEST(TwoRanks, TrainInLockstepAndEvaluateTheWholeSetOnce) {
+  const TrainConfig c = two_rank_config();
+  const auto out = run_two_ranks(c, load_datasets(c.data, c.seed), 0, false);
+  ASSERT_EQ(out[0].error, "");
+  ASSERT_EQ(out[1].error, "");
+  EXPECT_TRUE(out[0].order_ok);
+  EXPECT_TRUE(out[1].order_ok);
+  EXPECT_EQ(out[0].result.steps, 2 * 8);  // 256 / (2 ranks x 16) batches per epoch
+  EXPECT_EQ(out[0].params, out[1].params);
+  EXPECT_EQ(out[0].stats, out[1].stats);  // averaged before evaluation
+  EXPECT_EQ(out[0].result.last_eval.samples, 100);
+  EXPECT_EQ(out[1].result.last_eval.samples, 100);
+  EXPECT_DOUBLE_EQ(out[0].result.last_eval.top1, out[1].result.last_eval.top1);
+}
+
+TEST(TwoRanks, OnlyRankZeroReadsTheCheckpointAndBothResumeThere) {
+  TrainConfig c = two_rank_config();
+  const Datasets data = load_datasets(c.data, c.seed);
+  const auto straight = run_two_ranks(c, data, 0, false);
+  ASSERT_EQ(straight[0].error, "");
+  c.checkpoint.dir =
+      (std::filesystem::temp_directory_path() / ("torus-two-ranks-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(c.checkpoint.dir);
+  c.checkpoint.every_steps = 5;
+  c.checkpoint.every_epochs = 0;
+  const auto first = run_two_ranks(c, data, 5, false);  // rank 0 writes ckpt-5; rank 1 writes nothing
+  ASSERT_EQ(first[0].error, "");
+  const auto second = run_two_ranks(c, data, 0, true);
+  ASSERT_EQ(second[0].error, "");
+  ASSERT_EQ(second[1].error, "");
+  EXPECT_TRUE(second[0].resumed);
+  EXPECT_TRUE(second[1].resumed);  // from rank 0's broadcast
+  EXPECT_EQ(second[1].start_step, 5);
+  EXPECT_EQ(second[0].result.steps, 16);
+  EXPECT_EQ(second[0].params, second[1].params);
+  EXPECT_EQ(second[0].params, straight[0].params);  // stopping and resuming changed nothing
+  std::filesystem::remove_all(c.checkpoint.dir);
 }
 
 }  // namespace
