@@ -178,8 +178,10 @@ int operator_command(const std::vector<std::string>& args) {
                          : !flags.namespace_.empty()    ? flags.namespace_
                          : !cluster.namespace_.empty()  ? cluster.namespace_
                                                         : "default";
-  kube::LeaderElector elector(
-      client, {lease_ns, "torus-operator", flags.identity.empty() ? default_identity() : flags.identity});
+  kube::LeaderElectionOptions lease = flags.lease;
+  lease.namespace_ = lease_ns;
+  lease.identity = flags.identity.empty() ? default_identity() : flags.identity;
+  kube::LeaderElector elector(client, lease);
   controller::Controller ctl(client, {flags.namespace_, flags.workers}, &op_metrics);
 
   std::mutex mu;

@@ -394,6 +394,13 @@ TEST_F(OperatorE2E, TwoReplicasOneLeaderAndFailover) {
   ASSERT_TRUE(eventually([] { return lease_holder() == "op-standby"; }, 20s)) << lease_holder();
   apply("lima", 2);
   ASSERT_TRUE(eventually([] { return gang_running("lima", 2, 1); }));
+  // A leader that dies without releasing (SIGKILL) is replaced once its lease expires (3 s here).
+  start_operator("op-standby-2");
+  operators_["op-standby"]->kill(SIGKILL);
+  operators_.erase("op-standby");
+  ASSERT_TRUE(eventually([] { return lease_holder() == "op-standby-2"; }, 20s)) << lease_holder();
+  apply("mike-2", 1);
+  ASSERT_TRUE(eventually([] { return gang_running("mike-2", 1, 1); }));
 }
 
 TEST_F(OperatorE2E, ConvergesThroughFaults) {
