@@ -15,6 +15,7 @@
 #include "common/util/error.h"
 #include "tests/apiserver/api_error.h"
 #include "tests/apiserver/discovery.h"
+#include "tests/apiserver/protobuf.h"
 #include "tests/apiserver/table.h"
 
 namespace torus::standin {
@@ -151,6 +152,7 @@ class RequestHandler {
   Response serve_control(const std::string& name);
   bool serve_watch(const Target& target);
   void require_json_body() const;
+  json object_body() const;
   bool write_chunk(const std::string& data);
   bool peer_closed();
   RequestInfo describe(const Target& target) const;
@@ -431,13 +433,12 @@ Response RequestHandler::serve_resource(const Target& target, bool& streamed) {
       if (type.namespaced() && target.ns.empty()) {
         throw ApiError(404, "NotFound", "the server could not find the requested resource");
       }
-      return reply(http::status::created,
-                   *with_warnings(store.create(type, target.ns, parse_body(request_->body()), write)));
+      return reply(http::status::created, *with_warnings(store.create(type, target.ns, object_body(), write)));
     }
     case http::verb::put: {
       if (target.name.empty()) throw method_not_allowed("PUT needs an object name");
-      return reply(http::status::ok, *with_warnings(store.update(type, target.ns, target.name,
-                                                                 parse_body(request_->body()), sub, write)));
+      return reply(http::status::ok,
+                   *with_warnings(store.update(type, target.ns, target.name, object_body(), sub, write)));
     }
     case http::verb::patch: {
       if (target.name.empty()) throw method_not_allowed("PATCH needs an object name");
@@ -488,12 +489,21 @@ void RequestHandler::require_json_body() const {
   if (request_->body().empty() || type.empty()) return;
   std::string base = type.substr(0, type.find(';'));
   bool json_like = base == "application/json" || base.ends_with("+json") || base == "application/apply-patch+yaml";
+  bool creates_or_replaces = request_->method() == http::verb::post || request_->method() == http::verb::put;
+  if (base == "application/vnd.kubernetes.protobuf" && creates_or_replaces) return;  // see object_body()
   if (!json_like) {
     throw ApiError(415, "UnsupportedMediaType",
                    "the body of the request was in an unknown format - accepted media types include: "
                    "application/json (the Kubernetes API stand-in does not read " +
                        base + "; use kubectl create -f or kubectl apply)");
   }
+}
+
+// The object of a create or update: JSON, or the protobuf kubectl's generators send.
+json RequestHandler::object_body() const {
+  std::string type(request_->base()[http::field::content_type]);
+  if (type.rfind("application/vnd.kubernetes.protobuf", 0) == 0) return decode_protobuf_object(request_->body());
+  return parse_body(request_->body());
 }
 
 bool RequestHandler::write_chunk(const std::string& data) {

@@ -241,10 +241,16 @@ TEST_F(KubectlTest, NamespacesMustExistAndTakeTheirContentsAlong) {
   ok({"apply", "-f", cm, "-n", "team"});
   ok({"delete", "namespace", "team", "--timeout=10s"});
   EXPECT_EQ(ok({"get", "cm", "-A", "-o", "name"}), "");
-  // kubectl's generators send protobuf, which the stand-in refuses with 415 (it reads JSON only).
-  r = kubectl({"create", "configmap", "generated"});
+  // kubectl's generators send protobuf: read for namespaces, config maps, secrets and service accounts.
+  ok({"create", "namespace", "generated"});
+  ok({"create", "configmap", "settings", "-n", "generated", "--from-literal=lr=0.1"});
+  ok({"create", "secret", "generic", "token", "-n", "generated", "--from-literal=key=abc"});
+  EXPECT_EQ(get_json({"get", "cm", "settings", "-n", "generated", "-o", "json"})["data"]["lr"], "0.1");
+  EXPECT_EQ(get_json({"get", "secret", "token", "-n", "generated", "-o", "json"})["data"]["key"], "YWJj");
+  // Other kinds in protobuf are refused with 415.
+  r = kubectl({"create", "deployment", "d", "--image=x"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.err, HasSubstr("unknown format"));
+  EXPECT_THAT(r.err, HasSubstr("protobuf"));
 }
 
 TEST_F(KubectlTest, InjectedFaultsReachKubectl) {
