@@ -392,7 +392,10 @@ int run_local(const LocalRunOptions& options) {
                 {"TORUS_NODE_NAME", node},
                 {"TORUS_METRICS_PORT", "0"},
                 {"TORUS_RENDEZVOUS_SECRET", secret},
-                {"TORUS_LOG_LEVEL", env::get_or("TORUS_LOG_LEVEL", "info")}};
+                {"TORUS_LOG_LEVEL", env::get_or("TORUS_LOG_LEVEL", "info")},
+                // Several ranks share this machine's cores: OpenMP threads that spin while waiting steal them.
+                {"OMP_WAIT_POLICY", env::get_or("OMP_WAIT_POLICY", "passive")},
+                {"TORUS_METRICS_HOST", "127.0.0.1"}};
     return spec;
   };
   InterruptFd interrupt;

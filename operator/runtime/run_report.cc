@@ -49,7 +49,8 @@ void RunReport::on_event(int rank, const nlohmann::json& e) {
   if (type == process::event::kStarted) {
     const int port = value_or<int>(e, "metrics_port", 0);
     if (port > 0) metrics_ports_.push_back(port);
-    if (rank == 0 && e.contains("resumed_step")) resumed_step_ = value_or<int64_t>(e, "resumed_step", 0);
+    if (rank == 0 && value_or<int64_t>(e, "resumed_step", 0) > 0)
+      resumed_step_ = value_or<int64_t>(e, "resumed_step", 0);
     if (rank == 0 && e.contains("target_accuracy")) target_ = value_or<double>(e, "target_accuracy", 0);
     return;
   }
