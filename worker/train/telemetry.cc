@@ -15,8 +15,8 @@ double unix_seconds() {
 }  // namespace
 
 Telemetry::Telemetry(const TelemetryOptions& options) : options_(options) {
-  metrics_ = std::make_unique<metrics::WorkerMetrics>(registry_, options.job, options.ns, options.rank,
-                                                      options.attempt);
+  metrics_ =
+      std::make_unique<metrics::WorkerMetrics>(registry_, options.job, options.ns, options.rank, options.attempt);
   metrics_->world_size.set(options.world_size);
   metrics_->planned_epochs.set(static_cast<double>(options.epochs));
   metrics_->planned_steps.set(static_cast<double>(options.total_steps));
@@ -164,14 +164,10 @@ void Telemetry::on_evaluation(const ProgressEvent& e) {
 }
 
 void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::string& algorithm) {
-  nlohmann::json event = {{"event", process::event::kFinished},
-                          {"rank", options_.rank},
-                          {"accuracy", r.last_eval.top1},
-                          {"steps", r.steps},
-                          {"epochs", r.epochs_completed},
-                          {"elapsed_s", r.seconds},
-                          {"images_per_s", images_per_second_},
-                          {"busbw_gbps", busbw_gbps},
+  nlohmann::json event = {{"event", process::event::kFinished}, {"rank", options_.rank},
+                          {"accuracy", r.last_eval.top1},       {"steps", r.steps},
+                          {"epochs", r.epochs_completed},       {"elapsed_s", r.seconds},
+                          {"images_per_s", images_per_second_}, {"busbw_gbps", busbw_gbps},
                           {"reached_target", r.reached_target}};
   if (!algorithm.empty()) event["allreduce_algorithm"] = algorithm;
   if (r.reached_target) event["time_to_target_s"] = r.seconds_to_target;

@@ -6,10 +6,10 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <vector>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/registry.h"
@@ -42,7 +42,7 @@ struct TelemetryOptions {
   int64_t image_size = 0;
   double target_accuracy = 0;  // 0: none
   std::string metrics_host = "0.0.0.0";
-  std::optional<uint16_t> metrics_port;  // nullopt: no exporter; 0: any free port
+  std::optional<uint16_t> metrics_port;           // nullopt: no exporter; 0: any free port
   std::chrono::milliseconds event_interval{500};  // progress event lines at most this often
 };
 
@@ -60,9 +60,7 @@ class Telemetry final : public TrainObserver {
   void finished(const RunResult& result, double busbw_gbps, const std::string& algorithm);
 
   // Where all-reduce counters come from (the comm layer); sampled at most once a second while training.
-  void set_collective_sampler(std::function<std::vector<CollectiveSample>()> sampler) {
-    sampler_ = std::move(sampler);
-  }
+  void set_collective_sampler(std::function<std::vector<CollectiveSample>()> sampler) { sampler_ = std::move(sampler); }
   // The whole-all-reduce bus bandwidth over the run so far (nccl-tests definition), GB/s; 0 with one rank.
   double bus_bandwidth_gbps() const { return busbw_gbps_; }
   // The algorithm that carried the most bytes ("ring", "hierarchical", "torus2d").
