@@ -251,14 +251,10 @@ std::string StandinTest::fixture(const std::string& name) const {
 
 void StandinTest::apply_crd() const { ok({"apply", "-f", fixture("crd_trainingjobs.yaml")}); }
 
-const ResourceType& StandinTest::type(const std::string& group, const std::string& version,
-                                      const std::string& plural) const {
+ResourcePtr StandinTest::type(const std::string& group, const std::string& version, const std::string& plural) const {
   ResourcePtr t = server_->store().registry().find(group, version, plural);
   if (!t) throw InvalidArgument("no resource " + group + "/" + version + "/" + plural);
-  // Registry entries are shared_ptr-owned and replaced, never mutated: keep this one alive for the test.
-  static thread_local std::vector<ResourcePtr> keep;
-  keep.push_back(t);
-  return *t;
+  return t;
 }
 
 }  // namespace torus::standin::testing

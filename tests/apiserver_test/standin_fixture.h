@@ -111,7 +111,8 @@ class StandinTest : public ::testing::Test {
   // Applies the fixture CRD (crds/trainingjobs.torus.dev.yaml is the API area's; this one is ours).
   void apply_crd() const;
   json get_json(const std::vector<std::string>& args) const { return json::parse(ok(args)); }
-  const ResourceType& type(const std::string& group, const std::string& version, const std::string& plural) const;
+  // The served type (a shared_ptr: registry entries are replaced, never mutated); throws when it is not served.
+  ResourcePtr type(const std::string& group, const std::string& version, const std::string& plural) const;
 
   std::string dir_;
   std::unique_ptr<ApiServer> server_;
