@@ -1,0 +1,50 @@
+// Drives chart_apply_test.py: charts/torus-operator rendered with the official Helm library (Python bindings only),
+// installed on the API stand-in (kube-standin) with the real kubectl, and read back with `kubectl get`. One test per
+// value set, each with its own stand-in.
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <string>
+
+namespace {
+
+constexpr int kDeadlineSeconds = 240;  // the script's own kubectl calls have deadlines too
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+Outcome run_script(const std::string& test_class) {
+  const std::string command = "timeout " + std::to_string(kDeadlineSeconds) + " /usr/bin/python3 " +
+                              std::string(TORUS_SOURCE_DIR) + "/tests/chart_apply/chart_apply_test.py --standin " +
+                              std::string(TORUS_BINARY_DIR) + "/bin/kube-standin " + test_class + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed: " + command};
+  Outcome outcome;
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof(chunk), pipe)) > 0) outcome.output.append(chunk, n);
+  const int status = ::pclose(pipe);
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return outcome;
+}
+
+void expect_passes(const std::string& test_class) {
+  const Outcome outcome = run_script(test_class);
+  EXPECT_EQ(outcome.exit_code, 0) << (outcome.exit_code == 124 ? "past the deadline\n" : "") << outcome.output;
+  EXPECT_NE(outcome.output.find("\nOK"), std::string::npos) << outcome.output;
+}
+
+TEST(ChartApply, DefaultValuesInstallOnTheStandin) { expect_passes("DefaultValues"); }
+
+TEST(ChartApply, MonitoringAndNamespacedValuesInstallWithTheMonitoringCrds) {
+  expect_passes("MonitoringAndNamespacedValues");
+}
+
+TEST(ChartApply, MinimalValuesInstallOnlyDeploymentAndService) { expect_passes("MinimalValues"); }
+
+TEST(ChartApply, AKindTheStandinDoesNotServeFailsTheApply) { expect_passes("UnknownKindFailsLoudly"); }
+
+}  // namespace

@@ -1,0 +1,386 @@
+#!/usr/bin/python3
+"""Installs charts/torus-operator on the Kubernetes API stand-in the way `helm install` would, with the real kubectl:
+the chart is rendered with the official Helm library (PyPI helm-python-sdk), its CRDs are applied first and awaited
+(Established), then every rendered manifest is applied, read back with `kubectl get` and compared field by field.
+
+Prometheus Operator kinds (ServiceMonitor, PodMonitor, PrometheusRule): the upstream monitoring.coreos.com CRDs are
+not available offline, so this test registers its own (monitoring-crds/: a strict subset of the documented v1 API,
+no preserve-unknown-fields) before applying a value set that renders those kinds. A kind the stand-in does not serve
+is never skipped: `kubectl apply` fails with "no matches for kind" and so does the test (UnknownKindFailsLoudly shows
+it).
+
+Run by chart_apply_test.cc; standalone:
+  /usr/bin/python3 tests/chart_apply/chart_apply_test.py --standin build/bin/kube-standin [TestClass ...]
+"""
+import argparse
+import json
+import os
+import pathlib
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import yaml
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CHART = ROOT / "charts" / "torus-operator"
+MONITORING_CRDS = HERE / "monitoring-crds"
+RELEASE = "torus"
+NAMESPACE = "torus-system"
+KUBECTL = "/usr/bin/kubectl"
+KUBECTL_DEADLINE_S = 60
+STANDIN_READY_DEADLINE_S = 20
+STANDIN = None  # path of the kube-standin binary, from --standin
+
+try:
+    import helm_python as helm
+except ImportError as e:  # installed by scripts/lib.sh; say so instead of a bare traceback
+    sys.exit(f"chart_apply_test: cannot import helm_python ({e}); install it with "
+             "`/usr/bin/python3 -m pip install --break-system-packages helm-python-sdk==0.2.2`")
+
+# What the stand-in serves out of the box (docs/testing.md) plus the chart's own CRD kinds. A rendered kind outside
+# this set and without a CRD applied by the test makes `kubectl apply` fail, which fails the test.
+MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+
+
+def render(values):
+    """(crd texts, manifest documents) as `helm install` would send them (NOTES.txt and empty documents dropped)."""
+    chart = helm.Chart.load(str(CHART))
+    manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    docs = []
+    for path, text in sorted(manifests.items()):
+        if path.endswith(".yaml"):
+            docs.extend(d for d in yaml.safe_load_all(text) if d)
+    return [crd["data"] for crd in chart.crds], docs
+
+
+def is_subset(expected, actual, path="$"):
+    """None when every field of `expected` is in `actual` with the same value (the server may add defaults), else the
+    path of the first difference and both values."""
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return f"{path}: expected an object, got {json.dumps(actual)[:200]}"
+        for key, value in expected.items():
+            if key not in actual:
+                return f"{path}.{key}: missing on the server (rendered {json.dumps(value)[:200]})"
+            difference = is_subset(value, actual[key], f"{path}.{key}")
+            if difference:
+                return difference
+        return None
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return f"{path}: rendered {json.dumps(expected)[:200]}, server has {json.dumps(actual)[:200]}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            difference = is_subset(e, a, f"{path}[{i}]")
+            if difference:
+                return difference
+        return None
+    if expected != actual:
+        return f"{path}: rendered {json.dumps(expected)}, server has {json.dumps(actual)}"
+    return None
+
+
+def key_of(obj):
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace", ""), meta["name"]
+
+
+class Standin:
+    """kube-standin as a process on a free port, with a kubeconfig and a kubectl discovery cache of its own."""
+
+    def __init__(self, workdir):
+        self.kubeconfig = os.path.join(workdir, "kubeconfig")
+        self.cache = os.path.join(workdir, "kubectl-cache")
+        self.log = open(os.path.join(workdir, "standin.log"), "w+")
+        self.process = subprocess.Popen([STANDIN, "--port", "0", "--kubeconfig", self.kubeconfig],
+                                        stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.url = self._first_line()
+
+    def _first_line(self):
+        ready, _, _ = select.select([self.process.stdout], [], [], STANDIN_READY_DEADLINE_S)
+        line = self.process.stdout.readline().strip() if ready else ""
+        if not line.startswith("http://"):
+            self.stop()
+            self.log.seek(0)
+            raise AssertionError(f"kube-standin did not print its URL within {STANDIN_READY_DEADLINE_S} s "
+                                 f"(exit {self.process.returncode}); log:\n{self.log.read()[-3000:]}")
+        return line
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process.stdout.close()
+        self.log.close()
+
+    def create_namespace(self, name):
+        # As a manifest: `kubectl create namespace` sends protobuf, which the stand-in does not speak.
+        self.ok("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
+
+    def kubectl(self, *args, stdin=None):
+        argv = [KUBECTL, "--kubeconfig", self.kubeconfig, "--cache-dir", self.cache, *args]
+        try:
+            return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=KUBECTL_DEADLINE_S)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"{' '.join(argv)}: no answer within {KUBECTL_DEADLINE_S} s") from e
+
+    def ok(self, *args, stdin=None):
+        result = self.kubectl(*args, stdin=stdin)
+        if result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result.stdout
+
+
+class ChartOnStandin:
+    """Mixin: one stand-in per test class; subclasses name VALUES and what they expect."""
+    VALUES = None
+    REPLICAS = 2
+    WITH_MONITORING_CRDS = False
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="torus-chart-apply-")
+        cls.standin = Standin(cls.tmp.name)
+        cls.crds, cls.docs = render(cls.VALUES)
+        cls.manifests = os.path.join(cls.tmp.name, "manifests.yaml")
+        with open(cls.manifests, "w") as f:
+            yaml.safe_dump_all(cls.docs, f, sort_keys=False)
+        try:
+            cls.install()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.standin.stop()
+        cls.tmp.cleanup()
+
+    @classmethod
+    def namespaces(cls):
+        return sorted({NAMESPACE} | {d["metadata"]["namespace"] for d in cls.docs if "namespace" in d["metadata"]})
+
+    @classmethod
+    def apply_crds(cls, texts):
+        names = []
+        for text in texts:
+            names.extend(d["metadata"]["name"] for d in yaml.safe_load_all(text) if d)
+            cls.standin.ok("apply", "-f", "-", stdin=text)
+        cls.standin.ok("wait", "--for=condition=Established", "--timeout=30s", *[f"crd/{n}" for n in names])
+
+    @classmethod
+    def install(cls):
+        # The release namespace (helm install --create-namespace) and the users' namespaces the values name.
+        for ns in cls.namespaces():
+            cls.standin.create_namespace(ns)
+        cls.apply_crds(cls.crds)  # Helm installs crds/ first and waits for them
+        if cls.WITH_MONITORING_CRDS:
+            cls.apply_crds([p.read_text() for p in sorted(MONITORING_CRDS.glob("*.yaml"))])
+        cls.first_apply = cls.standin.ok("apply", "-f", cls.manifests)
+
+    # ---- checks every value set gets ----
+
+    def served(self):
+        listing = json.loads(self.standin.ok("get", "-f", self.manifests, "-o", "json"))
+        return {key_of(obj): obj for obj in listing["items"]}
+
+    def one(self, kind):
+        found = [d for d in self.docs if d["kind"] == kind]
+        self.assertEqual(len(found), 1, f"expected one rendered {kind}")
+        return found[0]
+
+    def test_every_rendered_object_was_created(self):
+        lines = [line for line in self.first_apply.splitlines() if line.strip()]
+        self.assertEqual(len(lines), len(self.docs), self.first_apply)
+        for line in lines:
+            self.assertTrue(line.endswith(" created"), line)
+
+    def test_every_object_is_served_with_its_rendered_fields(self):
+        served = self.served()
+        self.assertEqual(sorted(served), sorted(key_of(d) for d in self.docs))
+        for doc in self.docs:
+            obj = served[key_of(doc)]
+            self.assertTrue(obj["metadata"].get("uid"), key_of(doc))
+            self.assertIsNone(is_subset(doc, obj), key_of(doc))
+
+    def test_applying_again_changes_nothing(self):
+        # The server must see no change: every resourceVersion stays. (kubectl still reports the
+        # PodDisruptionBudget "configured": its spec.selector has patchStrategy replace, so the client-side patch is
+        # never empty, against a real apiserver too.)
+        before = {key: obj["metadata"]["resourceVersion"] for key, obj in self.served().items()}
+        again = self.standin.ok("apply", "-f", self.manifests)
+        after = {key: obj["metadata"]["resourceVersion"] for key, obj in self.served().items()}
+        self.assertEqual(before, after, again)
+        for line in (line for line in again.splitlines() if line.strip()):
+            self.assertTrue(line.endswith(" unchanged") or line.startswith("poddisruptionbudget.policy/"), again)
+
+    def test_the_chart_crd_serves_trainingjobs(self):
+        crd = json.loads(self.standin.ok("get", "crd", "trainingjobs.torus.dev", "-o", "json"))
+        conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+        self.assertEqual(conditions.get("Established"), "True", crd["status"])
+        self.assertEqual(self.standin.kubectl("get", "trainingjobs", "-A").returncode, 0)
+
+    def test_deployment_replicas(self):
+        name = self.one("Deployment")["metadata"]["name"]
+        replicas = self.standin.ok("get", "deployment", name, "-n", NAMESPACE, "-o", "jsonpath={.spec.replicas}")
+        self.assertEqual(replicas, str(self.REPLICAS))
+
+    def test_service_gets_a_cluster_ip_and_the_metrics_port(self):
+        name = self.one("Service")["metadata"]["name"]
+        service = json.loads(self.standin.ok("get", "service", name, "-n", NAMESPACE, "-o", "json"))
+        self.assertRegex(service["spec"].get("clusterIP", ""), r"^10\.96\.\d+\.\d+$")
+        self.assertEqual([p["targetPort"] for p in service["spec"]["ports"]], ["http-metrics"])
+
+    def test_rbac_bindings_point_at_served_roles_and_accounts(self):
+        for binding in (d for d in self.docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+            ref = binding["roleRef"]
+            ns = [] if ref["kind"] == "ClusterRole" else ["-n", binding["metadata"]["namespace"]]
+            self.standin.ok("get", ref["kind"].lower(), ref["name"], *ns)
+            for subject in binding["subjects"]:
+                self.standin.ok("get", "serviceaccount", subject["name"], "-n", subject["namespace"])
+
+    def test_dashboards_are_configmaps_with_the_sidecar_label(self):
+        rendered = [d for d in self.docs if d["kind"] == "ConfigMap"]
+        label = "grafana_dashboard=1"
+        listing = json.loads(self.standin.ok("get", "configmaps", "-A", "-l", label, "-o", "json"))
+        served = {}
+        for cm in listing["items"]:
+            ((key, text),) = cm["data"].items()
+            served[key] = json.loads(text)
+        if not (self.VALUES or {}).get("dashboards", {}).get("enabled", True):
+            self.assertEqual(served, {})
+            return
+        self.assertEqual(len(listing["items"]), len(rendered))
+        sources = {p.name: json.loads(p.read_text()) for p in (ROOT / "dashboards").glob("*.json")}
+        self.assertEqual(served, sources)
+
+
+class DefaultValues(ChartOnStandin, unittest.TestCase):
+    def test_least_privilege_rbac_and_service_account_are_served(self):
+        sa = self.one("ServiceAccount")["metadata"]["name"]
+        self.standin.ok("get", "serviceaccount", sa, "-n", NAMESPACE)
+        role = json.loads(self.standin.ok("get", "clusterrole", self.one("ClusterRole")["metadata"]["name"],
+                                          "-o", "json"))
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                self.assertNotIn("*", rule.get(field, []))
+        self.assertIn("trainingjobs", [r for rule in role["rules"] for r in rule["resources"]])
+        self.standin.ok("get", "poddisruptionbudget", self.one("PodDisruptionBudget")["metadata"]["name"],
+                        "-n", NAMESPACE)
+
+    def test_no_prometheus_operator_kinds_by_default(self):
+        self.assertFalse(MONITORING_KINDS & {d["kind"] for d in self.docs})
+
+
+class MonitoringAndNamespacedValues(ChartOnStandin, unittest.TestCase):
+    VALUES = {
+        "replicaCount": 3,
+        "watchNamespaces": ["team-a", "team-b"],
+        "serviceMonitor": {"enabled": True, "interval": "15s"},
+        "podMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "image": {"repository": "registry.example/torus-operator", "tag": "1.2.3"},
+        "dashboards": {"enabled": True, "namespace": "monitoring", "label": "grafana_dashboard", "labelValue": "1"},
+    }
+    REPLICAS = 3
+    WITH_MONITORING_CRDS = True
+
+    def test_prometheus_operator_kinds_are_served(self):
+        self.assertEqual(MONITORING_KINDS, MONITORING_KINDS & {d["kind"] for d in self.docs})
+        monitor = json.loads(self.standin.ok("get", "podmonitors", "-n", NAMESPACE, "-o", "json"))
+        (pm,) = monitor["items"]
+        self.assertTrue(pm["spec"]["podMetricsEndpoints"][0]["honorLabels"])
+        self.assertEqual(pm["spec"]["namespaceSelector"]["matchNames"], ["team-a", "team-b"])
+        sm = json.loads(self.standin.ok("get", "servicemonitors", "-n", NAMESPACE, "-o", "json"))["items"]
+        self.assertEqual([s["spec"]["endpoints"][0]["interval"] for s in sm], ["15s"])
+        rule = json.loads(self.standin.ok("get", "prometheusrules", "-n", NAMESPACE, "-o", "json"))["items"]
+        plain = yaml.safe_load((ROOT / "dashboards" / "alerts" / "torus-rules.yaml").read_text())
+        self.assertEqual([r["spec"] for r in rule], [plain])
+
+    def test_monitoring_crds_reject_a_misspelled_field(self):
+        # The stand-in CRDs are strict, so a typo in the chart's monitors cannot pass unnoticed.
+        bad = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+               "metadata": {"name": "typo", "namespace": NAMESPACE},
+               "spec": {"selector": {}, "podMetricsEndpoints": [{"port": "metrics", "honorLabel": True}]}}
+        result = self.standin.kubectl("apply", "-f", "-", stdin=json.dumps(bad))
+        self.assertNotEqual(result.returncode, 0, result.stdout)
+        self.assertIn("honorLabel", result.stderr)
+
+    def test_namespaced_roles_in_each_watched_namespace(self):
+        for ns in ("team-a", "team-b"):
+            roles = json.loads(self.standin.ok("get", "roles", "-n", ns, "-o", "json"))["items"]
+            self.assertEqual(len(roles), 1, ns)
+        self.assertEqual(self.standin.ok("get", "clusterroles", "-l", f"app.kubernetes.io/instance={RELEASE}",
+                                         "-o", "name"), "")
+
+    def test_dashboards_land_in_the_grafana_namespace(self):
+        names = self.standin.ok("get", "configmaps", "-n", "monitoring", "-l", "grafana_dashboard=1", "-o", "name")
+        self.assertEqual(len(names.split()), len([d for d in self.docs if d["kind"] == "ConfigMap"]))
+
+
+class MinimalValues(ChartOnStandin, unittest.TestCase):
+    VALUES = {
+        "replicaCount": 1,
+        "leaderElection": {"enabled": False},
+        "rbac": {"create": False},
+        "serviceAccount": {"create": False, "name": "existing-sa"},
+        "dashboards": {"enabled": False},
+    }
+    REPLICAS = 1
+
+    def test_only_the_deployment_and_service_are_installed(self):
+        self.assertEqual(sorted(d["kind"] for d in self.docs), ["Deployment", "Service"])
+        for resource in ("serviceaccounts", "roles", "rolebindings", "configmaps"):
+            names = self.standin.ok("get", resource, "-n", NAMESPACE, "-l", f"app.kubernetes.io/instance={RELEASE}",
+                                    "-o", "name")
+            self.assertEqual(names, "", resource)
+        sa = self.standin.ok("get", "deployment", "-n", NAMESPACE, self.one("Deployment")["metadata"]["name"],
+                             "-o", "jsonpath={.spec.template.spec.serviceAccountName}")
+        self.assertEqual(sa, "existing-sa")
+
+
+class UnknownKindFailsLoudly(unittest.TestCase):
+    """Without the monitoring CRDs the stand-in does not serve ServiceMonitor: kubectl apply must fail and name it."""
+
+    def test_apply_without_the_kind_registered_fails_naming_it(self):
+        with tempfile.TemporaryDirectory(prefix="torus-chart-apply-") as tmp:
+            standin = Standin(tmp)
+            try:
+                crds, docs = render({"serviceMonitor": {"enabled": True}})
+                standin.create_namespace(NAMESPACE)
+                for text in crds:
+                    standin.ok("apply", "-f", "-", stdin=text)
+                manifests = yaml.safe_dump_all(docs)
+                # kubectl validates first (--validate=strict): no OpenAPI document for the group version.
+                result = standin.kubectl("apply", "-f", "-", stdin=manifests)
+                self.assertNotEqual(result.returncode, 0, result.stdout)
+                self.assertIn("the server could not find the requested resource", result.stderr)
+                # Without validation the REST mapping fails, naming the kind.
+                result = standin.kubectl("apply", "--validate=false", "-f", "-", stdin=manifests)
+                self.assertNotEqual(result.returncode, 0, result.stdout)
+                self.assertIn('no matches for kind "ServiceMonitor" in version "monitoring.coreos.com/v1"',
+                              result.stderr)
+            finally:
+                standin.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--standin", required=True, help="path of the kube-standin binary")
+    args, rest = parser.parse_known_args()
+    STANDIN = os.path.abspath(args.standin)
+    if not os.access(STANDIN, os.X_OK):
+        sys.exit(f"chart_apply_test: --standin {STANDIN}: not an executable file (build the kube-standin target)")
+    started = time.monotonic()
+    program = unittest.main(argv=[sys.argv[0], "-v", *rest], exit=False)
+    print(f"chart_apply_test: {time.monotonic() - started:.1f} s")
+    sys.exit(0 if program.result.wasSuccessful() else 1)
