@@ -126,8 +126,14 @@ void check_gang(Checker& c, const GangSpec& g) {
 
 void check_model(Checker& c, const ModelSpec& m, const DataSpec& d) {
   c.required(m.arch, "spec.model.arch", "the network, one of " + enum_choices<Arch>());
-  if (!m.widths.empty() && m.widths.size() != 4) {
-    c.add("spec.model.widths", "must list exactly 4 widths, got " + std::to_string(m.widths.size()));
+  // ResNet-9 takes a prep width and 1-3 stage widths (airbench's narrow net is 64-256-256); the deeper
+  // ResNets have exactly 4 stages.
+  const bool resnet9 = m.arch == Arch::kResNet9;
+  const size_t min_widths = resnet9 ? 2 : 4;
+  if (!m.widths.empty() && (m.widths.size() < min_widths || m.widths.size() > 4)) {
+    c.add("spec.model.widths", std::string("must list ") +
+                                   (resnet9 ? "2 to 4 widths for resnet9" : "exactly 4 widths") + ", got " +
+                                   std::to_string(m.widths.size()));
   }
   for (size_t i = 0; i < m.widths.size(); ++i) {
     c.int_range(std::optional<int32_t>(m.widths[i]), "spec.model.widths[" + std::to_string(i) + "]", 1, 8192);
