@@ -130,12 +130,25 @@ class BackgroundRun {
   std::thread pump_;
 };
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("torus-e2e-metrics-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+// A fresh folder for the run's checkpoints, removed with everything in it at the end of the test.
+class ScopedDir {
+ public:
+  explicit ScopedDir(const std::string& name)
+      : path_(fs::temp_directory_path() / ("torus-e2e-metrics-" + name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScopedDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  ScopedDir(const ScopedDir&) = delete;
+  ScopedDir& operator=(const ScopedDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
@@ -169,10 +182,10 @@ std::map<std::string, std::string> variables_of(const json& series) {
 }
 
 TEST(DashboardsOnARun, EveryWorkerPanelHasDataFromARealTorusRun) {
-  const fs::path dir = fresh_dir("dashboards");
+  const ScopedDir dir("dashboards");  // outlives the run, which writes into it
   const double run_start = unix_now();
   BackgroundRun run({"run", kExample, "--workers", std::to_string(kWorkers), "--set", "spec.training.epochs=1", "--set",
-                     "spec.training.checkpoint.dir=" + (dir / "ckpt").string()});
+                     "spec.training.checkpoint.dir=" + (dir.path() / "ckpt").string()});
 
   const auto ports = run.wait_for_metrics_ports(kWorkers, Clock::now() + 120s);
   ASSERT_EQ(static_cast<int>(ports.size()), kWorkers) << "not every rank announced its metrics port:\n" << run.output();
