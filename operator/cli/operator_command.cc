@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "common/log/log.h"
@@ -33,8 +34,11 @@ const std::string_view kOperatorUsage =
     "  --metrics-addr ADDR   serve /metrics, /healthz, /readyz here (default :8080; port 0 picks one)\n"
     "  --qps Q --burst B     client-side rate limit for API requests (default 20 / 30)\n"
     "  --workers N           jobs reconciled in parallel (default 4)\n"
+    "  --worker-image IMAGE  image for jobs whose spec.gang.image is empty\n"
     "  --lease-duration S --renew-deadline S --retry-period S\n"
-    "                        leader election timing in seconds (default 15 / 10 / 2)\n";
+    "                        leader election timing in seconds (default 15 / 10 / 2)\n"
+    "Flags also take the form --flag=value; --metrics-address, --leader-election-namespace and\n"
+    "--watch-namespace (one) are aliases of --metrics-addr, --lease-namespace and --namespace.\n";
 
 namespace {
 
@@ -48,6 +52,7 @@ struct Flags {
   double qps = 20;
   int burst = 30;
   int workers = 4;
+  std::string worker_image;
   kube::LeaderElectionOptions lease;
 };
 
@@ -63,8 +68,23 @@ double number_flag(const std::string& flag, const std::string& value) {
 Flags parse_flags(const std::vector<std::string>& args) {
   Flags f;
   for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
+    // Both "--flag value" and "--flag=value" (the Helm chart's form); the chart's long names are aliases.
+    std::string a = args[i];
+    std::optional<std::string> inline_value;
+    if (const auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inline_value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    }
+    if (a == "--metrics-address") a = "--metrics-addr";
+    if (a == "--leader-election-namespace") a = "--lease-namespace";
+    if (a == "--watch-namespace") {
+      if (!f.namespace_.empty()) {
+        throw InvalidArgument("--watch-namespace: one namespace, or none to watch all (got a second one)");
+      }
+      a = "--namespace";
+    }
     auto value = [&]() -> std::string {
+      if (inline_value) return *inline_value;
       if (i + 1 >= args.size()) throw InvalidArgument(a + ": expected a value");
       return args[++i];
     };
@@ -92,6 +112,8 @@ Flags parse_flags(const std::vector<std::string>& args) {
       f.lease.retry_period = std::chrono::milliseconds(static_cast<int64_t>(number_flag(a, value()) * 1000));
     } else if (a == "--workers") {
       f.workers = static_cast<int>(number_flag(a, value()));
+    } else if (a == "--worker-image") {
+      f.worker_image = value();
     } else {
       throw InvalidArgument("torus operator: unknown flag '" + a + "' (see torus operator --help)");
     }
@@ -182,7 +204,11 @@ int operator_command(const std::vector<std::string>& args) {
   lease.namespace_ = lease_ns;
   lease.identity = flags.identity.empty() ? default_identity() : flags.identity;
   kube::LeaderElector elector(client, lease);
-  controller::Controller ctl(client, {flags.namespace_, flags.workers}, &op_metrics);
+  controller::ControllerOptions controller_options;
+  controller_options.namespace_ = flags.namespace_;
+  controller_options.workers = flags.workers;
+  controller_options.default_worker_image = flags.worker_image;
+  controller::Controller ctl(client, controller_options, &op_metrics);
 
   std::mutex mu;
   std::condition_variable cv;

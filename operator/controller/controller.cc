@@ -197,6 +197,10 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   auto job = jobs_->store().get(key);
   if (!job) return std::nullopt;  // deleted: garbage collection removes the children
   PlanInput input = observe(*job, ns, name);
+  if (!options_.default_worker_image.empty()) {
+    json& image = input.job["spec"]["gang"]["image"];
+    if (!image.is_string() || image.get<std::string>().empty()) image = options_.default_worker_image;
+  }
   bool needs_secret = input.secrets.empty();
   if (needs_secret) input.fresh_secret = random_secret();
   Plan plan = controller::plan(input);

@@ -23,6 +23,7 @@ struct ControllerOptions {
   int workers = 4;
   std::chrono::seconds progress_interval{15};  // how often a Running job's progress is read from rank 0
   std::chrono::milliseconds scrape_timeout{2000};
+  std::string default_worker_image;  // for jobs whose spec.gang.image is empty (the chart's --worker-image)
 };
 
 class Controller {

@@ -184,7 +184,9 @@ std::map<std::string, std::string> variables_of(const json& series) {
 TEST(DashboardsOnARun, EveryWorkerPanelHasDataFromARealTorusRun) {
   const ScopedDir dir("dashboards");  // outlives the run, which writes into it
   const double run_start = unix_now();
+  // Checkpoints during the epoch too: the one at its end comes as the run exits, after the last scrape.
   BackgroundRun run({"run", kExample, "--workers", std::to_string(kWorkers), "--set", "spec.training.epochs=1", "--set",
+                     "spec.training.checkpoint.everySteps=60", "--set",
                      "spec.training.checkpoint.dir=" + (dir.path() / "ckpt").string()});
 
   const auto ports = run.wait_for_metrics_ports(kWorkers, Clock::now() + 120s);

@@ -61,6 +61,7 @@ void Telemetry::on_event(const ProgressEvent& e) {
       break;
     case EventKind::kCheckpoint:
       metrics_->checkpoints.inc();
+      metrics_->checkpoint_seconds.observe(e.checkpoint_seconds);
       process::emit_event({{"event", process::event::kCheckpoint},
                            {"rank", options_.rank},
                            {"path", e.checkpoint_path},
@@ -114,8 +115,11 @@ void Telemetry::on_step(const ProgressEvent& e) {
   if (last_step_elapsed_ && e.step > last_step_) {
     const double seconds = (e.elapsed_seconds - *last_step_elapsed_) / static_cast<double>(e.step - last_step_);
     step_seconds_ema_ = step_seconds_ema_ == 0 ? seconds : 0.9 * step_seconds_ema_ + 0.1 * seconds;
-    metrics_->record_step(seconds, seconds, options_.per_rank_batch);
+    // Compute time: the step without the wait for its batch. (Waits for peers inside the all-reduce are not
+    // separated yet, so a straggler shows in data-bound or compute-bound steps only.)
+    metrics_->record_step(seconds, std::max(seconds - e.data_wait_seconds, 0.0), options_.per_rank_batch);
   }
+  metrics_->data_wait_seconds.observe(e.data_wait_seconds);
   last_step_elapsed_ = e.elapsed_seconds;
   last_step_ = e.step;
   // Synchronous data parallelism: every rank moves at the gang's pace, so the gang's throughput is world x ours.

@@ -168,8 +168,10 @@ RunResult Trainer::run(int64_t max_steps) {
     int64_t images = 0, steps_here = 0;
     double loss_sum = 0;
     while (step_ != stop_at) {
+      const double waited_before = loader_->wait_seconds();
       std::optional<data::Batch> batch = loader_->next();
       if (!batch) break;
+      const double data_wait = loader_->wait_seconds() - waited_before;
       const int64_t n = batch->n;
       const size_t image_bytes = static_cast<size_t>(n) * batch->h * batch->w * batch->c * sizeof(float);
       if (images_.bytes() < image_bytes) images_ = backend_.allocate(image_bytes);
@@ -196,6 +198,7 @@ RunResult Trainer::run(int64_t max_steps) {
       e.loss = loss;
       e.lr = lr;
       e.images_per_second = static_cast<double>(images) / seconds_since(epoch_start);
+      e.data_wait_seconds = std::max(data_wait, 0.0);
       emit(e);
       if (config_.log_every_steps > 0 && step_ % config_.log_every_steps == 0) {
         TLOG(Info) << "epoch " << epoch_ << " step " << step_ << " loss " << loss << " lr " << lr << " "
@@ -319,9 +322,11 @@ void Trainer::checkpoint_now() {
   if (c.dir.empty() || collectives_.rank() != 0) return;
   checkpoint::CheckpointDir dir(c.dir, c.keep);
   const std::string path = dir.path_for(step_);
+  const auto start = Clock::now();
   save_checkpoint(path);
   dir.prune();
   ProgressEvent e;
+  e.checkpoint_seconds = seconds_since(start);
   e.kind = EventKind::kCheckpoint;
   e.epoch = epoch_;
   e.step = step_;
