@@ -168,11 +168,15 @@ void Telemetry::on_evaluation(const ProgressEvent& e) {
 }
 
 void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::string& algorithm) {
-  nlohmann::json event = {{"event", process::event::kFinished}, {"rank", options_.rank},
-                          {"accuracy", r.last_eval.top1},       {"steps", r.steps},
-                          {"epochs", r.epochs_completed},       {"elapsed_s", r.seconds},
-                          {"images_per_s", images_per_second_}, {"busbw_gbps", busbw_gbps},
+  nlohmann::json event = {{"event", process::event::kFinished},
+                          {"rank", options_.rank},
+                          {"steps", r.steps},
+                          {"epochs", r.epochs_completed},
+                          {"elapsed_s", r.seconds},
+                          {"images_per_s", images_per_second_},
+                          {"busbw_gbps", busbw_gbps},
                           {"reached_target", r.reached_target}};
+  if (r.last_eval.samples > 0) event["accuracy"] = r.last_eval.top1;  // no evaluation ran: no accuracy to report
   if (!algorithm.empty()) event["allreduce_algorithm"] = algorithm;
   if (r.reached_target) event["time_to_target_s"] = r.seconds_to_target;
   process::emit_event(event);
