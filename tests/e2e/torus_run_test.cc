@@ -180,6 +180,9 @@ TEST(TorusRun, CtrlCCheckpointsAndLeavesNothingRunning) {
   ASSERT_TRUE(sent) << out.text();
   EXPECT_EQ(out.exit_code, 130) << out.text();
   EXPECT_EQ(out.field("phase"), "Suspended") << out.text();
+  // The ranks agreed on the step to stop after: none was left in a collective with a peer that had gone.
+  EXPECT_EQ(out.text().find("watchdog:"), std::string::npos) << out.text();
+  EXPECT_NE(out.text().find("stopped on request"), std::string::npos) << out.text();
   for (pid_t p : workers) EXPECT_NE(::kill(p, 0), 0) << "worker " << p << " is still running";
   bool checkpoint_written = false;
   for (const auto& e : fs::recursive_directory_iterator(dir)) checkpoint_written |= e.is_regular_file();

@@ -161,6 +161,7 @@ RunResult Trainer::run(int64_t max_steps) {
   started_ = Clock::now();
   RunResult result;
   const int64_t stop_at = max_steps > 0 ? step_ + max_steps : -1;
+  bool stopping = false;
   while (epoch_ < config_.epochs) {
     start_epoch();
     const int64_t batches = loader_->batches_in_epoch();
@@ -205,9 +206,9 @@ RunResult Trainer::run(int64_t max_steps) {
                    << static_cast<int64_t>(e.images_per_second) << " img/s";
       }
       maybe_checkpoint(false);
-      if (stop_requested()) break;
+      if (stopping = agree_to_stop(); stopping) break;
     }
-    if (stop_requested()) {
+    if (stopping) {
       checkpoint_now();
       result.stopped = true;
       break;
@@ -255,6 +256,15 @@ RunResult Trainer::run(int64_t max_steps) {
   fin.top5 = result.last_eval.top5;
   emit(fin);
   return result;
+}
+
+bool Trainer::agree_to_stop() {
+  if (stop_flag_ == nullptr) return false;
+  // Every rank stops after the same step (a signal reaches ranks at slightly different times): otherwise a rank
+  // that stopped early leaves its peers blocked in the next step's all-reduce.
+  double requested = stop_requested() ? 1.0 : 0.0;
+  if (collectives_.world_size() > 1) collectives_.all_reduce_sum(std::span<double>(&requested, 1));
+  return requested > 0;
 }
 
 void Trainer::average_bn_statistics() {

@@ -84,6 +84,8 @@ class Trainer {
   void maybe_checkpoint(bool epoch_end);
   void checkpoint_now();
   bool stop_requested() const { return stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed); }
+  // True on every rank when any rank was asked to stop (one tiny all-reduce per step).
+  bool agree_to_stop();
 
   Backend& backend_;
   TrainConfig config_;
