@@ -15,7 +15,7 @@ namespace torus::comm {
 
 struct ShmOptions {
   // Bytes each rank owns per buffer set (two sets, double buffering): the segment is 2 * size * slot_bytes.
-  size_t slot_bytes = 16u << 20;
+  size_t slot_bytes = 512u << 10;  // see WorldOptions::shm_slot_bytes
   milliseconds timeout{30000};
 };
 

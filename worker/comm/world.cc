@@ -1,5 +1,7 @@
 #include "worker/comm/world.h"
 
+#include <csignal>
+
 #include "common/log/log.h"
 #include "common/util/env.h"
 #include "common/util/error.h"
@@ -27,6 +29,9 @@ WorldOptions WorldOptions::from_environment() {
 }
 
 World::World(RankEnv env, WorldOptions options) : env_(std::move(env)), options_(std::move(options)) {
+  // A peer that dies mid-collective must become an error on this rank (reported by the watchdog), not a SIGPIPE
+  // that kills it silently: Gloo writes to sockets without MSG_NOSIGNAL.
+  ::signal(SIGPIPE, SIG_IGN);
   if (options_.bind_host.empty()) options_.bind_host = is_loopback(env_.master_addr) ? "127.0.0.1" : env_.node_name;
   if (env_.secret.empty()) {
     TLOG(Warn) << "no TORUS_RENDEZVOUS_SECRET(_FILE): the rendezvous store admits any client of this job's port";

@@ -25,8 +25,10 @@ struct WorldOptions {
   milliseconds rendezvous_timeout{120000};
   Algorithm algorithm = Algorithm::kAuto;  // TORUS_ALLREDUCE_ALGO
   bool shared_memory = true;               // TORUS_SHM=0 turns the host-local fast path off
-  size_t shm_slot_bytes = 16u << 20;       // TORUS_SHM_SLOT_BYTES (fewer windows = fewer barriers)
-  int torus_x = 0;                         // TORUS_TORUS_X, 0 = automatic
+  // TORUS_SHM_SLOT_BYTES: the window reduced at a time. Small enough that both ranks' slices stay in cache
+  // (measured here at 64 MiB, 2 ranks: 16 MiB windows 2.3 GB/s bus bandwidth, 2 MiB 3.0, 512 KiB 3.9).
+  size_t shm_slot_bytes = 512u << 10;
+  int torus_x = 0;  // TORUS_TORUS_X, 0 = automatic
   TimeoutAction on_timeout = TimeoutAction::kExitProcess;
   StoreServing store_serving = StoreServing::kRankZero;
   // Address this rank's Gloo device binds (TORUS_COMM_BIND_ADDR); default: loopback when MASTER_ADDR is loopback,
