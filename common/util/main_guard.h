@@ -5,8 +5,9 @@
 
 namespace torus {
 
-// Returns body()'s exit code, or a non-zero code for an escaped exception (Retryable errors map to
-// ExitCode::kRetryable, Timeout to kCollectiveTimeout where the body says so via RetryableError).
+// Returns body()'s exit code, or for an escaped exception: ExitCode::kCollectiveTimeout for torus::Timeout (a
+// peer that never arrived: worth a gang restart), ExitCode::kFailure for anything else. (A peer that dies
+// mid-collective is handled by the comm watchdog, which exits with ExitCode::kRetryable itself.)
 int run_main(const char* program, const std::function<int()>& body);
 
 // Writes `reason` to /dev/termination-log if that file exists (best effort, never throws).
