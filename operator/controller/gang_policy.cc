@@ -213,4 +213,24 @@ Decision decide(const GangPolicy& policy, const GangObservation& gang) {
   return Decision{Verdict::kContinue, Reason::kNone, {}, {}, recheck};
 }
 
+GangPolicy gang_policy_of(const api::TrainingJobSpec& spec) {
+  const auto& rp = spec.run_policy;
+  GangPolicy g;
+  switch (rp.restart_policy.value_or(api::RestartPolicy::kExitCode)) {
+    case api::RestartPolicy::kNever:
+      g.restart_policy = RestartPolicy::kNever;
+      break;
+    case api::RestartPolicy::kOnFailure:
+      g.restart_policy = RestartPolicy::kOnFailure;
+      break;
+    case api::RestartPolicy::kExitCode:
+      g.restart_policy = RestartPolicy::kExitCode;
+      break;
+  }
+  g.backoff_limit = rp.backoff_limit.value_or(g.backoff_limit);
+  if (rp.active_deadline_seconds) g.active_deadline = Seconds(*rp.active_deadline_seconds);
+  if (rp.running_deadline_seconds) g.running_deadline = Seconds(*rp.running_deadline_seconds);
+  return g;
+}
+
 }  // namespace torus::controller

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/api/training_job.h"
+
 namespace torus::controller {
 
 using Clock = std::chrono::system_clock;
@@ -90,5 +92,8 @@ struct Decision {
 std::optional<int> effective_exit_code(const WorkerState& worker);
 ExitClass classify_exit(const GangPolicy& policy, int exit_code);
 Decision decide(const GangPolicy& policy, const GangObservation& gang);
+
+// The policy of a (defaulted) job's spec.runPolicy: the one mapping, used by the operator and `torus run`.
+GangPolicy gang_policy_of(const api::TrainingJobSpec& spec);
 
 }  // namespace torus::controller

@@ -171,26 +171,6 @@ void ensure_shared_children(Pass& p) {
   }
 }
 
-GangPolicy gang_policy_of(const api::TrainingJob& job) {
-  const auto& rp = job.spec.run_policy;
-  GangPolicy g;
-  switch (rp.restart_policy.value_or(api::RestartPolicy::kExitCode)) {
-    case api::RestartPolicy::kNever:
-      g.restart_policy = RestartPolicy::kNever;
-      break;
-    case api::RestartPolicy::kOnFailure:
-      g.restart_policy = RestartPolicy::kOnFailure;
-      break;
-    case api::RestartPolicy::kExitCode:
-      g.restart_policy = RestartPolicy::kExitCode;
-      break;
-  }
-  g.backoff_limit = rp.backoff_limit.value_or(3);
-  if (rp.active_deadline_seconds) g.active_deadline = std::chrono::seconds(*rp.active_deadline_seconds);
-  if (rp.running_deadline_seconds) g.running_deadline = std::chrono::seconds(*rp.running_deadline_seconds);
-  return g;
-}
-
 // The gang as the policy sees it. A pod of a gang that was running and then vanished (node lost, deleted by
 // hand) counts as a worker killed: its peers cannot go on without it.
 GangObservation observe(Pass& p, const std::vector<json>& current) {
@@ -242,7 +222,7 @@ void restart_gang(Pass& p, const std::vector<json>& current, const Decision& d) 
 
 void run_gang(Pass& p, const std::vector<json>& current) {
   GangObservation g = observe(p, current);
-  Decision d = decide(gang_policy_of(p.job), g);
+  Decision d = decide(gang_policy_of(p.job.spec), g);
   switch (d.verdict) {
     case Verdict::kRestart:
       return restart_gang(p, current, d);

@@ -336,26 +336,6 @@ LoadedJob load_local_job(const LocalRunOptions& options) {
   return out;
 }
 
-controller::GangPolicy gang_policy_of(const api::TrainingJobSpec& spec) {
-  controller::GangPolicy p;
-  const auto& rp = spec.run_policy;
-  switch (rp.restart_policy.value_or(api::RestartPolicy::kExitCode)) {
-    case api::RestartPolicy::kNever:
-      p.restart_policy = controller::RestartPolicy::kNever;
-      break;
-    case api::RestartPolicy::kOnFailure:
-      p.restart_policy = controller::RestartPolicy::kOnFailure;
-      break;
-    case api::RestartPolicy::kExitCode:
-      p.restart_policy = controller::RestartPolicy::kExitCode;
-      break;
-  }
-  p.backoff_limit = rp.backoff_limit.value_or(p.backoff_limit);
-  if (rp.active_deadline_seconds) p.active_deadline = controller::Seconds(*rp.active_deadline_seconds);
-  if (rp.running_deadline_seconds) p.running_deadline = controller::Seconds(*rp.running_deadline_seconds);
-  return p;
-}
-
 int run_local(const LocalRunOptions& options) {
   const LoadedJob loaded = load_local_job(options);
   if (!loaded.errors.empty()) {
@@ -373,7 +353,7 @@ int run_local(const LocalRunOptions& options) {
 
   GangLaunch launch;
   launch.world_size = world;
-  launch.policy = gang_policy_of(job.spec);
+  launch.policy = controller::gang_policy_of(job.spec);
   launch.make_rank = [&](int rank, int attempt) {
     if (!master_port_of_attempt.count(attempt)) master_port_of_attempt[attempt] = free_local_port();
     process::ProcessSpec spec;

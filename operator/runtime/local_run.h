@@ -34,9 +34,6 @@ struct LoadedJob {
 };
 LoadedJob load_local_job(const LocalRunOptions& options);
 
-// The gang restart contract of a job's spec.runPolicy (shared with the operator through the gang policy).
-controller::GangPolicy gang_policy_of(const api::TrainingJobSpec& spec);
-
 // Runs the job; prints progress and the summary (last line `RESULT ...`) and returns the process exit code:
 // 0 Succeeded, 1 Failed or invalid, 130 interrupted (Suspended: run again to resume from the checkpoint).
 int run_local(const LocalRunOptions& options);

@@ -76,7 +76,7 @@ TEST(GangPolicyOf, MapsTheRunPolicy) {
   spec.run_policy.restart_policy = api::RestartPolicy::kNever;
   spec.run_policy.backoff_limit = 7;
   spec.run_policy.active_deadline_seconds = 60;
-  auto p = gang_policy_of(spec);
+  auto p = controller::gang_policy_of(spec);
   EXPECT_EQ(p.restart_policy, controller::RestartPolicy::kNever);
   EXPECT_EQ(p.backoff_limit, 7);
   EXPECT_EQ(p.active_deadline, controller::Seconds(60));
