@@ -6,26 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace torus::worker::checkpoint::testing {
 
-class TempDir {
+// A temp folder for these tests (tests/support/temp_dir.h), named so a leftover one says whose it is.
+class TempDir : public torus::test::TempDir {
  public:
-  TempDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() / ("torus-ckpt-test-" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
+  TempDir() : torus::test::TempDir("torus-ckpt-test") {}
 };
 
 inline std::vector<char> read_all(const std::string& path) {
