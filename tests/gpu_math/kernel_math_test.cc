@@ -265,6 +265,111 @@ TEST(Augment, NormalizeMatchesTheFormula) {
   EXPECT_NEAR(normalize_pixel(0, 0.4914f, 1.0f / 0.247f), -0.4914 / 0.247, 1e-5);
 }
 
+TEST(LaunchGeometry, GridStrideBlocksCoverEveryElementWithinTheCap) {
+  EXPECT_EQ(grid_blocks(0, 256, 1000), 1u);  // a launch never has 0 blocks
+  EXPECT_EQ(grid_blocks(1, 256, 1000), 1u);
+  EXPECT_EQ(grid_blocks(256, 256, 1000), 1u);
+  EXPECT_EQ(grid_blocks(257, 256, 1000), 2u);
+  EXPECT_EQ(grid_blocks(int64_t{1} << 40, 256, 524280), 524280u);  // 2^40 elements: capped, the loop strides
+  for (int64_t n = 1; n < 5000; n += 37) {
+    const int64_t b = grid_blocks(n, 128, 1 << 20);
+    EXPECT_GE(b * 128, n);
+    EXPECT_LT((b - 1) * 128, n);
+  }
+}
+
+TEST(LaunchGeometry, OneWarpPerRowReachesTheLastRow) {
+  for (int64_t rows = 1; rows < 3000; rows += 7) {
+    const int64_t blocks = warp_per_row_blocks(rows, 256);
+    const int64_t warps = blocks * 256 / 32;
+    EXPECT_GE(warps, rows) << rows;
+    EXPECT_LT(warps - 256 / 32, rows) << rows;  // no block without a row
+  }
+}
+
+TEST(LaunchGeometry, AlignUp) {
+  EXPECT_EQ(align_up(0, 256), 0u);
+  EXPECT_EQ(align_up(1, 256), 256u);
+  EXPECT_EQ(align_up(256, 256), 256u);
+  EXPECT_EQ(align_up(3073, 256), 3328u);
+}
+
+TEST(Indexing, ConvWeightLayoutsAreTheDenseOrders) {
+  const int64_t o_n = 3, i_n = 5, kh = 2, kw = 3;
+  // Counting in each layout's loop order is an independent definition of its flat index.
+  int64_t count = 0;
+  std::vector<int64_t> seen(static_cast<size_t>(o_n * i_n * kh * kw), 0);
+  for (int64_t o = 0; o < o_n; ++o)
+    for (int64_t y = 0; y < kh; ++y)
+      for (int64_t x = 0; x < kw; ++x)
+        for (int64_t i = 0; i < i_n; ++i) {
+          ASSERT_EQ(ohwi_index(o, i, y, x, i_n, kh, kw), count++);
+          seen[static_cast<size_t>(oihw_index(o, i, y, x, i_n, kh, kw))] += 1;
+        }
+  for (int64_t v : seen) ASSERT_EQ(v, 1);  // OIHW is a permutation of the same elements
+  count = 0;
+  for (int64_t o = 0; o < o_n; ++o)
+    for (int64_t i = 0; i < i_n; ++i)
+      for (int64_t y = 0; y < kh; ++y)
+        for (int64_t x = 0; x < kw; ++x) ASSERT_EQ(oihw_index(o, i, y, x, i_n, kh, kw), count++);
+}
+
+TEST(Indexing, NhwcIndexSplitsAFlatIndex) {
+  const int32_t h = 3, w = 5, c = 7;
+  int64_t i = 0;
+  for (int64_t n = 0; n < 4; ++n)
+    for (int32_t y = 0; y < h; ++y)
+      for (int32_t x = 0; x < w; ++x)
+        for (int32_t ch = 0; ch < c; ++ch, ++i) {
+          const NhwcIndex at = nhwc_index(i, h, w, c);
+          ASSERT_EQ(at.n, n);
+          ASSERT_EQ(at.y, y);
+          ASSERT_EQ(at.x, x);
+          ASSERT_EQ(at.c, ch);
+        }
+  const NhwcIndex far = nhwc_index((int64_t{1} << 33) + 8, 224, 224, 3);  // beyond 2^31: 64-bit arithmetic
+  EXPECT_EQ(far.n, ((int64_t{1} << 33) + 8) / (224 * 224 * 3));
+}
+
+TEST(Indexing, ReluMaskBitsMatchAPackedReference) {
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 31, 32, 33, 100, 1000}) {
+    std::vector<bool> on(static_cast<size_t>(n));
+    for (size_t i = 0; i < on.size(); ++i) on[i] = (rng() & 1u) != 0;
+    // What the kernel's __ballot_sync produces: lane L of the warp covering [32w, 32w + 32) sets bit L of word w.
+    std::vector<uint32_t> words(static_cast<size_t>(mask_words(n)), 0u);
+    ASSERT_EQ(words.size(), static_cast<size_t>((n + 31) / 32));
+    for (int64_t i = 0; i < n; ++i)
+      if (on[static_cast<size_t>(i)]) words[static_cast<size_t>(i / 32)] |= 1u << (i - i / 32 * 32);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(mask_bit(words[static_cast<size_t>(i / 32)], i), on[static_cast<size_t>(i)]) << i;
+  }
+}
+
+TEST(KernelMath, ClassesAboveMatchesARankBySorting) {
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> level(0, 5);  // few distinct values: many ties
+  for (int trial = 0; trial < 200; ++trial) {
+    const int k = 1 + trial % 13;
+    std::vector<float> z(static_cast<size_t>(k));
+    for (float& v : z) v = static_cast<float>(level(rng)) * 0.5f;
+    const int label = trial % k;
+    // Rank = position of the label when classes are sorted by logit, descending, ties by index.
+    std::vector<int> order(static_cast<size_t>(k));
+    for (int j = 0; j < k; ++j) order[static_cast<size_t>(j)] = j;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return z[static_cast<size_t>(a)] > z[static_cast<size_t>(b)]; });
+    const auto rank = std::find(order.begin(), order.end(), label) - order.begin();
+    ASSERT_EQ(classes_above(z.data(), k, label), rank) << "trial " << trial;
+  }
+}
+
+TEST(KernelMath, ShiftedExpAndMean) {
+  EXPECT_EQ(shifted_exp(1000.0f, 1000.0f), 1.0f);  // the row max never overflows
+  EXPECT_NEAR(shifted_exp(-1.0f, 1.0f), std::exp(-2.0), 1e-7);
+  EXPECT_EQ(mean_of(6.0f, 4), 1.5f);
+}
+
 TEST(Sgd, SharedFormulaMatchesPyTorchNesterov) {
   // PyTorch: g += wd*w; v = mu*v + g; w -= lr*(g + mu*v).
   float w = 1.0f, v = 0.5f;

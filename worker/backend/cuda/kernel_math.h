@@ -3,6 +3,7 @@
 // CUDA header: plain g++ compiles it for tests/gpu_math, so the CPU tests execute exactly the formulas the GPU
 // runs. Shared formulas that the CPU backend also uses (SGD, label smoothing, running statistics) stay in
 // worker/backend/math.h; this file adds what only the GPU kernels need.
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -81,6 +82,49 @@ TORUS_HD inline float float_from_f16(uint16_t h) {
   return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
+// --- launch geometry (host side; here so the CPU tests pin it down) -----------------------------------------
+// Blocks of `threads` for a grid-stride loop over n elements: at least 1, at most `max_blocks` (the loop covers
+// the rest).
+TORUS_HD inline unsigned grid_blocks(int64_t n, int threads, int64_t max_blocks) {
+  const int64_t b = n <= 0 ? 1 : (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > max_blocks ? max_blocks : b));
+}
+// Blocks of `threads` when every row gets one 32-lane warp (no grid-stride: one warp per row).
+TORUS_HD inline unsigned warp_per_row_blocks(int64_t rows, int threads) {
+  return static_cast<unsigned>((rows * 32 + threads - 1) / threads);
+}
+// `offset` rounded up to a multiple of `alignment` (a power of two).
+TORUS_HD inline size_t align_up(size_t offset, size_t alignment) { return (offset + alignment - 1) & ~(alignment - 1); }
+
+// --- indexing -----------------------------------------------------------------------------------------------
+// Conv weights: plain (O, I, KH, KW) and cuDNN's NHWC filter layout (O, KH, KW, I), both dense.
+TORUS_HD inline int64_t oihw_index(int64_t o, int64_t i, int64_t y, int64_t x, int64_t c_in, int64_t kh, int64_t kw) {
+  return ((o * c_in + i) * kh + y) * kw + x;
+}
+TORUS_HD inline int64_t ohwi_index(int64_t o, int64_t i, int64_t y, int64_t x, int64_t c_in, int64_t kh, int64_t kw) {
+  return ((o * kh + y) * kw + x) * c_in + i;
+}
+
+// A dense NHWC tensor's flat index split into (sample, row, column, channel).
+struct NhwcIndex {
+  int64_t n = 0;
+  int32_t y = 0, x = 0, c = 0;
+};
+TORUS_HD inline NhwcIndex nhwc_index(int64_t i, int32_t h, int32_t w, int32_t c) {
+  const int64_t per_image = static_cast<int64_t>(h) * w * c;
+  const int64_t rest = i % per_image;
+  NhwcIndex r;
+  r.n = i / per_image;
+  r.y = static_cast<int32_t>(rest / (static_cast<int64_t>(w) * c));
+  r.x = static_cast<int32_t>(rest / c % w);
+  r.c = static_cast<int32_t>(rest % c);
+  return r;
+}
+
+// 1-bit ReLU masks: element i is bit i % 32 of word i / 32.
+TORUS_HD inline int64_t mask_words(int64_t n) { return (n + 31) / 32; }
+TORUS_HD inline bool mask_bit(uint32_t word, int64_t i) { return ((word >> (i % 32)) & 1u) != 0u; }
+
 // --- elementwise ----------------------------------------------------------------------------------------
 TORUS_HD inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
 // Gradient through a ReLU whose output was y (y > 0 <=> the input was positive).
@@ -92,6 +136,8 @@ TORUS_HD inline float invstd_from_var(float var, float eps) { return 1.0f / sqrt
 TORUS_HD inline float var_from_invstd(float invstd, float eps) { return 1.0f / (invstd * invstd) - eps; }
 
 // --- softmax cross-entropy -------------------------------------------------------------------------------
+// One logit's term of the row's softmax denominator, shifted by the row's max so it cannot overflow.
+TORUS_HD inline float shifted_exp(float z, float zmax) { return expf(z - zmax); }
 // log softmax of one logit given the row's max and log(sum(exp(z - max))).
 TORUS_HD inline float log_prob(float z, float zmax, float log_sum) { return (z - zmax) - log_sum; }
 // One class's contribution to a row's loss and its gradient; `grad_scale` is the loss scale (1 without one).
@@ -106,6 +152,15 @@ TORUS_HD inline float xent_grad(float lp, int k, int label, float smoothing, int
 TORUS_HD inline bool ranks_above(float zj, int j, float target, int label) {
   return zj > target || (zj == target && j < label);
 }
+// Classes of the row z (k logits) that rank above the label; the sample counts for top-k when this is below k.
+TORUS_HD inline int64_t classes_above(const float* z, int64_t k, int label) {
+  const float target = z[label];
+  int64_t above = 0;
+  for (int64_t j = 0; j < k; ++j) above += ranks_above(z[j], static_cast<int>(j), target, label) ? 1 : 0;
+  return above;
+}
+// The batch mean of per-row losses (the loss the interface returns).
+TORUS_HD inline float mean_of(float sum, int64_t n) { return sum / static_cast<float>(n); }
 
 // --- dynamic loss scaling (fp16): a pure state machine; on the GPU one thread runs it, so no host sync ------
 struct LossScaleConfig {

@@ -1,6 +1,5 @@
 // Torus's own CUDA kernels. One translation unit on purpose: nvcc is slow, CI has two cores. Kernels are
 // templated only over the storage dtype (three instantiations each) and grid-stride over elements.
-#include <algorithm>
 #include <string>
 
 #include "common/util/error.h"
@@ -13,10 +12,7 @@ namespace {
 constexpr int kThreads = 256;
 
 // Enough blocks to fill the GPU; the kernels grid-stride over the rest.
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::clamp<int64_t>(b, 1, 65535 * 8));
-}
+unsigned blocks_for(int64_t n) { return kmath::grid_blocks(n, kThreads, int64_t{65535} * 8); }
 
 // --- dtype-generic loads and stores (bf16 / fp16 are 16-bit patterns converted by kernel_math.h) -----------
 template <DType D>
@@ -123,10 +119,7 @@ __global__ void relu_mask_backward_kernel(const void* dy, const uint32_t* mask, 
   using S = Storage<D>;
   const auto* dyp = static_cast<const typename S::T*>(dy);
   auto* dxp = static_cast<typename S::T*>(dx);
-  TORUS_GRID_STRIDE(i, n) {
-    const bool on = (mask[i / 32] >> (i % 32)) & 1u;
-    S::store(dxp, i, on ? S::load(dyp, i) : 0.0f);
-  }
+  TORUS_GRID_STRIDE(i, n) { S::store(dxp, i, kmath::mask_bit(mask[i / 32], i) ? S::load(dyp, i) : 0.0f); }
 }
 
 __global__ void var_from_invstd_kernel(float* v, int64_t c, float eps) {
@@ -172,7 +165,7 @@ __global__ void xent_rows_kernel(const float* logits, const int32_t* labels, int
   for (int64_t j = lane; j < k; j += 32) zmax = fmaxf(zmax, z[j]);
   zmax = warp_max(zmax);
   float sum = 0.0f;
-  for (int64_t j = lane; j < k; j += 32) sum += expf(z[j] - zmax);
+  for (int64_t j = lane; j < k; j += 32) sum += kmath::shifted_exp(z[j], zmax);
   const float log_sum = logf(warp_sum(sum));
   const float scale = grad_scale != nullptr ? *grad_scale : 1.0f;
   const float inv_n = 1.0f / static_cast<float>(n);
@@ -198,7 +191,7 @@ __global__ void mean_kernel(const float* row_loss, int64_t n, LossScalars* out) 
     if (static_cast<int>(threadIdx.x) < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
     __syncthreads();
   }
-  if (threadIdx.x == 0) out->loss = partial[0] / static_cast<float>(n);
+  if (threadIdx.x == 0) out->loss = kmath::mean_of(partial[0], n);
 }
 
 __global__ void top_k_kernel(const float* logits, const int32_t* labels, int64_t n, int64_t k, int top,
@@ -209,11 +202,7 @@ __global__ void top_k_kernel(const float* logits, const int32_t* labels, int64_t
       atomicCAS(&out->bad_label, 0, static_cast<int32_t>(row) + 1);
       continue;
     }
-    const float* z = logits + row * k;
-    const float target = z[label];
-    int above = 0;
-    for (int64_t j = 0; j < k; ++j) above += kmath::ranks_above(z[j], static_cast<int>(j), target, label) ? 1 : 0;
-    if (above < top) atomicAdd(&out->correct, 1);
+    if (kmath::classes_above(logits + row * k, k, label) < top) atomicAdd(&out->correct, 1);
   }
 }
 
@@ -246,18 +235,14 @@ __global__ void augment_kernel(const uint8_t* images, void* out, int64_t n, int3
   auto* o = static_cast<typename S::T*>(out);
   const int64_t per_image = static_cast<int64_t>(h) * w * c;
   TORUS_GRID_STRIDE(i, n * per_image) {
-    const int64_t sample = i / per_image;
-    const int64_t rest = i % per_image;
-    const int32_t y = static_cast<int32_t>(rest / (static_cast<int64_t>(w) * c));
-    const int32_t x = static_cast<int32_t>(rest / c % w);
-    const int32_t ch = static_cast<int32_t>(rest % c);
+    const kmath::NhwcIndex at = kmath::nhwc_index(i, h, w, c);
     const kmath::SampleAugment a =
-        kmath::sample_augment(spec.seed, first_sample + static_cast<uint64_t>(sample), spec.max_shift, spec.flip);
+        kmath::sample_augment(spec.seed, first_sample + static_cast<uint64_t>(at.n), spec.max_shift, spec.flip);
     int32_t sy = 0, sx = 0;
     float v = 0.0f;
-    if (kmath::source_pixel(y, x, h, w, a, sy, sx)) {
-      const uint8_t px = images[sample * per_image + (static_cast<int64_t>(sy) * w + sx) * c + ch];
-      v = kmath::normalize_pixel(px, spec.mean[ch], spec.inv_std[ch]);
+    if (kmath::source_pixel(at.y, at.x, h, w, a, sy, sx)) {
+      const uint8_t px = images[at.n * per_image + (static_cast<int64_t>(sy) * w + sx) * c + at.c];
+      v = kmath::normalize_pixel(px, spec.mean[at.c], spec.inv_std[at.c]);
     }
     S::store(o, i, v);
   }
@@ -336,9 +321,8 @@ void launch_bias_add(float* y, const float* b, int64_t n, int64_t out, cudaStrea
 void launch_softmax_xent(const float* logits, const int32_t* labels, int64_t n, int64_t k, float smoothing,
                          const float* grad_scale, float* dlogits, float* row_loss, LossScalars* out, cudaStream_t s) {
   if (n <= 0) return;
-  const int64_t threads = n * 32;
-  const unsigned blocks = static_cast<unsigned>((threads + kThreads - 1) / kThreads);
-  xent_rows_kernel<<<blocks, kThreads, 0, s>>>(logits, labels, n, k, smoothing, grad_scale, dlogits, row_loss, out);
+  xent_rows_kernel<<<kmath::warp_per_row_blocks(n, kThreads), kThreads, 0, s>>>(logits, labels, n, k, smoothing,
+                                                                                grad_scale, dlogits, row_loss, out);
   check_launch();
   mean_kernel<<<1, kThreads, 0, s>>>(row_loss, n, out);
   check_launch();

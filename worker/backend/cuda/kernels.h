@@ -24,7 +24,7 @@ void launch_add(const void* a, const void* b, void* y, DType type, int64_t n, bo
 void launch_relu_with_mask(void* y, uint32_t* mask, DType type, int64_t n, cudaStream_t s);
 // dx = mask ? dy : 0 (dx may alias nothing; dy is not modified).
 void launch_relu_mask_backward(const void* dy, const uint32_t* mask, void* dx, DType type, int64_t n, cudaStream_t s);
-inline int64_t relu_mask_words(int64_t n) { return (n + 31) / 32; }
+inline int64_t relu_mask_words(int64_t n) { return kmath::mask_words(n); }
 
 // --- batch norm statistics (C values) ---------------------------------------------------------------------
 void launch_var_from_invstd(float* inout, int64_t c, float eps, cudaStream_t s);
