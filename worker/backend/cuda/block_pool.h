@@ -24,7 +24,7 @@ struct BlockPoolStats {
 class BlockPool {
  public:
   struct Upstream {
-    std::function<void*(size_t)> alloc;  // nullptr when out of memory
+    std::function<void*(size_t)> alloc;  // nullptr when out of memory (the pool trims and retries); throws otherwise
     std::function<void(void*)> free;     // must not throw
   };
   static constexpr size_t kSmallRound = 512;              // cudaMalloc's own granularity

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "common/log/log.h"
@@ -47,24 +48,50 @@ void expect_dtype(Tensor t, DType type, const char* what) {
 }
 
 void set_nhwc(const tc::TensorDesc& d, DType t, int64_t n, int64_t h, int64_t w, int64_t c) {
+  // cuDNN's legacy descriptors take int dimensions, and several of its kernels index with 32 bits.
+  if (n * h * w * c > std::numeric_limits<int32_t>::max())
+    throw InvalidArgument("cuda backend: tensor (" + std::to_string(n) + ", " + std::to_string(h) + ", " +
+                          std::to_string(w) + ", " + std::to_string(c) +
+                          ") has more than 2^31 - 1 elements, beyond cuDNN's limit: use a smaller per-GPU batch");
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NHWC, cudnn_type(t), static_cast<int>(n),
                                          static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
 }
 
-template <typename Perf>
-bool usable(const Perf& p, size_t limit, Determinism determinism) {
-  return p.status == CUDNN_STATUS_SUCCESS && p.memory <= limit &&
-         (determinism == Determinism::kAny || p.determinism == CUDNN_DETERMINISTIC);
+// The math type a conv descriptor must carry to run a candidate: the candidate's own (cuDNN may rank an algorithm
+// whose math type differs from the descriptor's, and workspace sizes depend on it), except that fp32 with TF32
+// denied stays on FMA math (PyTorch does the same). nullopt: the candidate would down-convert fp32 data to fp16.
+std::optional<cudnnMathType_t> math_for(cudnnMathType_t candidate, DType type, Tf32 tf32) {
+  if (type != DType::kF32) return candidate;
+  if (candidate == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return std::nullopt;
+  return tf32 == Tf32::kDeny ? CUDNN_FMA_MATH : candidate;
 }
 
-// The fastest candidate cuDNN ranked first that fits the limits.
-template <typename Perf>
-const Perf& pick(const std::vector<Perf>& perf, int returned, const CudaOptions& o, const char* pass,
-                 const ConvGeometry& g) {
-  for (int i = 0; i < returned; ++i)
-    if (usable(perf[static_cast<size_t>(i)], o.workspace_limit, o.determinism)) return perf[static_cast<size_t>(i)];
+template <typename Algo>
+struct Choice {
+  Algo algo{};
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t bytes = 0;
+};
+
+// The first candidate (cuDNN's ranking: heuristic order or measured time) that succeeded, meets the determinism
+// requirement, and whose workspace, asked again for the math type it will run with, fits the limit. `set_math` sets
+// the pass's descriptor; `size_of(algo, &bytes)` asks cuDNN for the workspace.
+template <typename Perf, typename Algo, typename SetMath, typename SizeOf>
+Choice<Algo> pick(const std::vector<Perf>& perf, int returned, DType type, const CudaOptions& o, const char* pass,
+                  const ConvGeometry& g, SetMath set_math, SizeOf size_of) {
+  for (int i = 0; i < returned; ++i) {
+    const Perf& c = perf[static_cast<size_t>(i)];
+    if (c.status != CUDNN_STATUS_SUCCESS || c.memory > o.workspace_limit) continue;
+    if (o.determinism == Determinism::kRequired && c.determinism != CUDNN_DETERMINISTIC) continue;
+    const std::optional<cudnnMathType_t> math = math_for(c.mathType, type, o.tf32);
+    if (!math) continue;
+    set_math(*math);
+    size_t bytes = 0;
+    if (size_of(c.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > o.workspace_limit) continue;
+    return {c.algo, *math, bytes};
+  }
   throw InvalidArgument(std::string("conv ") + pass + ": cuDNN has no algorithm for input " + g.input_shape().str() +
-                        " -> " + g.output_shape().str() + " within a workspace of " +
+                        " -> " + g.output_shape().str() + " (" + dtype_name(type) + ") within a workspace of " +
                         std::to_string(o.workspace_limit) + " bytes" +
                         (o.determinism == Determinism::kRequired ? " that is deterministic" : ""));
 }
@@ -82,6 +109,11 @@ int select_device(int local_rank, int gpus_per_worker) {
   if (count == 0)
     throw InvalidArgument("spec.gang.device: the job asks for GPUs (" + std::to_string(gpus_per_worker) +
                           " per worker, one per rank) but " + seen);
+  // Every rank of a worker fails the same way (a permanent error), rather than only those past the last device
+  // while the others wait for them in the rendezvous.
+  if (gpus_per_worker > count)
+    throw InvalidArgument("spec.gang.device: the job asks for " + std::to_string(gpus_per_worker) +
+                          " GPUs per worker (one per rank) but " + seen);
   if (local_rank < 0 || local_rank >= count)
     throw InvalidArgument("LOCAL_RANK: rank " + std::to_string(local_rank) + " needs GPU " +
                           std::to_string(local_rank) + " of " + std::to_string(gpus_per_worker) + " per worker, but " +
@@ -121,10 +153,13 @@ BlockPool& device_pool() {
   // Never destroyed: Buffers may outlive every other static at exit, and the driver reclaims the memory.
   static BlockPool* pool = new BlockPool({[](size_t bytes) -> void* {
                                             void* p = nullptr;
-                                            if (cudaMalloc(&p, bytes) != cudaSuccess) {
+                                            const cudaError_t e = cudaMalloc(&p, bytes);
+                                            if (e == cudaErrorMemoryAllocation) {
                                               (void)cudaGetLastError();  // out of memory is not sticky
-                                              return nullptr;
+                                              return nullptr;            // the pool trims its cache and retries
                                             }
+                                            // Anything else (e.g. cudaMalloc inside a graph capture) is an error.
+                                            CUDA_CHECK(e);
                                             return p;
                                           },
                                           [](void* p) { (void)cudaFree(p); }});
@@ -135,7 +170,9 @@ BlockPool& device_pool() {
 struct CudaBackend::ConvPlan {
   tc::TensorDesc x = tc::make_tensor_desc(), y = tc::make_tensor_desc();
   tc::FilterDesc w = tc::make_filter_desc();
-  tc::ConvDesc conv = tc::make_conv_desc();
+  // One descriptor per pass: each carries the math type of the algorithm chosen for that pass.
+  tc::ConvDesc fwd_conv = tc::make_conv_desc(), bwd_data_conv = tc::make_conv_desc(),
+               bwd_filter_conv = tc::make_conv_desc();
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
@@ -263,8 +300,8 @@ void CudaBackend::conv_weight_import(const ConvGeometry& g, const float* host_oi
     for (int64_t i = 0; i < g.c_in; ++i)
       for (int64_t y = 0; y < g.kh; ++y)
         for (int64_t x = 0; x < g.kw; ++x)
-          ohwi[static_cast<size_t>(((o * g.kh + y) * g.kw + x) * g.c_in + i)] =
-              host_oihw[((o * g.c_in + i) * g.kh + y) * g.kw + x];
+          ohwi[static_cast<size_t>(kmath::ohwi_index(o, i, y, x, g.c_in, g.kh, g.kw))] =
+              host_oihw[kmath::oihw_index(o, i, y, x, g.c_in, g.kh, g.kw)];
   upload(ohwi.data(), native);
 }
 
@@ -276,8 +313,8 @@ void CudaBackend::conv_weight_export(const ConvGeometry& g, Tensor native, float
     for (int64_t i = 0; i < g.c_in; ++i)
       for (int64_t y = 0; y < g.kh; ++y)
         for (int64_t x = 0; x < g.kw; ++x)
-          host_oihw[((o * g.c_in + i) * g.kh + y) * g.kw + x] =
-              ohwi[static_cast<size_t>(((o * g.kh + y) * g.kw + x) * g.c_in + i)];
+          host_oihw[kmath::oihw_index(o, i, y, x, g.c_in, g.kh, g.kw)] =
+              ohwi[static_cast<size_t>(kmath::ohwi_index(o, i, y, x, g.c_in, g.kh, g.kw))];
 }
 
 CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, DType type) {
@@ -293,13 +330,17 @@ CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, DType type)
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w.get(), cudnn_type(type), CUDNN_TENSOR_NHWC, static_cast<int>(g.c_out),
                                          static_cast<int>(g.c_in), static_cast<int>(g.kh), static_cast<int>(g.kw)));
   const int pad = static_cast<int>(g.pad), stride = static_cast<int>(g.stride);
-  // fp32 accumulation for every storage type (bf16/fp16 data, fp32 compute).
-  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv.get(), pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                              CUDNN_DATA_FLOAT));
+  // Tensor cores for half data; for fp32, TF32 (CUDNN_DEFAULT_MATH on Ampere+) unless denied (FMA only). The search
+  // starts from this math type; each pass then runs with its chosen algorithm's own.
   const cudnnMathType_t math = type != DType::kF32             ? CUDNN_TENSOR_OP_MATH
                                : options_.tf32 == Tf32::kAllow ? CUDNN_DEFAULT_MATH
                                                                : CUDNN_FMA_MATH;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv.get(), math));
+  for (const tc::ConvDesc* d : {&p->fwd_conv, &p->bwd_data_conv, &p->bwd_filter_conv}) {
+    // fp32 accumulation for every storage type (bf16/fp16 data, fp32 compute).
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d->get(), pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d->get(), math));
+  }
   choose_conv_algorithms(*p, g, type);
   TLOG(Debug) << "conv plan " << g.input_shape().str() << " -> " << g.output_shape().str() << " " << dtype_name(type)
               << ": algorithms fwd " << p->fwd << " bwd_data " << p->bwd_data << " bwd_filter " << p->bwd_filter
@@ -313,6 +354,20 @@ void CudaBackend::choose_conv_algorithms(ConvPlan& p, const ConvGeometry& g, DTy
   std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+  auto math_setter = [](const tc::ConvDesc& d) {
+    return [&d](cudnnMathType_t m) { CUDNN_CHECK(cudnnSetConvolutionMathType(d.get(), m)); };
+  };
+  auto fwd_size = [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, p.x.get(), p.w.get(), p.fwd_conv.get(), p.y.get(), a, bytes);
+  };
+  auto bwd_data_size = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.get(), p.y.get(), p.bwd_data_conv.get(), p.x.get(), a,
+                                                        bytes);
+  };
+  auto bwd_filter_size = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.get(), p.y.get(), p.bwd_filter_conv.get(), p.w.get(),
+                                                          a, bytes);
+  };
   if (options_.conv_search == ConvSearch::kBenchmark) {
     // Timing runs need real buffers: scratch ones of this geometry, and the workspace at its limit.
     const size_t es = dtype_size(type);
@@ -321,38 +376,49 @@ void CudaBackend::choose_conv_algorithms(ConvPlan& p, const ConvGeometry& g, DTy
     Buffer w = allocate(conv_weight_elements(g) * es);
     void* ws = workspace(options_.workspace_limit);
     const size_t wsb = options_.workspace_limit;
-    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, p.x.get(), x.data(), p.w.get(), w.data(), p.conv.get(),
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, p.x.get(), x.data(), p.w.get(), w.data(), p.fwd_conv.get(),
                                                        p.y.get(), y.data(), static_cast<int>(fwd.size()), &returned,
                                                        fwd.data(), ws, wsb));
-    p.fwd = pick(fwd, returned, options_, "forward", g).algo;
-    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w.get(), w.data(), p.y.get(), y.data(), p.conv.get(),
-                                                            p.x.get(), x.data(), static_cast<int>(bwd_data.size()),
-                                                            &returned, bwd_data.data(), ws, wsb));
-    p.bwd_data = pick(bwd_data, returned, options_, "backward-data", g).algo;
-    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x.get(), x.data(), p.y.get(), y.data(), p.conv.get(),
-                                                              p.w.get(), w.data(), static_cast<int>(bwd_filter.size()),
-                                                              &returned, bwd_filter.data(), ws, wsb));
-    p.bwd_filter = pick(bwd_filter, returned, options_, "backward-filter", g).algo;
+    const auto f = pick<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
+        fwd, returned, type, options_, "forward", g, math_setter(p.fwd_conv), fwd_size);
+    p.fwd = f.algo;
+    p.fwd_bytes = f.bytes;
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        h, p.w.get(), w.data(), p.y.get(), y.data(), p.bwd_data_conv.get(), p.x.get(), x.data(),
+        static_cast<int>(bwd_data.size()), &returned, bwd_data.data(), ws, wsb));
+    const auto d = pick<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
+        bwd_data, returned, type, options_, "backward-data", g, math_setter(p.bwd_data_conv), bwd_data_size);
+    p.bwd_data = d.algo;
+    p.bwd_data_bytes = d.bytes;
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        h, p.x.get(), x.data(), p.y.get(), y.data(), p.bwd_filter_conv.get(), p.w.get(), w.data(),
+        static_cast<int>(bwd_filter.size()), &returned, bwd_filter.data(), ws, wsb));
+    const auto b = pick<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
+        bwd_filter, returned, type, options_, "backward-filter", g, math_setter(p.bwd_filter_conv), bwd_filter_size);
+    p.bwd_filter = b.algo;
+    p.bwd_filter_bytes = b.bytes;
   } else {
-    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(),
+    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.get(), p.w.get(), p.fwd_conv.get(), p.y.get(),
                                                        static_cast<int>(fwd.size()), &returned, fwd.data()));
-    p.fwd = pick(fwd, returned, options_, "forward", g).algo;
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(),
+    const auto f = pick<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
+        fwd, returned, type, options_, "forward", g, math_setter(p.fwd_conv), fwd_size);
+    p.fwd = f.algo;
+    p.fwd_bytes = f.bytes;
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.get(), p.y.get(), p.bwd_data_conv.get(), p.x.get(),
                                                             static_cast<int>(bwd_data.size()), &returned,
                                                             bwd_data.data()));
-    p.bwd_data = pick(bwd_data, returned, options_, "backward-data", g).algo;
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
-                                                              static_cast<int>(bwd_filter.size()), &returned,
+    const auto d = pick<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
+        bwd_data, returned, type, options_, "backward-data", g, math_setter(p.bwd_data_conv), bwd_data_size);
+    p.bwd_data = d.algo;
+    p.bwd_data_bytes = d.bytes;
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.get(), p.y.get(), p.bwd_filter_conv.get(),
+                                                              p.w.get(), static_cast<int>(bwd_filter.size()), &returned,
                                                               bwd_filter.data()));
-    p.bwd_filter = pick(bwd_filter, returned, options_, "backward-filter", g).algo;
+    const auto b = pick<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
+        bwd_filter, returned, type, options_, "backward-filter", g, math_setter(p.bwd_filter_conv), bwd_filter_size);
+    p.bwd_filter = b.algo;
+    p.bwd_filter_bytes = b.bytes;
   }
-  // The sizes for the chosen algorithms (the perf structs' figures can differ from what execution asks).
-  CUDNN_CHECK(
-      cudnnGetConvolutionForwardWorkspaceSize(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(), p.fwd, &p.fwd_bytes));
-  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(), p.bwd_data,
-                                                           &p.bwd_data_bytes));
-  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
-                                                             p.bwd_filter, &p.bwd_filter_bytes));
 }
 
 void CudaBackend::conv_forward(const ConvGeometry& g, Tensor x, Tensor w, Tensor y) {
@@ -364,7 +430,7 @@ void CudaBackend::conv_forward(const ConvGeometry& g, Tensor x, Tensor w, Tensor
   ConvPlan& p = conv_plan(g, type);
   Tensor wt = weights_as(w, type);
   const float alpha = 1.0f, beta = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(cudnn_.get(), &alpha, p.x.get(), x.data(), p.w.get(), wt.data(), p.conv.get(),
+  CUDNN_CHECK(cudnnConvolutionForward(cudnn_.get(), &alpha, p.x.get(), x.data(), p.w.get(), wt.data(), p.fwd_conv.get(),
                                       p.fwd, workspace(p.fwd_bytes), p.fwd_bytes, &beta, p.y.get(), y.data()));
 }
 
@@ -377,8 +443,8 @@ void CudaBackend::conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w,
   Tensor wt = weights_as(w, type);
   const float alpha = 1.0f, beta = 0.0f;
   CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_.get(), &alpha, p.w.get(), wt.data(), p.y.get(), dy.data(),
-                                           p.conv.get(), p.bwd_data, workspace(p.bwd_data_bytes), p.bwd_data_bytes,
-                                           &beta, p.x.get(), dx.data()));
+                                           p.bwd_data_conv.get(), p.bwd_data, workspace(p.bwd_data_bytes),
+                                           p.bwd_data_bytes, &beta, p.x.get(), dx.data()));
 }
 
 void CudaBackend::conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) {
@@ -392,7 +458,7 @@ void CudaBackend::conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor 
   void* target = dw.dtype() == type ? dw.data() : scratch(kWeightGradHalf, dw.numel() * dtype_size(type));
   const float alpha = 1.0f, beta = 0.0f;
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_.get(), &alpha, p.x.get(), x.data(), p.y.get(), dy.data(),
-                                             p.conv.get(), p.bwd_filter, workspace(p.bwd_filter_bytes),
+                                             p.bwd_filter_conv.get(), p.bwd_filter, workspace(p.bwd_filter_bytes),
                                              p.bwd_filter_bytes, &beta, p.w.get(), target));
   if (target != dw.data()) launch_convert(target, type, dw.data(), dw.dtype(), dw.numel(), stream_.get());
 }
@@ -428,8 +494,9 @@ CudaBackend::NormPlan& CudaBackend::norm_plan(const NormGeometry& g, DType type)
     if (ok) {
       p->fusion = BnFusion::kCudnn;
       p->mode = mode;
-      p->fwd_bytes = fwd;
-      p->bwd_bytes = bwd;
+      // A null workspace makes the Ex calls behave like the plain ones (no NHWC kernel): always pass one.
+      p->fwd_bytes = std::max<size_t>(fwd, 256);
+      p->bwd_bytes = std::max<size_t>(bwd, 256);
       p->reserve_bytes = reserve;
     }
   }
@@ -458,13 +525,24 @@ void CudaBackend::norm_forward_training(const NormGeometry& g, Tensor x, Tensor 
   NormPlan& p = norm_plan(g, type);
   const float one = 1.0f, zero = 0.0f;
   if (p.fusion == BnFusion::kCudnn) {
-    CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+    const cudnnStatus_t status = cudnnBatchNormalizationForwardTrainingEx(
         cudnn_.get(), p.mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &one, &zero, p.x.get(), x.data(), nullptr, nullptr,
         p.x.get(), y.data(), p.stats.get(), gamma.data(), beta.data(), momentum, running_mean.data(),
         running_var.data(), g.eps, save_mean.data(), save_var.data(), p.relu.get(), workspace(p.fwd_bytes), p.fwd_bytes,
-        workspace_t.data(), p.reserve_bytes));
-    stash_[workspace_t.data()] = {x.data(), y.data()};
-  } else {
+        workspace_t.data(), p.reserve_bytes);
+    if (static_cast<int>(status) / 1000 == static_cast<int>(CUDNN_STATUS_NOT_SUPPORTED) / 1000) {
+      // Sizes were accepted at plan time but this shape is refused at run time: BN, then our ReLU with a mask
+      // (the layer's workspace is sized for both), from now on.
+      TLOG(Warn) << "batch norm " << g.shape().str() << ": cuDNN's fused BN + ReLU refused the shape ("
+                 << cudnnGetErrorString(status) << "); running BN and a separate ReLU";
+      p.fusion = BnFusion::kOff;
+      p.mode = CUDNN_BATCHNORM_SPATIAL;
+    } else {
+      CUDNN_CHECK(status);
+      stash_[workspace_t.data()] = {x.data(), y.data()};
+    }
+  }
+  if (p.fusion == BnFusion::kOff) {
     CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
         cudnn_.get(), p.mode, &one, &zero, p.x.get(), x.data(), p.x.get(), y.data(), p.stats.get(), gamma.data(),
         beta.data(), momentum, running_mean.data(), running_var.data(), g.eps, save_mean.data(), save_var.data()));

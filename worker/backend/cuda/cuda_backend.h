@@ -48,9 +48,9 @@ struct CudaOptions {
   size_t workspace_limit = size_t{512} << 20;  // bytes one conv algorithm may use
 };
 
-// The device this rank uses: LOCAL_RANK (one GPU per rank). Throws InvalidArgument naming the request and what
-// is visible when the job asks for GPUs (`gpus_per_worker` > 0 ranks with spec.gang.device = gpu) and this
-// process sees fewer devices than its local rank needs.
+// The device this rank uses: LOCAL_RANK (one GPU per rank), made current on the calling thread. Throws
+// InvalidArgument naming the request and what is visible when the job asks for GPUs (`gpus_per_worker` ranks with
+// spec.gang.device = gpu) and this process sees none, fewer than `gpus_per_worker`, or none at `local_rank`.
 int select_device(int local_rank, int gpus_per_worker);
 // This rank's options: device = select_device(local_rank, gpus_per_worker); tunables from the environment (read
 // once, common/util/env.h): TORUS_CUDA_TF32 (1: allow, 0: deny), TORUS_CUDNN_BENCHMARK (1: time conv algorithms),

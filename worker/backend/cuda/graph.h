@@ -3,7 +3,8 @@
 // workspace exists), everything the step enqueues on the compute stream is recorded once and replayed with a
 // single launch. A captured step must not synchronize with the host or allocate: use
 // softmax_cross_entropy_async() and the device-side loss scaler; keep input batches at fixed device addresses
-// (staging.h's slots) and change hyper-parameters through device memory, not kernel arguments.
+// (staging.h's slots) and change hyper-parameters through device memory, not kernel arguments (the learning rate
+// passed to sgd_update at capture time is the one every replay uses).
 #include <functional>
 
 #include "worker/backend/cuda/cuda_backend.h"
@@ -24,6 +25,7 @@ class StepGraph {
       cudaGraph_t partial = nullptr;
       (void)cudaStreamEndCapture(s, &partial);
       if (partial != nullptr) (void)cudaGraphDestroy(partial);
+      (void)cudaGetLastError();  // the invalidated capture's error must not surface at the next kernel launch
       throw;
     }
     cudaGraph_t g = nullptr;
