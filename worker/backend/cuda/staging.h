@@ -10,7 +10,8 @@
 //   stager.release(slot);                                    // compute side: the slot may be overwritten after this
 //
 // stage() waits on the host only for the slot's previous copy out of its pinned buffer (the loader thread's time,
-// not the step's). Device slots stay at fixed addresses, which a captured CUDA Graph needs.
+// not the step's). Device slots stay at fixed addresses, which a captured CUDA Graph needs. A slot is reused after
+// slots() - 1 others: release it before staging that many more batches (two slots: stage i+1, then release i).
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -45,6 +46,7 @@ class BatchStager {
 
   CudaBackend& backend_;
   size_t image_bytes_, label_bytes_;
+  size_t label_offset_;  // image_bytes_ rounded up, so the int32 labels are aligned
   torus::cuda::Stream copy_stream_;
   std::vector<Slot> slots_;
   int next_ = 0;
