@@ -26,7 +26,7 @@ ncclDataType_t nccl_type(DataType t) {
     case DataType::kBFloat16:
       return ncclBfloat16;
   }
-  return ncclFloat32;
+  throw InvalidArgument("nccl: unsupported data type " + to_string(t));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclMax; }
@@ -37,89 +37,140 @@ ncclConfig_t nonblocking_config() {
   return config;
 }
 
+bool failed(ncclResult_t state) { return state != ncclSuccess && state != ncclInProgress; }
+
 // CUDA and NCCL offer no blocking wait with a deadline: poll, yielding the core between checks.
 void pause_briefly() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(int rank, int size, std::shared_ptr<Store> store, int device, milliseconds timeout)
+NcclCommunicator::NcclCommunicator(int rank, int size, std::shared_ptr<Store> store, int device, milliseconds timeout,
+                                   const std::string& id_key)
     : Communicator(rank, size, timeout), device_(device) {
-  CUDA_CHECK(cudaSetDevice(device_));
-  ncclUniqueId id;
-  if (rank == 0) {
-    NCCL_CHECK(ncclGetUniqueId(&id));
-    store->set("nccl/id", Bytes(reinterpret_cast<char*>(&id), reinterpret_cast<char*>(&id) + sizeof(id)));
-  } else {
-    Bytes b = store->get("nccl/id", timeout);
-    if (b.size() != sizeof(id)) throw CorruptData("nccl/id in the store has the wrong size");
-    std::memcpy(&id, b.data(), sizeof(id));
+  try {
+    bind_device();
+    create_stream_and_events();
+    ncclUniqueId id;
+    if (rank == 0) {
+      NCCL_CHECK(ncclGetUniqueId(&id));
+      store->set(id_key, Bytes(reinterpret_cast<char*>(&id), reinterpret_cast<char*>(&id) + sizeof(id)));
+    } else {
+      Bytes b = store->get(id_key, timeout);
+      if (b.size() != sizeof(id))
+        throw CorruptData("store key " + id_key + ": an NCCL unique id has " + std::to_string(sizeof(id)) +
+                          " bytes, got " + std::to_string(b.size()));
+      std::memcpy(&id, b.data(), sizeof(id));
+    }
+    ncclConfig_t config = nonblocking_config();
+    {
+      std::lock_guard lock(nccl_mu_);
+      NCCL_CHECK(ncclCommInitRankConfig(&comm_, size, id, rank, &config));
+    }
+    settle("ncclCommInitRankConfig");
+  } catch (...) {
+    stop_thread();
+    abort();
+    release();
+    throw;
   }
-  ncclConfig_t config = nonblocking_config();
-  NCCL_CHECK(ncclCommInitRankConfig(&comm_, size, id, rank, &config));
-  settle("ncclCommInitRankConfig");
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
 }
 
 NcclCommunicator::NcclCommunicator(int rank, int size, ncclComm_t comm, int device, milliseconds timeout)
     : Communicator(rank, size, timeout), device_(device), comm_(comm) {
-  CUDA_CHECK(cudaSetDevice(device_));
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  try {
+    bind_device();
+    create_stream_and_events();
+  } catch (...) {
+    stop_thread();
+    abort();
+    release();
+    throw;
+  }
 }
 
 NcclCommunicator::~NcclCommunicator() {
   stop_thread();
-  if (comm_ != nullptr && !aborted_) {
-    // Flush, then destroy; a finalize that does not settle in time (a peer gone) turns into an abort instead.
-    bool settled = ncclCommFinalize(comm_) == ncclSuccess;
-    for (const auto deadline = Clock::now() + timeout(); !settled && Clock::now() < deadline; pause_briefly()) {
-      ncclResult_t state = ncclInProgress;
-      settled = ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclSuccess;
-    }
-    if (settled) {
-      ncclCommDestroy(comm_);
-    } else {
-      ncclCommAbort(comm_);
+  (void)cudaSetDevice(device_);
+  {
+    std::lock_guard lock(nccl_mu_);
+    if (comm_ != nullptr && !aborted_) {
+      // Flush, then destroy; a finalize that fails or does not settle in time (a peer gone) turns into an abort.
+      bool settled = false;
+      if (!failed(ncclCommFinalize(comm_))) {
+        for (const auto deadline = Clock::now() + timeout(); Clock::now() < deadline; pause_briefly()) {
+          ncclResult_t state = ncclInProgress;
+          if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess || failed(state)) break;
+          if (state == ncclSuccess) {
+            settled = true;
+            break;
+          }
+        }
+      }
+      if (settled) {
+        (void)ncclCommDestroy(comm_);
+      } else {
+        (void)ncclCommAbort(comm_);
+      }
+      aborted_ = true;  // gone either way: a late abort() is a no-op
     }
   }
-  if (done_ != nullptr) cudaEventDestroy(done_);
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  release();
+}
+
+void NcclCommunicator::create_stream_and_events() {
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_word_), sizeof(float)));
+}
+
+void NcclCommunicator::release() noexcept {
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  if (barrier_word_ != nullptr) (void)cudaFree(barrier_word_);
+  if (produced_ != nullptr) (void)cudaEventDestroy(produced_);
+  if (done_ != nullptr) (void)cudaEventDestroy(done_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  barrier_word_ = nullptr;
+  produced_ = done_ = nullptr;
+  stream_ = nullptr;
 }
 
 void NcclCommunicator::abort() noexcept {
+  std::lock_guard lock(nccl_mu_);
   if (comm_ != nullptr && !aborted_) {
     aborted_ = true;
-    ncclCommAbort(comm_);
+    (void)ncclCommAbort(comm_);
   }
+}
+
+void NcclCommunicator::bind_device() { CUDA_CHECK(cudaSetDevice(device_)); }
+
+void NcclCommunicator::check_not_aborted(const char* what) const {
+  if (aborted_)
+    throw Error(std::string("NCCL ") + what + ": the communicator was aborted (rank " + std::to_string(rank()) +
+                " of " + std::to_string(size()) + ")");
+}
+
+ncclResult_t NcclCommunicator::poll(const char* what) {
+  ncclResult_t state = ncclSuccess;
+  std::string detail;
+  {
+    std::lock_guard lock(nccl_mu_);
+    check_not_aborted(what);
+    NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+    if (!failed(state)) return state;
+    detail = ncclGetLastError(comm_);
+  }
+  // NCCL's contract: after an asynchronous error nothing can be assumed about queued work; abort the communicator.
+  abort();
+  throw ::torus::cuda::CudaError(std::string("NCCL error: ") + what + " failed on rank " + std::to_string(rank()) +
+                                 " of " + std::to_string(size()) + ": " + ncclGetErrorString(state) +
+                                 (detail.empty() ? "" : " (" + detail + ")") + "; communicator aborted");
 }
 
 void NcclCommunicator::settle(const char* what) {
   const auto deadline = Clock::now() + timeout();
-  for (;;) {
-    ncclResult_t state = ncclSuccess;
-    NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
-    if (state == ncclSuccess) return;
-    if (state != ncclInProgress) NCCL_CHECK(state);
-    if (Clock::now() > deadline) {
-      abort();
-      throw Timeout(std::string("NCCL ") + what + " did not finish within " + std::to_string(timeout().count()) +
-                    " ms; communicator aborted");
-    }
-    pause_briefly();
-  }
-}
-
-void NcclCommunicator::complete(const char* what) {
-  settle(what);
-  CUDA_CHECK(cudaEventRecord(done_, stream_));
-  const auto deadline = Clock::now() + timeout();
-  for (;;) {
-    cudaError_t q = cudaEventQuery(done_);
-    if (q == cudaSuccess) return;
-    if (q != cudaErrorNotReady) CUDA_CHECK(q);
-    ncclResult_t state = ncclSuccess;
-    NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+  while (poll(what) != ncclSuccess) {
     if (Clock::now() > deadline) {
       abort();
       throw Timeout(std::string("NCCL ") + what + " did not finish within " + std::to_string(timeout().count()) +
@@ -130,9 +181,46 @@ void NcclCommunicator::complete(const char* what) {
   }
 }
 
+void NcclCommunicator::wait_for_producer() {
+  cudaStream_t producer = producer_.load();
+  if (producer == nullptr) return;
+  CUDA_CHECK(cudaEventRecord(produced_, producer));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, produced_, 0));
+}
+
+void NcclCommunicator::complete(const char* what) {
+  settle(what);
+  CUDA_CHECK(cudaEventRecord(done_, stream_));
+  const auto deadline = Clock::now() + timeout();
+  for (;;) {
+    const cudaError_t q = cudaEventQuery(done_);
+    if (q != cudaSuccess && q != cudaErrorNotReady) CUDA_CHECK(q);
+    (void)poll(what);  // throws on an asynchronous error (a peer gone, a network failure)
+    if (q == cudaSuccess) return;
+    if (Clock::now() > deadline) {
+      abort();
+      throw Timeout(std::string("NCCL ") + what + " did not finish within " + std::to_string(timeout().count()) +
+                    " ms (rank " + std::to_string(rank()) + " of " + std::to_string(size()) +
+                    "); communicator aborted");
+    }
+    pause_briefly();
+  }
+}
+
+// Enqueues one NCCL call (or group) under the lock abort() takes, so an abort never frees comm_ mid-call.
+#define TORUS_NCCL_ENQUEUE(what, expr)                       \
+  do {                                                       \
+    std::lock_guard lock(nccl_mu_);                          \
+    check_not_aborted(what);                                 \
+    ::torus::cuda::check((expr), #expr, __FILE__, __LINE__); \
+  } while (false)
+
 void NcclCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
   if (buf.count == 0) return;
-  NCCL_CHECK(ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), nccl_op(op), comm_, stream_));
+  bind_device();
+  wait_for_producer();
+  TORUS_NCCL_ENQUEUE("all_reduce",
+                     ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), nccl_op(op), comm_, stream_));
   complete("all_reduce");
 }
 
@@ -140,20 +228,28 @@ void NcclCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
   if (buf.count == 0) return;
   const size_t n = static_cast<size_t>(size());
   if (buf.count % n != 0) return all_reduce_now(buf, op);
+  bind_device();
+  wait_for_producer();
   const size_t per = buf.count / n;
-  NCCL_CHECK(ncclReduceScatter(buf.data, buf.at(per * static_cast<size_t>(rank())), per, nccl_type(buf.dtype),
-                               nccl_op(op), comm_, stream_));
+  // In place: NCCL's recvbuff == sendbuff + rank * recvcount.
+  TORUS_NCCL_ENQUEUE("reduce_scatter", ncclReduceScatter(buf.data, buf.at(per * static_cast<size_t>(rank())), per,
+                                                         nccl_type(buf.dtype), nccl_op(op), comm_, stream_));
   complete("reduce_scatter");
 }
 
 void NcclCommunicator::all_gather_now(Buffer buf) {
   if (buf.count == 0) return;
+  bind_device();
+  wait_for_producer();
   const size_t n = static_cast<size_t>(size());
   if (buf.count % n == 0) {
+    // In place: NCCL's sendbuff == recvbuff + rank * sendcount.
     const size_t per = buf.count / n;
-    NCCL_CHECK(
-        ncclAllGather(buf.at(per * static_cast<size_t>(rank())), buf.data, per, nccl_type(buf.dtype), comm_, stream_));
+    TORUS_NCCL_ENQUEUE("all_gather", ncclAllGather(buf.at(per * static_cast<size_t>(rank())), buf.data, per,
+                                                   nccl_type(buf.dtype), comm_, stream_));
   } else {
+    std::lock_guard lock(nccl_mu_);
+    check_not_aborted("all_gather");
     NCCL_CHECK(ncclGroupStart());
     for (int r = 0; r < size(); ++r) {
       const Range c = chunk_range(buf.count, size(), r);
@@ -167,42 +263,52 @@ void NcclCommunicator::all_gather_now(Buffer buf) {
 
 void NcclCommunicator::broadcast_now(Buffer buf, int root) {
   if (buf.count == 0) return;
-  NCCL_CHECK(ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.dtype), root, comm_, stream_));
+  bind_device();
+  wait_for_producer();
+  TORUS_NCCL_ENQUEUE("broadcast",
+                     ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.dtype), root, comm_, stream_));
   complete("broadcast");
 }
 
 void NcclCommunicator::barrier_now() {
   // NCCL has no barrier: a one-element all-reduce orders every rank the same way.
-  void* one = nullptr;
-  CUDA_CHECK(cudaMallocAsync(&one, sizeof(float), stream_));
-  CUDA_CHECK(cudaMemsetAsync(one, 0, sizeof(float), stream_));
-  NCCL_CHECK(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm_, stream_));
-  CUDA_CHECK(cudaFreeAsync(one, stream_));
+  bind_device();
+  CUDA_CHECK(cudaMemsetAsync(barrier_word_, 0, sizeof(float), stream_));
+  TORUS_NCCL_ENQUEUE("barrier", ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_));
   complete("barrier");
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+  bind_device();
   ncclConfig_t config = nonblocking_config();
   ncclComm_t sub = nullptr;
-  NCCL_CHECK(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, &config));
+  TORUS_NCCL_ENQUEUE("split", ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, &config));
   settle("ncclCommSplit");
   if (color < 0 || sub == nullptr) return nullptr;
-  int sub_rank = 0;
-  int sub_size = 0;
   // A fresh non-blocking communicator may still be initialising: wait before asking for its shape.
   for (const auto deadline = Clock::now() + timeout();;) {
     ncclResult_t state = ncclSuccess;
-    NCCL_CHECK(ncclCommGetAsyncError(sub, &state));
-    if (state == ncclSuccess) break;
-    if (state != ncclInProgress) NCCL_CHECK(state);
+    const ncclResult_t asked = ncclCommGetAsyncError(sub, &state);
+    if (asked == ncclSuccess && state == ncclSuccess) break;
+    if (asked != ncclSuccess || failed(state)) {
+      (void)ncclCommAbort(sub);
+      throw ::torus::cuda::CudaError(std::string("NCCL error: ncclCommSplit: the new communicator failed: ") +
+                                     ncclGetErrorString(asked != ncclSuccess ? asked : state));
+    }
     if (Clock::now() > deadline) {
-      ncclCommAbort(sub);
-      throw Timeout("ncclCommSplit: the new communicator did not come up in time");
+      (void)ncclCommAbort(sub);
+      throw Timeout("ncclCommSplit: the new communicator did not come up within " + std::to_string(timeout().count()) +
+                    " ms");
     }
     pause_briefly();
   }
-  NCCL_CHECK(ncclCommUserRank(sub, &sub_rank));
-  NCCL_CHECK(ncclCommCount(sub, &sub_size));
+  int sub_rank = 0;
+  int sub_size = 0;
+  if (ncclCommUserRank(sub, &sub_rank) != ncclSuccess || ncclCommCount(sub, &sub_size) != ncclSuccess) {
+    (void)ncclCommAbort(sub);
+    throw ::torus::cuda::CudaError("NCCL error: ncclCommSplit: cannot read the new communicator's rank and size");
+  }
+  // The private constructor aborts `sub` itself if it fails.
   return std::unique_ptr<Communicator>(new NcclCommunicator(sub_rank, sub_size, sub, device_, timeout()));
 }
 

@@ -1,12 +1,22 @@
 #pragma once
 // The GPU backend: NCCL. Buffers are device pointers; collectives run on the communicator's own CUDA stream (the
 // communication stream, so they overlap with compute on other streams). The communicator is created non-blocking
-// (ncclCommInitRankConfig with blocking = 0) so every wait has a deadline; on a timeout the communicator is
-// aborted (ncclCommAbort) and the call throws Timeout. Rank 0's ncclUniqueId travels through the store.
+// (ncclCommInitRankConfig with blocking = 0) so every wait has a deadline; on a timeout or an asynchronous NCCL error
+// the communicator is aborted (ncclCommAbort) and the call throws (Timeout, or CudaError naming NCCL's error).
+// Rank 0's ncclUniqueId travels through the store.
+//
+// Ordering against compute. Collectives run on the communication thread, later than the host enqueued the kernels
+// that produce their buffers: order_after(compute_stream) makes each collective's stream wait for everything queued
+// on the compute stream when the collective starts (an event, no host wait). The other direction needs nothing: a
+// collective returns (its Work completes) only after its stream has finished, so work queued after Work::wait()
+// sees the result.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "worker/comm/communicator.h"
 #include "worker/comm/store.h"
@@ -15,8 +25,10 @@ namespace torus::comm {
 
 class NcclCommunicator : public Communicator {
  public:
-  // `device` is the CUDA device of this rank (usually LOCAL_RANK).
-  NcclCommunicator(int rank, int size, std::shared_ptr<Store> store, int device, milliseconds timeout);
+  // `device` is the CUDA device of this rank (usually LOCAL_RANK). `id_key` names the store key of the unique id:
+  // distinct per communicator created from the same store in the same attempt.
+  NcclCommunicator(int rank, int size, std::shared_ptr<Store> store, int device, milliseconds timeout,
+                   const std::string& id_key = "nccl/id");
   ~NcclCommunicator() override;
 
   void all_reduce_now(Buffer buf, ReduceOp op) override;
@@ -31,11 +43,24 @@ class NcclCommunicator : public Communicator {
   void abort() noexcept override;
 
   cudaStream_t stream() const { return stream_; }
+  // Every later collective waits (on the device) for the work queued on `producer` when it starts; nullptr: none.
+  // Do not capture `producer` into a CUDA Graph while collectives may start (the event record would join it).
+  void order_after(cudaStream_t producer) { producer_.store(producer); }
 
  private:
   NcclCommunicator(int rank, int size, ncclComm_t comm, int device, milliseconds timeout);
+  void create_stream_and_events();
+  void release() noexcept;
+  // Makes this rank's device current on the calling thread (the communication thread starts on device 0).
+  void bind_device();
+  // Throws when abort() ran; call with nccl_mu_ held, before any NCCL call on comm_.
+  void check_not_aborted(const char* what) const;
+  // The communicator's state: ncclSuccess, ncclInProgress, or an error (after which it is aborted and this throws).
+  ncclResult_t poll(const char* what);
   // Waits for the communicator's non-blocking init/split/enqueue to settle (ncclInProgress -> ncclSuccess).
   void settle(const char* what);
+  // Before a collective: the communication stream waits for the producer stream (order_after).
+  void wait_for_producer();
   // Waits for everything queued on the stream, checking NCCL's asynchronous errors; aborts on the deadline.
   void complete(const char* what);
 
@@ -43,6 +68,11 @@ class NcclCommunicator : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
+  cudaEvent_t produced_ = nullptr;
+  float* barrier_word_ = nullptr;  // device memory, one float, for barrier_now()
+  std::atomic<cudaStream_t> producer_{nullptr};
+  // Serializes NCCL calls on comm_ with abort() (the watchdog calls it from its own thread).
+  mutable std::mutex nccl_mu_;
   bool aborted_ = false;
 };
 
