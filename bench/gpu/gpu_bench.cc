@@ -181,6 +181,7 @@ int resnet9(const Args& args) {
   const int64_t n_train = train->size(), n_val = val->size(), steps = n_train / batch;
   BatchStager stager(*b, static_cast<size_t>(batch) * image_bytes, static_cast<size_t>(batch) * sizeof(int32_t));
   Held val_images = make(*b, {static_cast<int64_t>(val->pixels().size() / 4 + 1)});
+  b->synchronize();  // allocate() zero-fills on the compute stream; the copy below runs on another stream
   CUDA_CHECK(cudaMemcpy(val_images.t.data(), val->pixels().data(), val->pixels().size(), cudaMemcpyHostToDevice));
   Held val_labels = make(*b, {n_val}, DType::kI32);
   b->upload(val->labels().data(), val_labels.t);

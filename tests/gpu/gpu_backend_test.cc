@@ -130,6 +130,18 @@ TEST(GpuDevice, SelectionNamesTheRequestAndWhatIsVisible) {
   }
 }
 
+TEST(GpuDevice, MoreRanksPerWorkerThanDevicesFailsOnEveryRank) {
+  const int count = torus::cuda::device_count();
+  try {
+    (void)select_device(0, count + 1);  // local rank 0 exists (when there is a device), but not enough for the gang
+    FAIL() << "expected select_device to refuse " << count + 1 << " ranks per worker";
+  } catch (const InvalidArgument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("spec.gang.device"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("sees " + std::to_string(count) + " CUDA device"), std::string::npos) << msg;
+  }
+}
+
 TEST(GpuDevice, BackendWithoutADeviceThrowsATypedError) {
   if (torus::cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is present: the no-device path is not reachable";
   EXPECT_THROW((void)make_cuda_backend(), torus::cuda::CudaError);
@@ -406,6 +418,8 @@ TEST_F(GpuTest, AugmentationMatchesTheSharedFormulas) {
     spec.inv_std[ch] = 4.0f;
   }
   Held raw = make(*gpu_, {static_cast<int64_t>(images.size())}, DType::kF32);  // large enough for the bytes
+  // allocate() zero-fills on the compute stream: let that finish before a copy on another stream fills the block.
+  gpu_->synchronize();
   CUDA_CHECK(cudaMemcpy(raw.t.data(), images.data(), images.size(), cudaMemcpyHostToDevice));
   Held out = make(*gpu_, {n, h, w, c});
   gpu_->augment(raw.t.data(), out.t, spec, 1000);
