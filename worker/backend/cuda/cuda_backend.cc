@@ -1,10 +1,12 @@
 #include "worker/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <vector>
 
 #include "common/log/log.h"
@@ -96,7 +98,14 @@ Choice<Algo> pick(const std::vector<Perf>& perf, int returned, DType type, const
                         (o.determinism == Determinism::kRequired ? " that is deterministic" : ""));
 }
 
-void device_free(void* p) noexcept { device_pool().release(p); }
+constexpr int kMaxDevices = 64;
+std::atomic<BlockPool*> g_pools[kMaxDevices] = {};
+
+// A Buffer's deleter has no context: the block goes back to whichever device's pool handed it out.
+void device_free(void* p) noexcept {
+  for (auto& pool : g_pools)
+    if (BlockPool* b = pool.load(std::memory_order_acquire)) b->release(p);
+}
 
 }  // namespace
 
@@ -149,20 +158,32 @@ std::string device_description(int device) {
   return std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " + memory;
 }
 
-BlockPool& device_pool() {
+BlockPool& device_pool(int device) {
+  if (device < 0 || device >= kMaxDevices)
+    throw InvalidArgument("cuda backend: device " + std::to_string(device) + " outside [0, " +
+                          std::to_string(kMaxDevices) + ")");
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  if (BlockPool* existing = g_pools[device].load(std::memory_order_acquire)) return *existing;
   // Never destroyed: Buffers may outlive every other static at exit, and the driver reclaims the memory.
-  static BlockPool* pool = new BlockPool({[](size_t bytes) -> void* {
-                                            void* p = nullptr;
-                                            const cudaError_t e = cudaMalloc(&p, bytes);
-                                            if (e == cudaErrorMemoryAllocation) {
-                                              (void)cudaGetLastError();  // out of memory is not sticky
-                                              return nullptr;            // the pool trims its cache and retries
-                                            }
-                                            // Anything else (e.g. cudaMalloc inside a graph capture) is an error.
-                                            CUDA_CHECK(e);
-                                            return p;
-                                          },
-                                          [](void* p) { (void)cudaFree(p); }});
+  auto* pool = new BlockPool({[device](size_t bytes) -> void* {
+                                // The calling thread's current device may be another one: allocate on `device`.
+                                int current = 0;
+                                CUDA_CHECK(cudaGetDevice(&current));
+                                if (current != device) CUDA_CHECK(cudaSetDevice(device));
+                                void* p = nullptr;
+                                const cudaError_t e = cudaMalloc(&p, bytes);
+                                if (current != device) CUDA_CHECK(cudaSetDevice(current));
+                                if (e == cudaErrorMemoryAllocation) {
+                                  (void)cudaGetLastError();  // out of memory is not sticky
+                                  return nullptr;            // the pool trims its cache and retries
+                                }
+                                // Anything else (e.g. cudaMalloc inside a graph capture) is an error.
+                                CUDA_CHECK(e);
+                                return p;
+                              },
+                              [](void* p) { (void)cudaFree(p); }});
+  g_pools[device].store(pool, std::memory_order_release);
   return *pool;
 }
 
@@ -213,7 +234,7 @@ CudaBackend::~CudaBackend() { (void)cudaStreamSynchronize(stream_.get()); }
 
 // --- memory ---------------------------------------------------------------------------------------------------
 Buffer CudaBackend::allocate(size_t bytes) {
-  void* p = device_pool().allocate(bytes);
+  void* p = device_pool(options_.device).allocate(bytes);
   Buffer b(p, bytes, &device_free);
   CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_.get()));
   return b;

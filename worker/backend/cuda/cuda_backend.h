@@ -60,8 +60,9 @@ CudaOptions cuda_options_for_rank(int local_rank, int gpus_per_worker);
 // "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" for logs and bench lines.
 std::string device_description(int device);
 
-// The process-wide caching pool behind allocate() (one device per process).
-BlockPool& device_pool();
+// The caching pool behind allocate() on `device` (one per device, shared by the process's backends on it: all their
+// work must be on one stream, or ordered with events, for stream-ordered reuse to hold).
+BlockPool& device_pool(int device);
 
 class CudaBackend final : public Backend {
  public:
@@ -137,7 +138,7 @@ class CudaBackend final : public Backend {
   // Conv weights in half precision are shadows of the fp32 masters: call after writing parameters behind the
   // backend's back (e.g. an all-reduce into the parameter arena).
   void invalidate_weight_shadows() { ++params_version_; }
-  BlockPoolStats memory_stats() const { return device_pool().stats(); }
+  BlockPoolStats memory_stats() const { return device_pool(options_.device).stats(); }
 
  private:
   struct ConvPlan;

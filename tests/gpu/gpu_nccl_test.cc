@@ -1,0 +1,106 @@
+// The NCCL communicator together with the CUDA backend, as GPU training uses them: gradients written by kernels on
+// the backend's compute stream are all-reduced on the communication stream without a host synchronization in
+// between (order_after), and the result matches the sum the CPU computes. Ranks are threads, one GPU each (at most
+// 4); every test skips without a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "worker/backend/cuda/cuda_backend.h"
+#include "worker/backend/cuda/errors.h"
+#include "worker/comm/nccl/nccl_communicator.h"
+#include "worker/comm/store.h"
+
+namespace torus::comm {
+namespace {
+
+using std::chrono::milliseconds;
+namespace wc = ::torus::worker::cuda;
+
+constexpr milliseconds kTimeout{60000};
+
+// Runs fn(rank) on `n` threads; rethrows the first failure after all ended.
+void run_ranks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::exception_ptr first;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!first) first = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+class GpuNccl : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gpus_ = ::torus::cuda::device_count();
+    if (gpus_ == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount found none, GPU test not run";
+    ranks_ = std::min(gpus_, 4);
+    server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0, "gpu-nccl");
+    TcpStoreOptions o;
+    o.port = server_->port();
+    o.secret = "gpu-nccl";
+    store_ = std::make_shared<TcpStore>(o);
+  }
+  int gpus_ = 0, ranks_ = 0;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::shared_ptr<Store> store_;
+};
+
+TEST_F(GpuNccl, GradientsFromTheComputeStreamAreReducedWithoutAHostWait) {
+  const size_t count = size_t{16} << 20;  // 64 MiB: the fill kernels are still running when NCCL is enqueued
+  run_ranks(ranks_, [&](int rank) {
+    wc::CudaOptions o;
+    o.device = rank;
+    auto backend = wc::make_cuda_backend(o);
+    NcclCommunicator comm(rank, ranks_, std::make_shared<PrefixStore>("grads", store_), rank, kTimeout);
+    comm.order_after(backend->compute_stream());
+    worker::Buffer grads = backend->allocate(count * sizeof(float));
+    const worker::Tensor g(grads.data(), {static_cast<int64_t>(count)});
+    for (int step = 1; step <= 3; ++step) {
+      backend->fill(g, static_cast<float>(step * (rank + 1)));  // queued on the compute stream, not waited for
+      comm.all_reduce(Buffer{grads.data(), count, DataType::kFloat32}).wait(kTimeout);
+      std::vector<float> host(count);
+      backend->download(g, host.data());
+      const float want = static_cast<float>(step * ranks_ * (ranks_ + 1) / 2);
+      const auto bad = std::count_if(host.begin(), host.end(), [&](float v) { return v != want; });
+      ASSERT_EQ(bad, 0) << "rank " << rank << " step " << step << ": " << bad << " elements differ from " << want;
+    }
+  });
+}
+
+TEST_F(GpuNccl, AbortedCommunicatorFailsItsCollectivesWithAClearError) {
+  run_ranks(ranks_, [&](int rank) {
+    NcclCommunicator comm(rank, ranks_, std::make_shared<PrefixStore>("abort", store_), rank, kTimeout);
+    comm.barrier().wait(kTimeout);
+    comm.abort();
+    float* word = nullptr;
+    CUDA_CHECK(cudaSetDevice(rank));
+    CUDA_CHECK(cudaMalloc(&word, sizeof(float)));
+    try {
+      comm.all_reduce(Buffer{word, 1, DataType::kFloat32}).wait(kTimeout);
+      ADD_FAILURE() << "rank " << rank << ": an aborted communicator ran a collective";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("aborted"), std::string::npos) << e.what();
+    }
+    CUDA_CHECK(cudaFree(word));
+  });
+}
+
+}  // namespace
+}  // namespace torus::comm
