@@ -289,8 +289,9 @@ Tensor CudaBackend::weights_as(Tensor w, DType type) {
   expect_dtype(w, DType::kF32, "conv weight (master)");
   Shadow& s = shadows_[w.data()];
   const size_t bytes = static_cast<size_t>(w.numel()) * dtype_size(type);
-  if (s.buffer.bytes() < bytes) {
-    s.buffer = allocate(bytes);
+  if (s.buffer.bytes() < bytes || s.type != type) {  // a master seen in another half type converts again
+    if (s.buffer.bytes() < bytes) s.buffer = allocate(bytes);
+    s.type = type;
     s.version = 0;
   }
   Tensor shadow(s.buffer.data(), w.shape(), type);

@@ -150,7 +150,8 @@ class CudaBackend final : public Backend {
   };
   struct Shadow {
     Buffer buffer;
-    uint64_t version = 0;
+    DType type = DType::kF32;
+    uint64_t version = 0;  // params_version_ at the last conversion; 0: never converted
   };
 
   ConvPlan& conv_plan(const ConvGeometry& g, DType type);

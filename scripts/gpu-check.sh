@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The one command that verifies the CUDA backend on a machine with an NVIDIA GPU (docs/gpu.md):
+#   scripts/gpu-check.sh                 # build, formula tests, `ctest -L gpu`, a 1-GPU training run, bench/gpu/gpu.sh
+#   SANITIZE=1 scripts/gpu-check.sh      # also the GPU tests under compute-sanitizer (memcheck, racecheck, synccheck)
+#   SKIP_BENCH=1 scripts/gpu-check.sh    # without the benchmarks (they take several minutes)
+# Builds into $TORUS_BUILD (default build/). Exits 3 with "no CUDA device" without a GPU, non-zero on any failure,
+# and fails when a GPU test skipped although a device is present (only the no-device test may skip then).
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+torus_install_packages
+torus_build
+
+step() { printf '\n=== gpu-check: %s\n' "$*"; }
+BIN="$TORUS_BUILD/bin"
+TESTS="$TORUS_BUILD/tests"
+
+if [[ ! -x "$TESTS/gpu_backend_test" || ! -x "$BIN/torus_gpu_bench" ]]; then
+  echo "gpu-check: the CUDA backend was not built in $TORUS_BUILD (CMake needs nvcc, cuDNN and NCCL under" \
+    "/usr/local/cuda; see 'Torus: CUDA backend' in the configure output, or delete $TORUS_BUILD to reconfigure)" >&2
+  exit 1
+fi
+
+step "devices"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv || true
+fi
+"$BIN/torus_gpu_bench" check || { echo "gpu-check: no CUDA device: this check needs an NVIDIA GPU" >&2; exit 3; }
+
+step "kernel formulas and the caching pool on the CPU (tests/gpu_math)"
+"$TESTS/gpu_math_test" --gtest_brief=1
+
+step "GPU tests (ctest -L gpu): every op against the CPU backend, graphs, staging, NCCL"
+LOG="$TORUS_BUILD/gpu-check-ctest.log"
+ctest --test-dir "$TORUS_BUILD" -L gpu --output-on-failure --no-tests=error --timeout 900 | tee "$LOG"
+# With a device only the no-device test may skip; any other skip hides a test that never ran.
+if grep '(Skipped)' "$LOG" | grep -v 'BackendWithoutADeviceThrowsATypedError'; then
+  echo "gpu-check: the GPU tests above skipped although a CUDA device is present" >&2
+  exit 1
+fi
+
+if [[ "${SANITIZE:-0}" == 1 ]]; then
+  SAN="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  [[ -x "$SAN" ]] || { echo "gpu-check: SANITIZE=1 needs compute-sanitizer (CUDA toolkit)" >&2; exit 1; }
+  # The op tests are small; the ResNet-9 training tests are slow under the sanitizer and are covered above.
+  FILTER='-*ResNet9*:*CapturedTraining*'
+  for tool in memcheck racecheck synccheck initcheck; do
+    step "compute-sanitizer --tool $tool"
+    "$SAN" --tool "$tool" --error-exitcode 1 "$TESTS/gpu_backend_test" --gtest_filter="$FILTER" --gtest_brief=1
+  done
+fi
+
+step "one GPU worker trains Fashion-MNIST for one epoch (torus run, the real torus-worker)"
+RUN_DIR="$TORUS_BUILD/gpu-check-run"
+rm -rf "$RUN_DIR"
+"$BIN/torus" run "$TORUS_ROOT/examples/fashion-mnist.yaml" --workers 1 --set spec.gang.device=gpu \
+  --set spec.training.epochs=1 \
+  --set "spec.training.checkpoint.dir=$RUN_DIR/checkpoints"
+
+if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
+  step "benchmarks (bench/gpu/gpu.sh)"
+  BUILD_DIR="$TORUS_BUILD" "$TORUS_ROOT/bench/gpu/gpu.sh"
+fi
+step "all GPU checks passed"
