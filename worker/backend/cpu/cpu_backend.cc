@@ -37,23 +37,33 @@ struct Converter {
   Buffer scratch;  // holds the converted weights
 };
 
-struct ConvPlan {
-  dnnl::convolution_forward::primitive_desc fwd_pd;
-  dnnl::convolution_forward fwd;
+struct ConvBackward {
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
   dnnl::convolution_backward_weights bwd_w;
-  std::optional<Converter> fwd_w, bwd_data_w, bwd_w_dw;  // native <-> what each primitive wants
+  std::optional<Converter> bwd_data_w, bwd_w_dw;  // native <-> what each primitive wants
+};
+
+// Backward parts are built on the first backward call of a geometry: shapes only evaluated (rectangular validation
+// batches, one per aspect ratio) never pay for their primitives or their weight-sized conversion buffers.
+struct ConvPlan {
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_forward fwd;
+  std::optional<Converter> fwd_w;
+  std::optional<ConvBackward> bwd;
+};
+
+struct NormTraining {
+  dnnl::batch_normalization_forward::primitive_desc train_pd;
+  dnnl::batch_normalization_forward train;
+  dnnl::batch_normalization_backward::primitive_desc bwd_pd;
+  dnnl::batch_normalization_backward bwd;
 };
 
 struct NormPlan {
-  dnnl::batch_normalization_forward::primitive_desc train_pd;
-  dnnl::batch_normalization_forward train;
-  dnnl::batch_normalization_forward::primitive_desc infer_pd;
-  dnnl::batch_normalization_forward infer;
-  dnnl::batch_normalization_backward::primitive_desc bwd_pd;
-  dnnl::batch_normalization_backward bwd;
+  std::optional<NormTraining> training;                    // training forward and backward, on first use
+  std::optional<dnnl::batch_normalization_forward> infer;  // evaluation, on first use
 };
 
 struct PoolPlan {
@@ -137,7 +147,7 @@ class CpuBackend final : public Backend {
   }
 
   void conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w, Tensor dx) override {
-    ConvPlan& p = conv_plan(g);
+    ConvBackward& p = conv_backward_plan(g);
     expect_elements(dy, g.output_shape().numel(), "conv output gradient");
     expect_elements(dx, g.input_shape().numel(), "conv input gradient");
     memory wmem = weights_in(p.bwd_data_w, native_weight(g), w);
@@ -147,7 +157,7 @@ class CpuBackend final : public Backend {
   }
 
   void conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) override {
-    ConvPlan& p = conv_plan(g);
+    ConvBackward& p = conv_backward_plan(g);
     expect_elements(x, g.input_shape().numel(), "conv input");
     expect_elements(dy, g.output_shape().numel(), "conv output gradient");
     memory::desc native = native_weight(g);
@@ -161,14 +171,14 @@ class CpuBackend final : public Backend {
 
   // --- batch norm ----------------------------------------------------------------------------------
   size_t norm_workspace_bytes(const NormGeometry& g) override {
-    NormPlan& p = norm_plan(g);
+    NormTraining& p = norm_training(g);
     return g.activation == Activation::kRelu ? p.train_pd.workspace_desc().get_size() : 0;
   }
 
   void norm_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y, Tensor save_mean,
                              Tensor save_var, Tensor running_mean, Tensor running_var, float momentum,
                              Tensor workspace) override {
-    NormPlan& p = norm_plan(g);
+    NormTraining& p = norm_training(g);
     expect_elements(x, g.shape().numel(), "batch norm input");
     expect_elements(y, g.shape().numel(), "batch norm output");
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(p.train_pd.src_desc(), x)},
@@ -184,19 +194,20 @@ class CpuBackend final : public Backend {
 
   void norm_forward_inference(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor mean, Tensor var,
                               Tensor y) override {
-    NormPlan& p = norm_plan(g);
+    dnnl::batch_normalization_forward& infer = norm_inference(g);
     expect_elements(x, g.shape().numel(), "batch norm input");
-    p.infer.execute(stream_, {{DNNL_ARG_SRC, mem(p.infer_pd.src_desc(), x)},
-                              {DNNL_ARG_DST, mem(p.infer_pd.dst_desc(), y)},
-                              {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
-                              {DNNL_ARG_SHIFT, mem(flat(g.c), beta)},
-                              {DNNL_ARG_MEAN, mem(flat(g.c), mean)},
-                              {DNNL_ARG_VARIANCE, mem(flat(g.c), var)}});
+    const memory::desc md = nhwc(g.n, g.h, g.w, g.c);
+    infer.execute(stream_, {{DNNL_ARG_SRC, mem(md, x)},
+                            {DNNL_ARG_DST, mem(md, y)},
+                            {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
+                            {DNNL_ARG_SHIFT, mem(flat(g.c), beta)},
+                            {DNNL_ARG_MEAN, mem(flat(g.c), mean)},
+                            {DNNL_ARG_VARIANCE, mem(flat(g.c), var)}});
   }
 
   void norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
                      Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) override {
-    NormPlan& p = norm_plan(g);
+    NormTraining& p = norm_training(g);
     expect_elements(dy, g.shape().numel(), "batch norm output gradient");
     expect_elements(dx, g.shape().numel(), "batch norm input gradient");
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(p.bwd_pd.src_desc(), x)},
@@ -402,37 +413,63 @@ class CpuBackend final : public Backend {
     ConvPlan p;
     p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, src, any_w, dst, strides, pad, pad}, engine_};
     p.fwd = dnnl::convolution_forward(p.fwd_pd);
-    p.bwd_data_pd = {{alg, src, any_w, dst, strides, pad, pad}, engine_, p.fwd_pd};
-    p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
-    p.bwd_w_pd = {{alg, src, any_w, dst, strides, pad, pad}, engine_, p.fwd_pd};
-    p.bwd_w = dnnl::convolution_backward_weights(p.bwd_w_pd);
     auto native_it = native_weights_.find(weight_key(g));
     memory::desc native = native_it != native_weights_.end() ? native_it->second : p.fwd_pd.weights_desc();
     p.fwd_w = converter(native, p.fwd_pd.weights_desc());
-    p.bwd_data_w = converter(native, p.bwd_data_pd.weights_desc());
-    p.bwd_w_dw = converter(p.bwd_w_pd.diff_weights_desc(), native);
     TLOG(Debug) << "conv plan " << g.input_shape().str() << " -> " << g.output_shape().str() << ": fwd "
-                << p.fwd_pd.impl_info_str() << ", bwd_data " << p.bwd_data_pd.impl_info_str() << ", bwd_w "
-                << p.bwd_w_pd.impl_info_str() << ", weight conversions "
-                << (p.fwd_w ? 1 : 0) + (p.bwd_data_w ? 1 : 0) + (p.bwd_w_dw ? 1 : 0);
+                << p.fwd_pd.impl_info_str() << ", weight conversions " << (p.fwd_w ? 1 : 0);
     return conv_plans_.emplace(g, std::move(p)).first->second;
   }
 
-  NormPlan& norm_plan(const NormGeometry& g) {
-    auto it = norm_plans_.find(g);
-    if (it != norm_plans_.end()) return it->second;
-    memory::desc md = nhwc(g.n, g.h, g.w, g.c);
+  ConvBackward& conv_backward_plan(const ConvGeometry& g) {
+    ConvPlan& p = conv_plan(g);
+    if (p.bwd) return *p.bwd;
+    memory::desc src = nhwc(g.n, g.h, g.w, g.c_in), dst = nhwc(g.n, g.out_h(), g.out_w(), g.c_out);
+    memory::desc any_w({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::any);
+    memory::dims strides = {g.stride, g.stride}, pad = {g.pad, g.pad};
+    auto alg = dnnl::algorithm::convolution_direct;
+    ConvBackward b;
+    b.bwd_data_pd = {{alg, src, any_w, dst, strides, pad, pad}, engine_, p.fwd_pd};
+    b.bwd_data = dnnl::convolution_backward_data(b.bwd_data_pd);
+    b.bwd_w_pd = {{alg, src, any_w, dst, strides, pad, pad}, engine_, p.fwd_pd};
+    b.bwd_w = dnnl::convolution_backward_weights(b.bwd_w_pd);
+    const memory::desc native = native_weight(g);
+    b.bwd_data_w = converter(native, b.bwd_data_pd.weights_desc());
+    b.bwd_w_dw = converter(b.bwd_w_pd.diff_weights_desc(), native);
+    TLOG(Debug) << "conv backward plan " << g.input_shape().str() << ": bwd_data " << b.bwd_data_pd.impl_info_str()
+                << ", bwd_w " << b.bwd_w_pd.impl_info_str() << ", weight conversions "
+                << (b.bwd_data_w ? 1 : 0) + (b.bwd_w_dw ? 1 : 0);
+    p.bwd = std::move(b);
+    return *p.bwd;
+  }
+
+  static dnnl::normalization_flags norm_flags(const NormGeometry& g) {
     auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     if (g.activation == Activation::kRelu) flags |= dnnl::normalization_flags::fuse_norm_relu;
-    NormPlan p;
-    p.train_pd = {{dnnl::prop_kind::forward_training, md, g.eps, flags}, engine_};
-    p.train = dnnl::batch_normalization_forward(p.train_pd);
-    p.infer_pd = {{dnnl::prop_kind::forward_inference, md, g.eps, flags | dnnl::normalization_flags::use_global_stats},
-                  engine_};
-    p.infer = dnnl::batch_normalization_forward(p.infer_pd);
-    p.bwd_pd = {{dnnl::prop_kind::backward, md, md, g.eps, flags}, engine_, p.train_pd};
-    p.bwd = dnnl::batch_normalization_backward(p.bwd_pd);
-    return norm_plans_.emplace(g, std::move(p)).first->second;
+    return flags;
+  }
+
+  NormTraining& norm_training(const NormGeometry& g) {
+    NormPlan& p = norm_plans_[g];
+    if (p.training) return *p.training;
+    memory::desc md = nhwc(g.n, g.h, g.w, g.c);
+    NormTraining t;
+    t.train_pd = {{dnnl::prop_kind::forward_training, md, g.eps, norm_flags(g)}, engine_};
+    t.train = dnnl::batch_normalization_forward(t.train_pd);
+    t.bwd_pd = {{dnnl::prop_kind::backward, md, md, g.eps, norm_flags(g)}, engine_, t.train_pd};
+    t.bwd = dnnl::batch_normalization_backward(t.bwd_pd);
+    p.training = std::move(t);
+    return *p.training;
+  }
+
+  dnnl::batch_normalization_forward& norm_inference(const NormGeometry& g) {
+    NormPlan& p = norm_plans_[g];
+    if (p.infer) return *p.infer;
+    memory::desc md = nhwc(g.n, g.h, g.w, g.c);
+    p.infer = dnnl::batch_normalization_forward(
+        {{dnnl::prop_kind::forward_inference, md, g.eps, norm_flags(g) | dnnl::normalization_flags::use_global_stats},
+         engine_});
+    return *p.infer;
   }
 
   PoolPlan& pool_plan(const PoolGeometry& g) {
