@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "worker/data/image.h"
+#include "worker/data/loader.h"
 #include "worker/nn/model.h"
 #include "worker/optim/schedule.h"
 #include "worker/optim/sgd.h"
@@ -25,6 +26,9 @@ struct DataConfig {
   // the ImageNet statistics (image folders).
   data::Transform transform;
   int64_t validation_image_size = 0;  // 0: the data set's native size
+  // On: fast.ai's rectangular validation. Evaluation batches are cut from the samples sorted by aspect ratio and each
+  // is resized to its mean aspect, validation_image_size being the shorter side (folders of photos of mixed shapes).
+  data::Rectangular rectangular_validation = data::Rectangular::Off;
 };
 
 struct CheckpointConfig {
@@ -46,7 +50,7 @@ struct TrainConfig {
   double target_accuracy = 0;  // > 0: stop after the first evaluation at or above it (top-1, 0..1)
   uint64_t seed = 0;
   CheckpointConfig checkpoint;
-  int64_t eval_batch_size = 500;
+  int64_t eval_batch_size = 500;  // per rank; to_train_config uses the largest per-rank training batch
   int64_t log_every_steps = 50;
 };
 

@@ -1,5 +1,7 @@
 #include "worker/train/job_config.h"
 
+#include <algorithm>
+
 #include "common/api/resolve.h"
 #include "common/util/error.h"
 #include "worker/backend/cpu/cpu_backend.h"
@@ -72,6 +74,8 @@ DataConfig data_config(const api::TrainingJobSpec& spec) {
     c.transform.pad = *a.crop_padding;
   }
   c.validation_image_size = api::validation_image_size(spec);
+  c.rectangular_validation =
+      spec.training.rectangular_validation.value_or(false) ? data::Rectangular::On : data::Rectangular::Off;
   return c;
 }
 
@@ -110,6 +114,10 @@ TrainConfig to_train_config(const api::TrainingJobSpec& spec, int world_size) {
   c.epochs = need(t.epochs, "spec.training.epochs");
   for (const api::ResolvedPhase& p : api::resolve_phases(spec))
     c.phases.push_back({p.from_epoch, p.per_rank_batch, p.image_size});
+  // Evaluation batches hold as many images as the largest training batch of this rank: its activations were sized
+  // for that (a fixed 500 would multiply them for ImageNet-sized images, more so in rectangular batches).
+  c.eval_batch_size = 0;
+  for (const optim::Phase& p : c.phases) c.eval_batch_size = std::max(c.eval_batch_size, p.batch_size);
   c.lr_points = lr_points(t);
   if (t.lr_schedule.reference_batch_size) c.lr_reference_batch = *t.lr_schedule.reference_batch_size;
   const api::OptimizerSpec& o = t.optimizer;

@@ -55,6 +55,10 @@ void validate(const TrainConfig& c) {
   if (c.label_smoothing < 0 || c.label_smoothing >= 1)
     throw InvalidArgument("training.labelSmoothing: must be in [0, 1), got " + std::to_string(c.label_smoothing));
   if (c.eval_batch_size <= 0) throw InvalidArgument("training.evalBatchSize: must be a positive integer");
+  if (c.data.rectangular_validation == data::Rectangular::On && c.data.validation_image_size <= 0)
+    throw InvalidArgument(
+        "training.rectangularValidation: needs training.validationImageSize (the shorter side of every batch), got " +
+        std::to_string(c.data.validation_image_size));
   if (c.target_accuracy < 0 || c.target_accuracy > 1)
     throw InvalidArgument("training.targetAccuracy: must be in [0, 1], got " + std::to_string(c.target_accuracy));
 }
@@ -288,12 +292,15 @@ EvalResult Trainer::evaluate() {
   lc.rank = collectives_.rank();
   lc.world = collectives_.world_size();
   lc.shuffle = data::Shuffle::Off;
+  lc.rectangular = config_.data.rectangular_validation;
   lc.threads = config_.data.loader_threads;
   data::Loader loader(data_.val, lc);
   loader.start_epoch(0, 0);
   double sums[4] = {0, 0, 0, 0};  // loss sum, top-1, top-5, samples
   Buffer images, labels;
+  EvalResult r;
   while (auto batch = loader.next()) {
+    r.batch_sizes.push_back({batch->h, batch->w});
     const int64_t n = batch->n;
     const size_t bytes = static_cast<size_t>(n) * batch->h * batch->w * batch->c * sizeof(float);
     if (images.bytes() < bytes) images = backend_.allocate(bytes);
@@ -309,7 +316,6 @@ EvalResult Trainer::evaluate() {
     sums[3] += static_cast<double>(c.samples);
   }
   collectives_.all_reduce_sum(std::span<double>(sums, 4));
-  EvalResult r;
   r.samples = static_cast<int64_t>(sums[3]);
   if (r.samples > 0) {
     r.loss = sums[0] / sums[3];

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "worker/backend/backend.h"
 #include "worker/data/dataset.h"
@@ -34,7 +35,9 @@ using GradientSyncFactory = std::function<std::unique_ptr<GradientSync>(const Ar
 
 struct EvalResult {
   double loss = 0, top1 = 0, top5 = 0;
-  int64_t samples = 0;
+  int64_t samples = 0;  // summed over ranks
+  // This rank's batches, in order: their image (H, W). One size unless rectangular validation is on.
+  std::vector<data::ImageSize> batch_sizes;
 };
 
 struct RunResult {
