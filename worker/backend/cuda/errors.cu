@@ -7,6 +7,14 @@ void throw_cuda_error(const char* library, const char* expr, const char* file, i
                   message);
 }
 
+void throw_cudnn_error(cudnnStatus_t s, const char* expr, const char* file, int line) {
+  char detail[512] = {};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  std::string message = cudnnGetErrorString(s);
+  if (detail[0] != '\0') message += std::string(" (") + detail + ")";
+  throw_cuda_error("cuDNN", expr, file, line, message);
+}
+
 int device_count() noexcept {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {

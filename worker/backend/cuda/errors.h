@@ -23,14 +23,20 @@ class CudaError : public Error {
 inline void check(cudaError_t s, const char* expr, const char* file, int line) {
   if (s != cudaSuccess) throw_cuda_error("CUDA", expr, file, line, cudaGetErrorString(s));
 }
+// cuDNN's status names are terse (CUDNN_STATUS_BAD_PARAM); its last-error string says which argument and why.
+[[noreturn]] void throw_cudnn_error(cudnnStatus_t s, const char* expr, const char* file, int line);
 inline void check(cudnnStatus_t s, const char* expr, const char* file, int line) {
-  if (s != CUDNN_STATUS_SUCCESS) throw_cuda_error("cuDNN", expr, file, line, cudnnGetErrorString(s));
+  if (s != CUDNN_STATUS_SUCCESS) throw_cudnn_error(s, expr, file, line);
 }
 inline void check(cublasStatus_t s, const char* expr, const char* file, int line) {
   if (s != CUBLAS_STATUS_SUCCESS) throw_cuda_error("cuBLAS", expr, file, line, cublasGetStatusString(s));
 }
 inline void check(ncclResult_t s, const char* expr, const char* file, int line) {
-  if (s != ncclSuccess && s != ncclInProgress) throw_cuda_error("NCCL", expr, file, line, ncclGetErrorString(s));
+  if (s == ncclSuccess || s == ncclInProgress) return;
+  std::string message = ncclGetErrorString(s);
+  const char* last = ncclGetLastError(nullptr);  // which call failed and why (the argument is unused)
+  if (last != nullptr && *last != '\0') message += std::string(" (") + last + ")";
+  throw_cuda_error("NCCL", expr, file, line, message);
 }
 
 // Number of usable CUDA devices; 0 when there is no driver or device (any error counts as "no GPU").

@@ -312,4 +312,6 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   return std::unique_ptr<Communicator>(new NcclCommunicator(sub_rank, sub_size, sub, device_, timeout()));
 }
 
+#undef TORUS_NCCL_ENQUEUE
+
 }  // namespace torus::comm
