@@ -455,6 +455,17 @@ TEST_F(GpuTest, CapturedStepReplaysTheSameWork) {
   expect_close(fetch(*gpu_, y.t), want, 1e-7, "graph replay");
 }
 
+TEST_F(GpuTest, AllocatingInsideACaptureIsAClearErrorAndLeavesTheStreamUsable) {
+  try {
+    (void)StepGraph::capture(*gpu_, [&] { (void)gpu_->allocate(1024); });
+    FAIL() << "expected allocate() inside a capture to be refused";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("inside a CUDA Graph capture"), std::string::npos) << e.what();
+  }
+  Held a = make_from(*gpu_, {4}, {1, 2, 3, 4});
+  expect_close(fetch(*gpu_, a.t), {1, 2, 3, 4}, 0.0, "a copy after the failed capture");
+}
+
 TEST_F(GpuTest, StagedBatchesArriveInOrderOnTheComputeStream) {
   BatchStager stager(*gpu_, 256 * sizeof(float), 16 * sizeof(int32_t));
   for (int batch = 0; batch < 5; ++batch) {

@@ -233,7 +233,16 @@ CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
 CudaBackend::~CudaBackend() { (void)cudaStreamSynchronize(stream_.get()); }
 
 // --- memory ---------------------------------------------------------------------------------------------------
+void CudaBackend::expect_not_capturing(const char* what) const {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream_.get(), &status));
+  if (status != cudaStreamCaptureStatusNone)
+    throw InvalidArgument(std::string("cuda backend: ") + what +
+                          " inside a CUDA Graph capture; run one eager step of the same shapes before capturing");
+}
+
 Buffer CudaBackend::allocate(size_t bytes) {
+  expect_not_capturing("allocating device memory");
   void* p = device_pool(options_.device).allocate(bytes);
   Buffer b(p, bytes, &device_free);
   CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_.get()));
@@ -346,6 +355,7 @@ CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, DType type)
   if (g.out_h() <= 0 || g.out_w() <= 0)
     throw InvalidArgument("conv: input " + g.input_shape().str() + " too small for a " + std::to_string(g.kh) + "x" +
                           std::to_string(g.kw) + " kernel");
+  expect_not_capturing("planning a new convolution shape (cuDNN algorithm search)");
   auto p = std::make_unique<ConvPlan>();
   set_nhwc(p->x, type, g.n, g.h, g.w, g.c_in);
   set_nhwc(p->y, type, g.n, g.out_h(), g.out_w(), g.c_out);
@@ -493,6 +503,7 @@ CudaBackend::NormPlan& CudaBackend::norm_plan(const NormGeometry& g, DType type)
   if (g.eps < CUDNN_BN_MIN_EPSILON)
     throw InvalidArgument("batch norm: eps must be at least " + std::to_string(CUDNN_BN_MIN_EPSILON) +
                           " for cuDNN, got " + std::to_string(g.eps));
+  expect_not_capturing("planning a new batch norm shape");
   auto p = std::make_unique<NormPlan>();
   set_nhwc(p->x, type, g.n, g.h, g.w, g.c);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p->stats.get(), p->x.get(), CUDNN_BATCHNORM_SPATIAL));
@@ -652,6 +663,7 @@ CudaBackend::PoolPlan& CudaBackend::pool_plan(const PoolGeometry& g, DType type)
   auto it = pool_plans_.find(key);
   if (it != pool_plans_.end()) return *it->second;
   if (g.out_h() <= 0 || g.out_w() <= 0) throw InvalidArgument("pool: input " + g.input_shape().str() + " too small");
+  expect_not_capturing("planning a new pooling shape");
   auto p = std::make_unique<PoolPlan>();
   set_nhwc(p->x, type, g.n, g.h, g.w, g.c);
   set_nhwc(p->y, type, g.n, g.out_h(), g.out_w(), g.c);

@@ -163,6 +163,8 @@ class CudaBackend final : public Backend {
   Tensor weights_as(Tensor w, DType type);
   Tensor as_f32(Tensor t, int slot);
   void check_labels_pending();
+  // Throws a clear error instead of a failed capture when a step allocates or plans while being captured.
+  void expect_not_capturing(const char* what) const;
   LossScalars* scalars();
   const float* loss_scale_ptr() const;
   const int32_t* skip_flag() const;
