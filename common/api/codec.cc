@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -579,7 +580,9 @@ json scalar_to_json(const YAML::Node& node) {
   return resolved;
 }
 
-json yaml_to_json_at(const YAML::Node& node, const std::string& path, FieldErrors& errors) {
+SourcePosition position_of(const YAML::Mark& mark) { return {mark.line + 1, mark.column + 1}; }
+
+json yaml_to_json_at(const YAML::Node& node, const std::string& path, FieldErrors& errors, SourceMap* sources) {
   switch (node.Type()) {
     case YAML::NodeType::Null:
       return nullptr;
@@ -588,25 +591,31 @@ json yaml_to_json_at(const YAML::Node& node, const std::string& path, FieldError
     case YAML::NodeType::Sequence: {
       json out = json::array();
       for (size_t i = 0; i < node.size(); ++i) {
-        out.push_back(yaml_to_json_at(node[i], path + "[" + std::to_string(i) + "]", errors));
+        const std::string child = path + "[" + std::to_string(i) + "]";
+        if (sources) sources->add(child, position_of(node[i].Mark()));
+        out.push_back(yaml_to_json_at(node[i], child, errors, sources));
       }
       return out;
     }
     case YAML::NodeType::Map: {
       json out = json::object();
+      std::map<std::string, int> first_line;
       for (const auto& entry : node) {
+        const SourcePosition at = position_of(entry.first.Mark());
         if (!entry.first.IsScalar()) {
-          errors.push_back(
-              {path, "map keys must be strings", entry.first.Mark().line + 1, entry.first.Mark().column + 1});
+          errors.push_back({path, "map keys must be strings", at.line, at.column});
           continue;
         }
         const std::string key = entry.first.Scalar();
         const std::string child = join(path, key);
         if (out.contains(key)) {
-          errors.push_back({child, "duplicate field (line " + std::to_string(entry.first.Mark().line + 1) + ")"});
+          errors.push_back({child, "duplicate field (first given on line " + std::to_string(first_line[key]) + ")",
+                            at.line, at.column});
           continue;
         }
-        out[key] = yaml_to_json_at(entry.second, child, errors);
+        first_line[key] = at.line;
+        if (sources) sources->add(child, at);
+        out[key] = yaml_to_json_at(entry.second, child, errors, sources);
       }
       return out;
     }
@@ -682,9 +691,12 @@ Decoded decode_parsed(const json& document, FieldErrors errors) {
 
 Decoded decode_json(const json& document) { return decode_parsed(document, {}); }
 
-json yaml_to_json(const YAML::Node& node, FieldErrors& errors) { return yaml_to_json_at(node, "", errors); }
+json yaml_to_json(const YAML::Node& node, FieldErrors& errors, SourceMap* sources) {
+  if (sources) sources->add("", position_of(node.Mark()));
+  return yaml_to_json_at(node, "", errors, sources);
+}
 
-json parse_yaml_document(std::string_view text, FieldErrors& errors) {
+json parse_yaml_document(std::string_view text, FieldErrors& errors, SourceMap* sources) {
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(std::string(text));
@@ -696,18 +708,22 @@ json parse_yaml_document(std::string_view text, FieldErrors& errors) {
     errors.push_back({"", "expected exactly one YAML document, found " + std::to_string(documents.size())});
     return nullptr;
   }
-  return yaml_to_json(documents.front(), errors);
+  return yaml_to_json(documents.front(), errors, sources);
 }
 
 Decoded decode_yaml(std::string_view text) {
   FieldErrors errors;
-  json document = parse_yaml_document(text, errors);
+  SourceMap sources;
+  json document = parse_yaml_document(text, errors, &sources);
+  Decoded out;
   if (!errors.empty() && document.is_null()) {
-    Decoded out;
     out.errors = std::move(errors);
-    return out;
+  } else {
+    out = decode_parsed(document, std::move(errors));
   }
-  return decode_parsed(document, std::move(errors));
+  sources.locate(out.errors);
+  out.sources = std::move(sources);
+  return out;
 }
 
 Decoded decode_file(const std::string& path) {

@@ -2,7 +2,8 @@
 // TrainingJob <-> JSON / YAML. Decoding is strict: an unknown field or a wrong type is an error naming its path
 // (`spec.training.batchSze: unknown field`), except inside the opaque `spec.gang.resources` and
 // `spec.gang.template`. Every error is collected; nothing is silently dropped. YAML is read with the YAML 1.2
-// core schema (true/false, ints, floats, null; quoted scalars are strings); a malformed file reports line:column.
+// core schema (true/false, ints, floats, null; quoted scalars are strings). Errors in YAML carry the line:column of
+// their field (source_map.h); a malformed file reports where the parser stopped.
 #include <yaml-cpp/yaml.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <string_view>
 
 #include "common/api/field_error.h"
+#include "common/api/source_map.h"
 #include "common/api/training_job.h"
 
 namespace torus::api {
@@ -17,10 +19,11 @@ namespace torus::api {
 struct Decoded {
   TrainingJob job;     // what could be read; fields with errors are left unset
   FieldErrors errors;  // empty when the document is a well-formed TrainingJob (not yet validated: validation.h)
+  SourceMap sources;   // where each field was written (YAML); empty for JSON. check_decoded() locates errors with it
 };
 
 Decoded decode_json(const nlohmann::json& document);
-// `source` names the text in messages (a file name); a YAML stream must hold exactly one document.
+// A YAML stream must hold exactly one document. The errors carry their line:column.
 Decoded decode_yaml(std::string_view text);
 // Reads and decodes a file; an unreadable file is reported as an error with an empty path.
 Decoded decode_file(const std::string& path);
@@ -35,10 +38,11 @@ nlohmann::json status_to_json(const TrainingJobStatus& status);  // for PATCHing
 nlohmann::json spec_to_json(const TrainingJobSpec& spec);
 
 // Generic YAML <-> JSON with the same scalar rules (YAML 1.2 core schema). yaml_to_json reports duplicate keys and
-// unsupported nodes (aliases to nowhere) as FieldErrors at their JSON path.
-nlohmann::json yaml_to_json(const YAML::Node& node, FieldErrors& errors);
+// non-scalar keys as FieldErrors at their JSON path and position; with `sources`, it records where every map entry
+// (its key) and list element was written.
+nlohmann::json yaml_to_json(const YAML::Node& node, FieldErrors& errors, SourceMap* sources = nullptr);
 // Parses a YAML text holding one document; malformed YAML becomes a FieldError with line and column.
-nlohmann::json parse_yaml_document(std::string_view text, FieldErrors& errors);
+nlohmann::json parse_yaml_document(std::string_view text, FieldErrors& errors, SourceMap* sources = nullptr);
 std::string json_to_yaml(const nlohmann::json& value);
 
 }  // namespace torus::api

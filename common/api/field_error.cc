@@ -3,18 +3,24 @@
 #include "common/util/error.h"
 
 namespace torus::api {
+namespace {
+
+std::string position(int line, int column) { return std::to_string(line) + ":" + std::to_string(column); }
+
+}  // namespace
 
 std::string FieldError::to_string() const {
-  if (path.empty() && line > 0) return std::to_string(line) + ":" + std::to_string(column) + ": " + message;
-  return (path.empty() ? std::string("(document)") : path) + ": " + message;
+  const std::string tail = path.empty() ? message : path + ": " + message;
+  if (!origin.empty()) return origin + ": " + tail;
+  if (line > 0) return position(line, column) + ": " + tail;
+  return path.empty() ? "(document): " + message : tail;
 }
 
 std::string FieldError::to_string(std::string_view file) const {
-  if (path.empty() && line > 0) {
-    return std::string(file) + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
-  }
-  if (path.empty()) return std::string(file) + ": " + message;
-  return std::string(file) + ": " + to_string();
+  const std::string tail = path.empty() ? message : path + ": " + message;
+  if (!origin.empty()) return origin + ": " + tail;
+  if (line > 0) return std::string(file) + ":" + position(line, column) + ": " + tail;
+  return std::string(file) + ": " + tail;
 }
 
 void throw_field_errors(const FieldErrors& errors, std::string_view source) {

@@ -1,5 +1,6 @@
 #pragma once
-// One problem with a TrainingJob, tied to the field it is about: "spec.training.batchSize: must be ...".
+// One problem with a TrainingJob, tied to the field it is about: "spec.training.batchSize: must be ...", and, when
+// the job was read from YAML, to where that field was written (source_map.h): "job.yaml:12:5: spec.training...".
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,13 +10,16 @@ namespace torus::api {
 struct FieldError {
   std::string path;     // "spec.training.phases[1].toEpoch"; empty for the document as a whole
   std::string message;  // what was expected and what was found
-  int line = 0;         // 1-based position in the source file when known (malformed YAML), else 0
+  int line = 0;         // 1-based position in the YAML source when known, else 0 (JSON has no positions)
   int column = 0;
+  std::string origin;  // where the value came from when not the file, e.g. "--set spec.training.epochs"; else ""
   bool operator==(const FieldError&) const = default;
 
-  // "path: message", or "line:column: message" for a position without a path.
+  // "[line:column: ][path: ]message" ("(document)" stands for an empty path without a position), or
+  // "origin: path: message".
   std::string to_string() const;
-  // "FILE: path: message" (or "FILE:line:column: message"): the `torus validate` line.
+  // The `torus validate` line, as compilers write it: "FILE:line:column: path: message", "FILE: path: message"
+  // when there is no position (JSON), "origin: path: message" for a value given on the command line.
   std::string to_string(std::string_view file) const;
 };
 

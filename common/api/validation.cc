@@ -1,5 +1,6 @@
 #include "common/api/validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <sstream>
@@ -386,14 +387,15 @@ FieldErrors validate(const TrainingJob& job) {
 
 FieldErrors check_decoded(const Decoded& decoded) {
   FieldErrors out = decoded.errors;
-  for (const auto& e : out) {
-    if (e.path.empty()) return out;  // not a TrainingJob at all: nothing more to say
+  const bool whole_document = std::any_of(out.begin(), out.end(), [](const FieldError& e) { return e.path.empty(); });
+  if (!whole_document) {  // else not a TrainingJob at all: nothing more to say
+    for (auto& e : validate(decoded.job)) {
+      bool about_failed_field = false;
+      for (const auto& d : decoded.errors) about_failed_field = about_failed_field || under(e.path, d.path);
+      if (!about_failed_field) out.push_back(std::move(e));
+    }
   }
-  for (auto& e : validate(decoded.job)) {
-    bool about_failed_field = false;
-    for (const auto& d : decoded.errors) about_failed_field = about_failed_field || under(e.path, d.path);
-    if (!about_failed_field) out.push_back(std::move(e));
-  }
+  decoded.sources.locate(out);  // validation knows fields, not lines: the lines are attached here
   return out;
 }
 

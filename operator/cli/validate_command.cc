@@ -9,13 +9,15 @@
 
 namespace torus::cli {
 
-const std::string_view kValidateSummary = "check TrainingJob files; print every error as FILE: path: message";
+const std::string_view kValidateSummary =
+    "check TrainingJob files; print every error as FILE:line:column: path: message";
 const std::string_view kValidateUsage =
     "usage: torus validate [--print-defaulted] FILE...\n"
     "\n"
     "Reads each TrainingJob file (YAML, or JSON when it ends in .json), applies the defaults and validates it.\n"
-    "Prints one line per error, `FILE: path: message` (malformed YAML: `FILE:line:column: message`), and nothing\n"
-    "for a valid file.\n"
+    "Prints one line per error, `FILE:line:column: path: message`, and nothing for a valid file. The position is\n"
+    "the field's key (a list element: the element); a missing field points at the map it is missing from. JSON\n"
+    "files have no positions: `FILE: path: message`.\n"
     "\n"
     "  --print-defaulted  also print each valid job, with every default filled in, as YAML on stdout\n"
     "\n"

@@ -274,7 +274,8 @@ class RunDir {
 
 }  // namespace
 
-void apply_set(nlohmann::json& document, const std::string& assignment, api::FieldErrors& errors) {
+void apply_set(nlohmann::json& document, const std::string& assignment, api::FieldErrors& errors,
+               api::SourceMap* sources) {
   const std::string where = "--set " + assignment;
   const auto eq = assignment.find('=');
   if (eq == std::string::npos) {
@@ -308,6 +309,12 @@ void apply_set(nlohmann::json& document, const std::string& assignment, api::Fie
     }
   }
   *node = std::move(value);
+  if (sources) {
+    std::string path;
+    for (const auto& t : *tokens)
+      path += t.index ? "[" + std::to_string(*t.index) + "]" : (path.empty() ? "" : ".") + t.key;
+    sources->override_with(path, "--set " + path);
+  }
 }
 
 LoadedJob load_local_job(const LocalRunOptions& options) {
@@ -319,17 +326,21 @@ LoadedJob load_local_job(const LocalRunOptions& options) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json document = api::parse_yaml_document(text.str(), out.errors);
+  api::SourceMap sources;
+  nlohmann::json document = api::parse_yaml_document(text.str(), out.errors, &sources);
+  sources.locate(out.errors);
   if (!out.errors.empty()) return out;
-  for (const auto& s : options.sets) apply_set(document, s, out.errors);
+  for (const auto& s : options.sets) apply_set(document, s, out.errors, &sources);
   if (options.workers) {
     if (*options.workers < 1) {
       out.errors.push_back({"", "--workers: must be at least 1, got " + std::to_string(*options.workers)});
     } else {
       document["spec"]["gang"]["workers"] = *options.workers;
+      sources.override_with("spec.gang.workers", "--workers");
     }
   }
-  const api::Decoded decoded = api::decode_json(document);
+  api::Decoded decoded = api::decode_json(document);
+  decoded.sources = std::move(sources);
   const api::FieldErrors found = api::check_decoded(decoded);
   out.errors.insert(out.errors.end(), found.begin(), found.end());
   if (out.errors.empty()) out.job = api::with_defaults(decoded.job);

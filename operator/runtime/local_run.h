@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/api/field_error.h"
+#include "common/api/source_map.h"
 #include "common/api/training_job.h"
 #include "operator/controller/gang_policy.h"
 
@@ -24,8 +25,10 @@ struct LocalRunOptions {
 
 // Applies `path=value` to a JSON document: dotted keys with [i] list indices ("spec.training.epochs=3",
 // "spec.training.phases[0].imageSize=128"); the value is read as YAML ("true", "0.1", "[8, 16]", "text").
-// Errors name the --set argument and what was wrong.
-void apply_set(nlohmann::json& document, const std::string& assignment, api::FieldErrors& errors);
+// Errors name the --set argument and what was wrong. With `sources` (where the file's fields were written), the
+// path is recorded as coming from "--set PATH", so that errors about the value name the flag instead of a line.
+void apply_set(nlohmann::json& document, const std::string& assignment, api::FieldErrors& errors,
+               api::SourceMap* sources = nullptr);
 
 // Reads, overrides, defaults and validates the job: the job to run, or every error (nothing is started).
 struct LoadedJob {

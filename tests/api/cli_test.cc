@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "tests/api/corpus.h"
@@ -30,6 +31,11 @@ Result run_torus(const std::string& args) {
   const int status = ::pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+std::string regex_escape(const std::string& text) {
+  static const std::regex kSpecial(R"([.^$|()\[\]{}*+?\\])");
+  return std::regex_replace(text, kSpecial, R"(\$&)");
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -58,9 +64,12 @@ TEST(TorusValidate, EachInvalidFileExitsOneWithItsErrorLines) {
     EXPECT_EQ(r.exit_code, 1) << r.out;
     const auto lines = lines_of(r.out);
     ASSERT_FALSE(lines.empty());
-    for (const auto& line : lines) EXPECT_EQ(line.rfind(f.path.string() + ": ", 0), 0u) << line;
-    for (const auto& path : f.expected_paths) {
-      const std::string prefix = f.path.string() + ": " + path + ": ";
+    // Every error in a YAML file points somewhere: FILE:LINE:COLUMN: path: message.
+    const std::regex located("^" + regex_escape(f.path.string()) + ":[0-9]+:[0-9]+: [^ ]+: .+$");
+    for (const auto& line : lines) EXPECT_TRUE(std::regex_match(line, located)) << line;
+    for (const auto& want : f.expected) {
+      const std::string prefix = f.path.string() + ":" + std::to_string(want.line) + ":" + std::to_string(want.column) +
+                                 ": " + want.path + ": ";
       EXPECT_TRUE(
           std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; }))
           << "no line starting with " << prefix << "\n"
@@ -89,6 +98,69 @@ TEST(TorusValidate, MixedFilesExitOneAndMalformedYamlGivesLineAndColumn) {
   EXPECT_GT(column, 0) << lines[0];
   EXPECT_NE(lines[0].find("malformed YAML"), std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+// A temp dir of this test's own, removed at the end.
+struct TempDir {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("torus-cli-positions-" + std::to_string(::getpid()));
+  TempDir() { std::filesystem::create_directories(path); }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path / name) << text;
+    return (path / name).string();
+  }
+};
+
+TEST(TorusValidate, PrintsFileLineColumnForEveryKindOfError) {
+  const TempDir dir;
+  const std::string file = dir.write("bad.yaml",
+                                     "apiVersion: torus.dev/v1alpha1\n"  // 1
+                                     "kind: TrainingJob\n"               // 2
+                                     "metadata:\n"                       // 3
+                                     "  name: bad\n"                     // 4
+                                     "spec:\n"                           // 5
+                                     "  gang:\n"                         // 6
+                                     "    processesPerWorker: 1\n"       // 7  (workers missing: points at gang)
+                                     "  model:\n"                        // 8
+                                     "    arch: resnet9\n"               // 9
+                                     "    widthz: [8, 16]\n"             // 10 unknown field
+                                     "  data: {dataset: synthetic}\n"    // 11
+                                     "  training:\n"                     // 12
+                                     "    epochs: \"4\"\n"               // 13 wrong type
+                                     "    batchSize: -4\n"               // 14 semantic
+                                     "    lrSchedule: {peak: 0.1}\n"     // 15
+                                     "    phases:\n"                     // 16
+                                     "      - fromEpoch: 0\n"            // 17
+                                     "        toEpoch: 4\n"              // 18
+                                     "        imageSize: 4\n");          // 19 a field in a list element
+  const Result r = run_torus("validate " + file);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(lines_of(r.out),
+            (std::vector<std::string>{
+                file + ":10:5: spec.model.widthz: unknown field",
+                file + ":13:5: spec.training.epochs: must be an integer, got a string \"4\"",
+                file + ":6:3: spec.gang.workers: is required: the number of worker pods",
+                file + ":14:5: spec.training.batchSize: must be a positive integer, got -4",
+                file + ":19:9: spec.training.phases[0].imageSize: must be an integer in [8, 1024], got 4",
+            }))
+      << r.out;
+}
+
+TEST(TorusValidate, JsonHasNoPositionsOnlyPaths) {
+  const TempDir dir;
+  const std::string file =
+      dir.write("bad.json",
+                R"({"apiVersion": "torus.dev/v1alpha1", "kind": "TrainingJob", "metadata": {"name": "bad"},
+          "spec": {"gang": {"workers": 2}, "model": {"arch": "resnet9"}, "data": {"dataset": "synthetic"},
+                   "training": {"epochs": 1, "batchSize": -4, "batchSze": 1, "lrSchedule": {"peak": 0.1}}}})");
+  const Result r = run_torus("validate " + file);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(lines_of(r.out), (std::vector<std::string>{
+                                 file + ": spec.training.batchSze: unknown field",
+                                 file + ": spec.training.batchSize: must be a positive integer, got -4",
+                             }))
+      << r.out;
 }
 
 TEST(TorusValidate, UsageAndHelp) {

@@ -172,12 +172,14 @@ TEST(Codec, MalformedYamlReportsLineAndColumn) {
 TEST(Codec, DuplicateKeysAndMultipleDocumentsAreErrors) {
   const Decoded dup = decode_yaml("spec:\n  gang: {workers: 1}\n  gang: {workers: 2}\n");
   EXPECT_TRUE(has_path(dup.errors, "spec.gang")) << dump(dup.errors);
+  EXPECT_EQ(dup.errors.at(0).to_string("job.yaml"), "job.yaml:3:3: spec.gang: duplicate field (first given on line 2)");
   const Decoded two = decode_yaml("kind: TrainingJob\n---\nkind: TrainingJob\n");
   ASSERT_EQ(two.errors.size(), 1u);
   EXPECT_NE(two.errors[0].message.find("found 2"), std::string::npos);
   const Decoded list = decode_yaml("- 1\n- 2\n");
   ASSERT_EQ(list.errors.size(), 1u);
   EXPECT_NE(list.errors[0].message.find("must be a map"), std::string::npos);
+  EXPECT_EQ(list.errors[0].to_string("job.yaml"), "job.yaml:1:1: a TrainingJob must be a map, got a list");
 }
 
 TEST(Codec, NullMeansNotGiven) {
@@ -191,7 +193,7 @@ TEST(Codec, FromYamlThrowsWithEveryErrorAndTheSource) {
     from_yaml("spec: {a: 1, b: 2}\n", "job.yaml");
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
-    EXPECT_STREQ(e.what(), "job.yaml: spec.a: unknown field\njob.yaml: spec.b: unknown field");
+    EXPECT_STREQ(e.what(), "job.yaml:1:8: spec.a: unknown field\njob.yaml:1:14: spec.b: unknown field");
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -28,11 +29,22 @@ std::vector<std::filesystem::path> yaml_files(const std::filesystem::path& dir) 
 
 namespace {
 
+// "spec.training.batchSize at 10:26" or "spec.training.batchSize".
+ExpectedError parse_expected(const std::string& text) {
+  static const std::regex kWithPosition(R"(^(\S+) at ([0-9]+):([0-9]+)$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, kWithPosition)) return {text, 0, 0};
+  return {m[1], std::stoi(m[2]), std::stoi(m[3])};
+}
+
 CorpusFile load(const std::filesystem::path& path, bool valid) {
-  CorpusFile f{path, read_text(path), valid, valid, {}};
+  CorpusFile f{path, read_text(path), valid, valid, {}, {}};
   std::istringstream lines(f.text);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("# expect: ", 0) == 0) f.expected_paths.push_back(line.substr(10));
+    if (line.rfind("# expect: ", 0) == 0) {
+      f.expected.push_back(parse_expected(line.substr(10)));
+      f.expected_paths.push_back(f.expected.back().path);
+    }
     if (line == "# schema: accepts") f.schema_accepts = true;
   }
   return f;

@@ -125,10 +125,18 @@ TEST(Corpus, InvalidFilesReportTheirExpectedPaths) {
       EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0].to_string());
       continue;
     }
-    ASSERT_FALSE(f.expected_paths.empty()) << "an invalid corpus file must state `# expect: PATH`";
-    for (const auto& path : f.expected_paths) {
-      EXPECT_TRUE(std::any_of(errors.begin(), errors.end(), [&](const FieldError& e) { return e.path == path; }))
-          << "no error at " << path;
+    ASSERT_FALSE(f.expected.empty()) << "an invalid corpus file must state `# expect: PATH at LINE:COLUMN`";
+    for (const auto& want : f.expected) {
+      ASSERT_GT(want.line, 0) << want.path << ": a YAML corpus file must state where the error points";
+      EXPECT_TRUE(std::any_of(
+          errors.begin(), errors.end(),
+          [&](const FieldError& e) { return e.path == want.path && e.line == want.line && e.column == want.column; }))
+          << "no error at " << want.path << " pointing at " << want.line << ":" << want.column << "; got:\n"
+          << [&] {
+               std::string all;
+               for (const auto& e : errors) all += e.to_string() + "\n";
+               return all;
+             }();
     }
   }
 }

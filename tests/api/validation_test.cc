@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "common/api/defaults.h"
 #include "common/util/error.h"
@@ -154,9 +155,161 @@ TEST(Validation, LoadJobFileDefaultsOrThrowsWithTheFileName) {
     load_job_yaml("kind: TrainingJob\n", "inline.yaml");
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("inline.yaml: apiVersion: must be"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("inline.yaml: spec.gang.workers: is required"), std::string::npos);
+    // Nothing of it is there: both point at the document's first line.
+    EXPECT_NE(std::string(e.what()).find("inline.yaml:1:1: apiVersion: must be"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("inline.yaml:1:1: spec.gang.workers: is required"), std::string::npos)
+        << e.what();
   }
+}
+
+// ---- positions: every error of a YAML source points at its field (source_map.h) ----
+
+// The `torus validate` lines of `yaml`, as if read from job.yaml.
+std::vector<std::string> located_lines(const std::string& yaml) {
+  std::vector<std::string> lines;
+  for (const auto& e : check_decoded(decode_yaml(yaml))) lines.push_back(e.to_string("job.yaml"));
+  return lines;
+}
+
+// A valid job in block style; each test changes one line of it.
+const std::vector<std::string> kBlockJob = {
+    "apiVersion: torus.dev/v1alpha1",  // 1
+    "kind: TrainingJob",               // 2
+    "metadata:",                       // 3
+    "  name: base",                    // 4
+    "  labels:",                       // 5
+    "    team: vision",                // 6
+    "spec:",                           // 7
+    "  gang:",                         // 8
+    "    workers: 2",                  // 9
+    "  model:",                        // 10
+    "    arch: resnet9",               // 11
+    "  data:",                         // 12
+    "    dataset: synthetic",          // 13
+    "  training:",                     // 14
+    "    epochs: 4",                   // 15
+    "    batchSize: 256",              // 16
+    "    lrSchedule:",                 // 17
+    "      peak: 0.2",                 // 18
+    "    phases:",                     // 19
+    "      - fromEpoch: 0",            // 20
+    "        toEpoch: 2",              // 21
+    "      - fromEpoch: 2",            // 22
+    "        toEpoch: 4",              // 23
+};
+
+// kBlockJob with the given lines (1-based) replaced: by several lines, or by none ("").
+std::string block_job(const std::map<size_t, std::string>& changes = {}) {
+  std::string out;
+  for (size_t i = 0; i < kBlockJob.size(); ++i) {
+    const auto change = changes.find(i + 1);
+    if (change == changes.end()) {
+      out += kBlockJob[i] + "\n";
+    } else if (!change->second.empty()) {
+      out += change->second + "\n";
+    }
+  }
+  return out;
+}
+
+TEST(SourcePositions, TheBlockJobIsValid) { EXPECT_TRUE(located_lines(block_job()).empty()); }
+
+TEST(SourcePositions, UnknownFieldPointsAtItsKey) {
+  EXPECT_EQ(located_lines(block_job({{16, "    batchSze: 256"}})),
+            (std::vector<std::string>{"job.yaml:16:5: spec.training.batchSze: unknown field",
+                                      "job.yaml:14:3: spec.training.batchSize: is required: batchSize (global) or "
+                                      "perRankBatchSize"}));
+}
+
+TEST(SourcePositions, WrongTypePointsAtTheField) {
+  EXPECT_EQ(located_lines(block_job({{9, "    workers: [2]"}})),
+            std::vector<std::string>{"job.yaml:9:5: spec.gang.workers: must be an integer, got a list [2]"});
+  EXPECT_EQ(located_lines(block_job({{6, "    team: 7"}})),
+            std::vector<std::string>{"job.yaml:6:5: metadata.labels[team]: must be a string, got an integer 7"});
+}
+
+TEST(SourcePositions, SemanticErrorsPointAtTheField) {
+  EXPECT_EQ(located_lines(block_job({{16, "    batchSize: -4"}})),
+            std::vector<std::string>{"job.yaml:16:5: spec.training.batchSize: must be a positive integer, got -4"});
+  // A map entry's path is written labels[key]: it is found all the same.
+  EXPECT_EQ(located_lines(block_job({{6, "    team: \"not valid!\""}})),
+            std::vector<std::string>{"job.yaml:6:5: metadata.labels[team]: value must be at most 63 alphanumerics, "
+                                     "'-', '_' or '.', got \"not valid!\""});
+}
+
+TEST(SourcePositions, AMissingFieldPointsAtTheMapItIsMissingFrom) {
+  EXPECT_EQ(located_lines(block_job({{9, "    processesPerWorker: 1"}})),
+            std::vector<std::string>{"job.yaml:8:3: spec.gang.workers: is required: the number of worker pods"});
+  // In a list element: the element.
+  EXPECT_EQ(located_lines(block_job({{23, ""}})),
+            std::vector<std::string>{"job.yaml:22:9: spec.training.phases[1].toEpoch: is required: the epoch after "
+                                     "the phase's last"});
+  // Whose map is missing too: the nearest map present.
+  EXPECT_EQ(located_lines(block_job({{12, ""}, {13, ""}})),
+            std::vector<std::string>{"job.yaml:7:1: spec.data.dataset: is required: the data set"});
+}
+
+TEST(SourcePositions, AFieldInAListElementPointsAtItsKey) {
+  EXPECT_EQ(located_lines(block_job({{22, "      - fromEpoch: 3"}})),
+            std::vector<std::string>{"job.yaml:22:9: spec.training.phases[1].fromEpoch: phases must be in order and "
+                                     "leave no gap: expected 2 (the previous toEpoch), got 3"});
+  // Flow style: a key inside a map inside a flow sequence.
+  EXPECT_EQ(located_lines(block_job({{19, "    phases: [{fromEpoch: 0, toEpoch: 2}, {fromEpoch: 2, toEpoch: 5}]"},
+                                     {20, ""},
+                                     {21, ""},
+                                     {22, ""},
+                                     {23, ""}})),
+            std::vector<std::string>{"job.yaml:19:57: spec.training.phases[1].toEpoch: the last phase must end at "
+                                     "training.epochs (4), got 5"});
+}
+
+TEST(SourcePositions, DuplicateKeysPointAtTheSecondOne) {
+  EXPECT_EQ(
+      located_lines(block_job({{16, "    batchSize: 256\n    batchSize: 128"}})),
+      std::vector<std::string>{"job.yaml:17:5: spec.training.batchSize: duplicate field (first given on line 16)"});
+}
+
+TEST(SourcePositions, JsonErrorsHaveOnlyPaths) {
+  json document = kBase;
+  document["spec"]["training"]["batchSize"] = -4;
+  const FieldErrors errors = check_decoded(decode_json(document));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].line, 0);
+  EXPECT_EQ(errors[0].to_string("job.json"), "job.json: spec.training.batchSize: must be a positive integer, got -4");
+}
+
+TEST(SourceMap, OverridesReplaceWhatTheFileSaidBelowThem) {
+  SourceMap sources;
+  sources.add("", {1, 1});
+  sources.add("spec", {3, 1});
+  sources.add("spec.training", {4, 3});
+  sources.add("spec.training.lrSchedule", {5, 5});
+  sources.add("spec.training.lrSchedule.peak", {6, 7});
+  sources.override_with("spec.training.lrSchedule", "--set spec.training.lrSchedule");
+  sources.override_with("spec.trainng.epochs", "--set spec.trainng.epochs");
+  FieldErrors errors = {{"spec.training.lrSchedule.peak", "must be a number in (0, inf), got -1"},
+                        {"spec.training.lrSchedule.warmupEpochs", "is only for type one-cycle"},
+                        {"spec.training.epochs", "is required"},
+                        {"spec.trainng", "unknown field"},
+                        {"metadata.name", "is required"}};
+  sources.locate(errors);
+  std::vector<std::string> lines;
+  for (const auto& e : errors) lines.push_back(e.to_string("job.yaml"));
+  EXPECT_EQ(lines, (std::vector<std::string>{
+                       "--set spec.training.lrSchedule: spec.training.lrSchedule.peak: must be a number in (0, inf), "
+                       "got -1",
+                       "--set spec.training.lrSchedule: spec.training.lrSchedule.warmupEpochs: is only for type "
+                       "one-cycle",
+                       "job.yaml:4:3: spec.training.epochs: is required",
+                       "--set spec.trainng.epochs: spec.trainng: unknown field",
+                       "job.yaml:1:1: metadata.name: is required",
+                   }));
+}
+
+TEST(SourceMap, CanonicalPathsWriteMapKeysWithDots) {
+  EXPECT_EQ(canonical_path("metadata.labels[app.kubernetes.io/name]"), "metadata.labels.app.kubernetes.io/name");
+  EXPECT_EQ(canonical_path("spec.training.phases[12].toEpoch"), "spec.training.phases[12].toEpoch");
+  EXPECT_EQ(canonical_path("a[x][3]"), "a.x[3]");
 }
 
 TEST(Defaults, FillWhatIsUnsetAndNothingElse) {

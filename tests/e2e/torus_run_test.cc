@@ -107,7 +107,26 @@ TEST(TorusRun, InvalidFileStartsNothingAndNamesTheField) {
                         "spec:\n  training: {epochs: 0, batchSze: 3}\n";
   auto out = run_torus({"run", bad.string()}, seconds(60));
   EXPECT_EQ(out.exit_code, 1) << out.text();
-  EXPECT_NE(out.text().find(bad.string() + ": spec.training.batchSze"), std::string::npos) << out.text();
+  // FILE:line:column of the field's key, as `torus validate` prints it.
+  EXPECT_NE(out.text().find(bad.string() + ":5:25: spec.training.batchSze: unknown field"), std::string::npos)
+      << out.text();
+  EXPECT_NE(out.text().find(bad.string() + ":5:14: spec.training.epochs: must be an integer in [1, 10000], got 0"),
+            std::string::npos)
+      << out.text();
+  EXPECT_EQ(out.text().find("torus run: job"), std::string::npos) << "a process was started:\n" << out.text();
+
+  // A value given with --set has no line: the flag is its source.
+  out = run_torus({"run", kExample, "--set", "spec.training.epochs=0", "--set", "spec.training.lrSchedule={peak: -1}"},
+                  seconds(60));
+  EXPECT_EQ(out.exit_code, 1) << out.text();
+  EXPECT_NE(out.text().find("--set spec.training.epochs: spec.training.epochs: must be an integer in [1, 10000], "
+                            "got 0"),
+            std::string::npos)
+      << out.text();
+  EXPECT_NE(out.text().find("--set spec.training.lrSchedule: spec.training.lrSchedule.peak: must be a number in (0, "
+                            "inf), got -1"),
+            std::string::npos)
+      << out.text();
   EXPECT_EQ(out.text().find("torus run: job"), std::string::npos) << "a process was started:\n" << out.text();
 }
 

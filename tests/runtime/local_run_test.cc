@@ -100,7 +100,7 @@ TEST(RunLocal, AnInvalidJobNeverStartsAProcess) {
   const int code = run_local(o);
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(code, 1);
-  EXPECT_NE(err.find(kExample + ": spec.training.epochs"), std::string::npos) << err;
+  EXPECT_NE(err.find("--set spec.training.epochs: spec.training.epochs"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(marker));
   fs::remove_all(dir);
 }
