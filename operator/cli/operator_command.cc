@@ -13,6 +13,7 @@
 #include "common/metrics/operator_metrics.h"
 #include "common/util/error.h"
 #include "common/util/exit_codes.h"
+#include "operator/cli/operator_flags.h"
 #include "operator/controller/controller.h"
 #include "operator/kube/config.h"
 #include "operator/kube/leader_election.h"
@@ -21,15 +22,17 @@ namespace torus::cli {
 
 const std::string_view kOperatorSummary = "run the TrainingJob operator against a Kubernetes API server";
 const std::string_view kOperatorUsage =
-    "usage: torus operator [--kubeconfig FILE] [--namespace NS] [--leader-elect] [--metrics-addr HOST:PORT]\n"
-    "                      [--qps Q] [--burst B] [--workers N] [--lease-namespace NS] [--id NAME]\n"
+    "usage: torus operator [--kubeconfig FILE] [--namespace NS[,NS...]]... [--leader-elect]\n"
+    "                      [--metrics-addr HOST:PORT] [--qps Q] [--burst B] [--workers N]\n"
+    "                      [--lease-namespace NS] [--id NAME]\n"
     "\n"
     "Watches TrainingJobs and runs each as a gang of worker pods (docs/operator.md).\n"
     "\n"
     "  --kubeconfig FILE     kubeconfig to use (default: $KUBECONFIG, in-cluster, ~/.kube/config)\n"
-    "  --namespace NS        watch only this namespace (default: all)\n"
+    "  --namespace NS[,NS]   watch only these namespaces: a comma-separated list, and/or the flag repeated\n"
+    "                        (--namespace a,b or --namespace a --namespace b); default: all namespaces\n"
     "  --leader-elect        act only while holding the Lease torus-operator (for several replicas)\n"
-    "  --lease-namespace NS  namespace of the Lease (default: --namespace, the pod's, or 'default')\n"
+    "  --lease-namespace NS  namespace of the Lease (default: the first --namespace, the pod's, or 'default')\n"
     "  --id NAME             this replica's identity in the Lease (default: $POD_NAME or host name + random)\n"
     "  --metrics-addr ADDR   serve /metrics, /healthz, /readyz here (default :8080; port 0 picks one)\n"
     "  --qps Q --burst B     client-side rate limit for API requests (default 20 / 30)\n"
@@ -38,88 +41,9 @@ const std::string_view kOperatorUsage =
     "  --lease-duration S --renew-deadline S --retry-period S\n"
     "                        leader election timing in seconds (default 15 / 10 / 2)\n"
     "Flags also take the form --flag=value; --metrics-address, --leader-election-namespace and\n"
-    "--watch-namespace (one) are aliases of --metrics-addr, --lease-namespace and --namespace.\n";
+    "--watch-namespace (same list forms) are aliases of --metrics-addr, --lease-namespace and --namespace.\n";
 
 namespace {
-
-struct Flags {
-  std::string kubeconfig;
-  std::string namespace_;
-  std::string lease_namespace;
-  std::string identity;
-  enum class LeaderElect { kOff, kOn } leader_elect = LeaderElect::kOff;
-  std::string metrics_addr = ":8080";
-  double qps = 20;
-  int burst = 30;
-  int workers = 4;
-  std::string worker_image;
-  kube::LeaderElectionOptions lease;
-};
-
-double number_flag(const std::string& flag, const std::string& value) {
-  char* end = nullptr;
-  double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !(v > 0)) {
-    throw InvalidArgument(flag + ": must be a positive number, got '" + value + "'");
-  }
-  return v;
-}
-
-Flags parse_flags(const std::vector<std::string>& args) {
-  Flags f;
-  for (size_t i = 0; i < args.size(); ++i) {
-    // Both "--flag value" and "--flag=value" (the Helm chart's form); the chart's long names are aliases.
-    std::string a = args[i];
-    std::optional<std::string> inline_value;
-    if (const auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inline_value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-    }
-    if (a == "--metrics-address") a = "--metrics-addr";
-    if (a == "--leader-election-namespace") a = "--lease-namespace";
-    if (a == "--watch-namespace") {
-      if (!f.namespace_.empty()) {
-        throw InvalidArgument("--watch-namespace: one namespace, or none to watch all (got a second one)");
-      }
-      a = "--namespace";
-    }
-    auto value = [&]() -> std::string {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= args.size()) throw InvalidArgument(a + ": expected a value");
-      return args[++i];
-    };
-    if (a == "--kubeconfig") {
-      f.kubeconfig = value();
-    } else if (a == "--namespace") {
-      f.namespace_ = value();
-    } else if (a == "--lease-namespace") {
-      f.lease_namespace = value();
-    } else if (a == "--id") {
-      f.identity = value();
-    } else if (a == "--leader-elect") {
-      f.leader_elect = Flags::LeaderElect::kOn;
-    } else if (a == "--metrics-addr") {
-      f.metrics_addr = value();
-    } else if (a == "--qps") {
-      f.qps = number_flag(a, value());
-    } else if (a == "--burst") {
-      f.burst = static_cast<int>(number_flag(a, value()));
-    } else if (a == "--lease-duration") {
-      f.lease.lease_duration = std::chrono::milliseconds(static_cast<int64_t>(number_flag(a, value()) * 1000));
-    } else if (a == "--renew-deadline") {
-      f.lease.renew_deadline = std::chrono::milliseconds(static_cast<int64_t>(number_flag(a, value()) * 1000));
-    } else if (a == "--retry-period") {
-      f.lease.retry_period = std::chrono::milliseconds(static_cast<int64_t>(number_flag(a, value()) * 1000));
-    } else if (a == "--workers") {
-      f.workers = static_cast<int>(number_flag(a, value()));
-    } else if (a == "--worker-image") {
-      f.worker_image = value();
-    } else {
-      throw InvalidArgument("torus operator: unknown flag '" + a + "' (see torus operator --help)");
-    }
-  }
-  return f;
-}
 
 metrics::HttpExporterOptions listen_address(const std::string& addr) {
   auto colon = addr.rfind(':');
@@ -184,7 +108,7 @@ class SignalWaiter {
 }  // namespace
 
 int operator_command(const std::vector<std::string>& args) {
-  Flags flags = parse_flags(args);
+  const OperatorFlags flags = parse_operator_flags(args);
   SignalWaiter::block_signals();  // before any thread exists, so that every thread inherits the mask
   log::set_tag("operator");
   kube::ClusterConfig cluster = kube::load_default(flags.kubeconfig);
@@ -196,16 +120,12 @@ int operator_command(const std::vector<std::string>& args) {
   client_options.on_request = [&](const std::string& verb, int code) { op_metrics.record_api_request(verb, code); };
   kube::Client client(cluster, client_options);
 
-  std::string lease_ns = !flags.lease_namespace.empty() ? flags.lease_namespace
-                         : !flags.namespace_.empty()    ? flags.namespace_
-                         : !cluster.namespace_.empty()  ? cluster.namespace_
-                                                        : "default";
   kube::LeaderElectionOptions lease = flags.lease;
-  lease.namespace_ = lease_ns;
+  lease.namespace_ = lease_namespace_of(flags, cluster.namespace_);
   lease.identity = flags.identity.empty() ? default_identity() : flags.identity;
   kube::LeaderElector elector(client, lease);
   controller::ControllerOptions controller_options;
-  controller_options.namespace_ = flags.namespace_;
+  controller_options.namespaces = flags.namespaces;
   controller_options.workers = flags.workers;
   controller_options.default_worker_image = flags.worker_image;
   controller::Controller ctl(client, controller_options, &op_metrics);
@@ -226,7 +146,7 @@ int operator_command(const std::vector<std::string>& args) {
   metrics::HttpExporter exporter(registry, listen_address(flags.metrics_addr));
   // Ready: the caches are synced (leader), or this replica is a healthy standby.
   exporter.add_handler("/readyz", [&] {
-    bool ready = ctl.synced() || (flags.leader_elect == Flags::LeaderElect::kOn && !elector.is_leader());
+    bool ready = ctl.synced() || (flags.leader_elect == OperatorFlags::LeaderElect::kOn && !elector.is_leader());
     return metrics::HttpResponse{ready ? 200 : 503, "text/plain; charset=utf-8", ready ? "ok\n" : "syncing\n"};
   });
   std::printf("torus operator: metrics on http://%s:%u/metrics, identity %s\n",
@@ -234,7 +154,7 @@ int operator_command(const std::vector<std::string>& args) {
   std::fflush(stdout);
 
   int exit_code = to_int(ExitCode::kSuccess);
-  if (flags.leader_elect == Flags::LeaderElect::kOn) {
+  if (flags.leader_elect == OperatorFlags::LeaderElect::kOn) {
     if (elector.acquire()) {
       op_metrics.leader.set(1);
       if (!ctl.start(std::chrono::minutes(2))) throw Timeout("operator: informer caches did not sync within 2 min");

@@ -78,17 +78,28 @@ Controller::Controller(kube::Client& client, ControllerOptions options, metrics:
                                       enqueue_job};
   auto owner = [this](const json& child) { enqueue_owner(child); };
   kube::InformerHandlers child_handlers{owner, [owner](const json&, const json& c) { owner(c); }, owner};
-  auto add = [&](const kube::Resource& r, const std::string& selector, kube::InformerHandlers h) {
-    informers_.push_back(std::make_unique<kube::Informer>(
-        client_, r, kube::InformerOptions{options_.namespace_, selector}, std::move(h)));
-    informers_.back()->store().add_index(kByJob, job_of);
-    return informers_.back().get();
-  };
-  jobs_ = add(res::kTrainingJobs, "", job_handlers);
-  pods_ = add(res::kPods, owned_selector(), child_handlers);
-  services_ = add(res::kServices, owned_selector(), child_handlers);
-  config_maps_ = add(res::kConfigMaps, owned_selector(), child_handlers);
-  secrets_ = add(res::kSecrets, owned_selector(), child_handlers);
+  // One list+watch per kind and namespace: a namespaced operator needs no cluster-wide read permission.
+  const std::vector<std::string> scopes =
+      options_.namespaces.empty() ? std::vector<std::string>{""} : options_.namespaces;
+  for (const std::string& ns : scopes) {
+    auto add = [&](const kube::Resource& r, const std::string& selector, const kube::InformerHandlers& h) {
+      informers_.push_back(std::make_unique<kube::Informer>(client_, r, kube::InformerOptions{ns, selector}, h));
+      informers_.back()->store().add_index(kByJob, job_of);
+      return informers_.back().get();
+    };
+    Caches& c = caches_[ns];
+    c.jobs = add(res::kTrainingJobs, "", job_handlers);
+    c.pods = add(res::kPods, owned_selector(), child_handlers);
+    c.services = add(res::kServices, owned_selector(), child_handlers);
+    c.config_maps = add(res::kConfigMaps, owned_selector(), child_handlers);
+    c.secrets = add(res::kSecrets, owned_selector(), child_handlers);
+  }
+}
+
+const Controller::Caches* Controller::caches_of(const std::string& ns) const {
+  auto it = caches_.find("");
+  if (it == caches_.end()) it = caches_.find(ns);
+  return it == caches_.end() ? nullptr : &it->second;
 }
 
 Controller::~Controller() { stop(); }
@@ -107,7 +118,9 @@ bool Controller::start(std::chrono::milliseconds sync_timeout) {
   }
   state_ = State::kRunning;
   for (int i = 0; i < std::max(1, options_.workers); ++i) workers_.emplace_back([this] { worker_loop(); });
-  TLOG(Info) << "controller: caches synced, " << workers_.size() << " workers started";
+  std::string scope;
+  for (const auto& [ns, caches] : caches_) scope += (scope.empty() ? "" : ", ") + (ns.empty() ? "all namespaces" : ns);
+  TLOG(Info) << "controller: caches synced (" << scope << "), " << workers_.size() << " workers started";
   return true;
 }
 
@@ -173,30 +186,35 @@ void Controller::count_jobs_by_phase() {
     last_phase_count_ = now;
   }
   std::map<std::pair<std::string, std::string>, int> counts;
-  for (const auto& job : jobs_->store().list()) {
-    std::string phase = job.value("status", json::object()).value("phase", "Pending");
-    ++counts[{job["metadata"].value("namespace", ""), phase}];
+  for (const auto& [ns, caches] : caches_) {
+    for (const auto& job : caches.jobs->store().list()) {
+      std::string phase = job.value("status", json::object()).value("phase", "Pending");
+      ++counts[{job["metadata"].value("namespace", ""), phase}];
+    }
   }
   metrics_->set_jobs_by_phase(counts);
 }
 
-PlanInput Controller::observe(const json& job, const std::string& ns, const std::string& name) const {
+PlanInput Controller::observe(const Caches& caches, const json& job, const std::string& ns,
+                              const std::string& name) const {
   std::string key = ns + "/" + name;
   std::string uid = job["metadata"].value("uid", "");
   return PlanInput{job,
-                   owned_by(pods_->store().by_index(kByJob, key), uid),
-                   owned_by(services_->store().by_index(kByJob, key), uid),
-                   owned_by(config_maps_->store().by_index(kByJob, key), uid),
-                   owned_by(secrets_->store().by_index(kByJob, key), uid),
+                   owned_by(caches.pods->store().by_index(kByJob, key), uid),
+                   owned_by(caches.services->store().by_index(kByJob, key), uid),
+                   owned_by(caches.config_maps->store().by_index(kByJob, key), uid),
+                   owned_by(caches.secrets->store().by_index(kByJob, key), uid),
                    Clock::now(),
                    ""};
 }
 
 std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key) {
   auto [ns, name] = split_key(key);
-  auto job = jobs_->store().get(key);
+  const Caches* caches = caches_of(ns);
+  if (!caches) return std::nullopt;  // not a watched namespace
+  auto job = caches->jobs->store().get(key);
   if (!job) return std::nullopt;  // deleted: garbage collection removes the children
-  PlanInput input = observe(*job, ns, name);
+  PlanInput input = observe(*caches, *job, ns, name);
   if (!options_.default_worker_image.empty()) {
     json& image = input.job["spec"]["gang"]["image"];
     if (!image.is_string() || image.get<std::string>().empty()) image = options_.default_worker_image;
@@ -275,7 +293,8 @@ void Controller::write_status(const json& job, json status, const std::string& n
   json stored = client_.update(res::kTrainingJobs, ns, updated, kube::Subresource::kStatus);
   stored["apiVersion"] = res::kTrainingJobs.api_version();
   stored["kind"] = res::kTrainingJobs.kind;
-  jobs_->store().upsert(stored);  // so the next pass does not replan from the stale copy
+  // So that the next pass does not replan from the stale copy.
+  if (const Caches* caches = caches_of(ns)) caches->jobs->store().upsert(stored);
 }
 
 void Controller::record_event(const json& job, const EventRecord& e) {
@@ -314,7 +333,8 @@ std::optional<api::Progress> Controller::scrape_progress(const json& job, const 
     if (it != last_scrape_.end() && now - it->second < options_.progress_interval) return std::nullopt;
     last_scrape_[key] = now;
   }
-  auto rank0 = pods_->store().get(ns + "/" + worker_pod_name(name, 0));
+  const Caches* caches = caches_of(ns);
+  auto rank0 = caches ? caches->pods->store().get(ns + "/" + worker_pod_name(name, 0)) : std::nullopt;
   if (!rank0) return std::nullopt;
   std::string ip = rank0->value("status", json::object()).value("podIP", "");
   if (ip.empty()) return std::nullopt;

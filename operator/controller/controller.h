@@ -1,7 +1,8 @@
 #pragma once
 // The TrainingJob controller (controller-runtime architecture): informers on TrainingJobs and on the pods,
-// services, config maps and secrets the operator owns; a work queue of job keys; N workers that run the pure
-// planner on the cached state and apply its actions through the API.
+// services, config maps and secrets the operator owns (one set per watched namespace, or one cluster-wide set); a
+// work queue of job keys shared by all of them; N workers that run the pure planner on the cached state and apply
+// its actions through the API.
 #include <chrono>
 #include <map>
 #include <memory>
@@ -19,7 +20,7 @@
 namespace torus::controller {
 
 struct ControllerOptions {
-  std::string namespace_;  // "" = every namespace
+  std::vector<std::string> namespaces;  // the namespaces watched, one informer each per kind; empty = every namespace
   int workers = 4;
   std::chrono::seconds progress_interval{15};  // how often a Running job's progress is read from rank 0
   std::chrono::milliseconds scrape_timeout{2000};
@@ -47,7 +48,17 @@ class Controller {
   void worker_loop();
   void process(const std::string& key);
   void enqueue_owner(const json& child);
-  PlanInput observe(const json& job, const std::string& ns, const std::string& name) const;
+  // The informers of one watched namespace (or of all namespaces, keyed "").
+  struct Caches {
+    kube::Informer* jobs = nullptr;
+    kube::Informer* pods = nullptr;
+    kube::Informer* services = nullptr;
+    kube::Informer* config_maps = nullptr;
+    kube::Informer* secrets = nullptr;
+  };
+  // The caches holding namespace `ns`, or null when it is not watched.
+  const Caches* caches_of(const std::string& ns) const;
+  PlanInput observe(const Caches& caches, const json& job, const std::string& ns, const std::string& name) const;
   void apply(const json& job, const Plan& plan, const std::string& ns);
   void create_child(ChildKind kind, const std::string& ns, const json& object);
   void write_status(const json& job, json status, const std::string& ns);
@@ -62,11 +73,7 @@ class Controller {
   metrics::OperatorMetrics* metrics_;
   kube::WorkQueue queue_;
   std::vector<std::unique_ptr<kube::Informer>> informers_;
-  kube::Informer* jobs_ = nullptr;
-  kube::Informer* pods_ = nullptr;
-  kube::Informer* services_ = nullptr;
-  kube::Informer* config_maps_ = nullptr;
-  kube::Informer* secrets_ = nullptr;
+  std::map<std::string, Caches> caches_;  // by watched namespace; "" when watching all of them
   std::vector<std::thread> workers_;
   std::mutex progress_mu_;
   std::map<std::string, std::chrono::steady_clock::time_point> last_scrape_;

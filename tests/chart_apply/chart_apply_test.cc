@@ -1,6 +1,6 @@
 // Drives chart_apply_test.py: charts/torus-operator rendered with the official Helm library (Python bindings only),
 // installed on the API stand-in (kube-standin) with the real kubectl, and read back with `kubectl get`. One test per
-// value set, each with its own stand-in.
+// value set, each with its own stand-in; with a namespace list the real `torus operator` runs with the rendered args.
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -19,7 +19,8 @@ struct Outcome {
 Outcome run_script(const std::string& test_class) {
   const std::string command = "timeout " + std::to_string(kDeadlineSeconds) + " /usr/bin/python3 " +
                               std::string(TORUS_SOURCE_DIR) + "/tests/chart_apply/chart_apply_test.py --standin " +
-                              std::string(TORUS_BINARY_DIR) + "/bin/kube-standin " + test_class + " 2>&1";
+                              std::string(TORUS_BINARY_DIR) + "/bin/kube-standin --torus " +
+                              std::string(TORUS_BINARY_DIR) + "/bin/torus " + test_class + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return {-1, "popen failed: " + command};
   Outcome outcome;

@@ -9,13 +9,18 @@ no preserve-unknown-fields) before applying a value set that renders those kinds
 is never skipped: `kubectl apply` fails with "no matches for kind" and so does the test (UnknownKindFailsLoudly shows
 it).
 
+With a namespace list, the real `torus operator` is also started with the container args the chart rendered (as the
+kubelet would expand them): it must run TrainingJobs in the listed namespaces and leave the others alone.
+
 Run by chart_apply_test.cc; standalone:
-  /usr/bin/python3 tests/chart_apply/chart_apply_test.py --standin build/bin/kube-standin [TestClass ...]
+  /usr/bin/python3 tests/chart_apply/chart_apply_test.py --standin build/bin/kube-standin [--torus build/bin/torus] \
+      [TestClass ...]
 """
 import argparse
 import json
 import os
 import pathlib
+import re
 import select
 import signal
 import subprocess
@@ -36,6 +41,8 @@ KUBECTL = "/usr/bin/kubectl"
 KUBECTL_DEADLINE_S = 60
 STANDIN_READY_DEADLINE_S = 20
 STANDIN = None  # path of the kube-standin binary, from --standin
+TORUS = None  # path of the torus binary, from --torus (the operator run with the rendered args)
+OPERATOR_DEADLINE_S = 60
 
 try:
     import helm_python as helm
@@ -322,9 +329,65 @@ class MonitoringAndNamespacedValues(ChartOnStandin, unittest.TestCase):
         self.assertEqual(self.standin.ok("get", "clusterroles", "-l", f"app.kubernetes.io/instance={RELEASE}",
                                          "-o", "name"), "")
 
+    def test_the_operator_with_the_rendered_args_runs_jobs_only_in_the_listed_namespaces(self):
+        if TORUS is None:
+            self.skipTest("no --torus binary given")
+        container = self.one("Deployment")["spec"]["template"]["spec"]["containers"][0]
+        # The kubelet expands $(VAR) from the container's env; the downward API gives the pod's name and namespace.
+        env = {"POD_NAME": "torus-operator-0", "POD_NAMESPACE": NAMESPACE, "TORUS_LOG_LEVEL": "info"}
+        args = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a) for a in container["args"]]
+        self.standin.create_namespace("team-c")
+        jobs = {"team-c": "gamma", "team-a": "alpha", "team-b": "beta"}  # c first: an operator watching it acts on it
+        for ns, name in jobs.items():
+            self.standin.ok("apply", "-f", "-", stdin=json.dumps(training_job(ns, name)))
+        log_path = os.path.join(self.tmp.name, "operator.log")
+        with open(log_path, "w+") as log:
+            # Only the listen address differs from the pod (a later flag wins): port 8080 may be taken here.
+            operator = subprocess.Popen([TORUS, *args, "--metrics-address=127.0.0.1:0", "--kubeconfig",
+                                         self.standin.kubeconfig], env={**os.environ, **env},
+                                        stdout=log, stderr=subprocess.STDOUT)
+            def wait_for_pod(ns):
+                # Awaited in short kubectl waits, so that an operator that exits (a flag it refuses) fails at once.
+                deadline = time.monotonic() + OPERATOR_DEADLINE_S
+                while True:
+                    result = self.standin.kubectl("wait", "--for=create", f"pod/{jobs[ns]}-worker-0", "-n", ns,
+                                                  "--timeout=5s")
+                    if result.returncode == 0 or operator.poll() is not None or time.monotonic() > deadline:
+                        log.seek(0)
+                        self.assertEqual(result.returncode, 0, f"{result.stderr}\noperator exit {operator.poll()}, "
+                                         f"log:\n{log.read()[-3000:]}")
+                        return
+
+            try:
+                for ns in ("team-a", "team-b"):
+                    wait_for_pod(ns)
+                holder = self.standin.ok("get", "lease", "torus-operator", "-n", NAMESPACE,
+                                         "-o", "jsonpath={.spec.holderIdentity}")
+                self.assertEqual(holder, "torus-operator-0")
+                self.assertEqual(self.standin.ok("get", "pods,configmaps,secrets", "-n", "team-c", "-l",
+                                                 "app.kubernetes.io/managed-by=torus-operator", "-o", "name"), "")
+                gamma = json.loads(self.standin.ok("get", "trainingjob", "gamma", "-n", "team-c", "-o", "json"))
+                self.assertNotIn("status", gamma)
+            finally:
+                operator.send_signal(signal.SIGTERM)
+                try:
+                    code = operator.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    operator.kill()
+                    code = operator.wait()
+                log.seek(0)
+                self.assertEqual(code, 0, log.read()[-3000:])
+
     def test_dashboards_land_in_the_grafana_namespace(self):
         names = self.standin.ok("get", "configmaps", "-n", "monitoring", "-l", "grafana_dashboard=1", "-o", "name")
         self.assertEqual(len(names.split()), len([d for d in self.docs if d["kind"] == "ConfigMap"]))
+
+
+def training_job(namespace, name):
+    return {"apiVersion": "torus.dev/v1alpha1", "kind": "TrainingJob",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"gang": {"workers": 1}, "model": {"arch": "resnet9"}, "data": {"dataset": "synthetic"},
+                     "training": {"epochs": 1, "batchSize": 32, "lrSchedule": {"peak": 0.1}}}}
 
 
 class MinimalValues(ChartOnStandin, unittest.TestCase):
@@ -376,10 +439,15 @@ class UnknownKindFailsLoudly(unittest.TestCase):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--standin", required=True, help="path of the kube-standin binary")
+    parser.add_argument("--torus", help="path of the torus binary (runs the operator with the rendered args)")
     args, rest = parser.parse_known_args()
     STANDIN = os.path.abspath(args.standin)
     if not os.access(STANDIN, os.X_OK):
         sys.exit(f"chart_apply_test: --standin {STANDIN}: not an executable file (build the kube-standin target)")
+    if args.torus:
+        TORUS = os.path.abspath(args.torus)
+        if not os.access(TORUS, os.X_OK):
+            sys.exit(f"chart_apply_test: --torus {TORUS}: not an executable file (build the torus target)")
     started = time.monotonic()
     program = unittest.main(argv=[sys.argv[0], "-v", *rest], exit=False)
     print(f"chart_apply_test: {time.monotonic() - started:.1f} s")

@@ -433,5 +433,142 @@ TEST_F(OperatorE2E, ConvergesThroughFaults) {
   }
 }
 
+// An operator that watches namespaces a and b (`--namespace a,b`): one informer per namespace and kind, one work
+// queue. It runs the jobs in a and b, never touches the one in c, and keeps its Lease in a (the first namespace).
+class NamespacedOperatorE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
+    if (!fs::exists(kBin + "kube-standin")) GTEST_SKIP() << "kube-standin not built";
+    dir_ = fs::temp_directory_path() / ("torus-operator-ns-e2e-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    kubeconfig_ = (dir_ / "kubeconfig").string();
+    standin_ =
+        std::make_unique<Daemon>("kube-standin",
+                                 std::vector<std::string>{kBin + "kube-standin", "--kubelet", "--nodes", "4", "--crds",
+                                                          std::string(TORUS_SOURCE_DIR) + "/crds",
+                                                          "--bookmark-interval-ms", "500", "--kubeconfig", kubeconfig_},
+                                 (dir_ / "standin.log").string());
+    ASSERT_TRUE(eventually([&] { return fs::exists(kubeconfig_) && fs::file_size(kubeconfig_) > 0; }, 20s))
+        << "kube-standin did not write " << kubeconfig_;
+    config_ = kube::load_kubeconfig(kubeconfig_);
+    client_ = std::make_unique<kube::Client>(config_, kube::ClientOptions{.qps = 500, .burst = 500});
+    for (const char* ns : {"a", "b", "c"}) ASSERT_EQ(kubectl("default", {"create", "namespace", ns}).code, 0);
+  }
+  void TearDown() override {
+    operator_.reset();
+    standin_.reset();
+    client_.reset();
+    fs::remove_all(dir_);
+  }
+
+  void start_operator(const std::vector<std::string>& namespace_flags) {
+    std::vector<std::string> argv{kBin + "torus", "operator",       "--kubeconfig", kubeconfig_, "--metrics-addr",
+                                  "127.0.0.1:0",  "--leader-elect", "--id",         "op-ns"};
+    argv.insert(argv.end(), namespace_flags.begin(), namespace_flags.end());
+    operator_ = std::make_unique<Daemon>("op-ns", argv, (dir_ / "operator.log").string());
+  }
+
+  CmdResult kubectl(const std::string& ns, std::vector<std::string> args) {
+    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", ns});
+    return run_command(args);
+  }
+
+  void apply(const std::string& ns, const std::string& name, int workers) {
+    const std::string file = (dir_ / (ns + "-" + name + ".yaml")).string();
+    std::ofstream(file) << job_yaml(name, workers);
+    const CmdResult r = kubectl(ns, {"apply", "-f", file});
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+
+  // The same job as OperatorE2E::job_yaml (synthetic data, restartPolicy ExitCode).
+  static std::string job_yaml(const std::string& name, int workers) {
+    return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
+           "\nspec:\n  gang: {workers: " + std::to_string(workers) +
+           ", device: cpu}\n  model: {arch: resnet9}\n  data: {dataset: synthetic}\n"
+           "  training: {epochs: 1, batchSize: " +
+           std::to_string(32 * workers) +
+           ", lrSchedule: {type: one-cycle, peak: 0.1}, checkpoint: {dir: /ckpt}}\n"
+           "  runPolicy: {restartPolicy: ExitCode}\n";
+  }
+
+  void terminate(const std::string& ns, const std::string& pod, int code) {
+    auto transport = kube::make_http_transport(config_, {});
+    const json body = {{"action", "terminate"}, {"namespace", ns}, {"name", pod}, {"exitCode", code}};
+    kube::HttpResponse r = transport->send({"POST", "/_standin/kubelet", body.dump(), "application/json", {}});
+    ASSERT_EQ(r.status, 200) << body.dump() << ": " << r.body;
+  }
+
+  std::vector<json> pods_of(const std::string& ns, const std::string& job) {
+    json list = client_->list(res::kPods, ns, {std::string(kLabelJobName) + "=" + job, "", ""});
+    return list.value("items", json::array()).get<std::vector<json>>();
+  }
+
+  bool gang_running(const std::string& ns, const std::string& job, int workers, int attempt) {
+    auto pods = pods_of(ns, job);
+    if (static_cast<int>(pods.size()) != workers) return false;
+    for (const auto& p : pods) {
+      if (p["metadata"].contains("deletionTimestamp")) return false;
+      if (p["metadata"]["labels"].value(std::string(kLabelAttempt), "") != std::to_string(attempt)) return false;
+      if (p.value("status", json::object()).value("phase", "") != "Running") return false;
+    }
+    return true;
+  }
+
+  void wait_phase(const std::string& ns, const std::string& name, const std::string& want) {
+    const CmdResult r =
+        kubectl(ns, {"wait", "--for=jsonpath={.status.phase}=" + want, "trainingjob/" + name, "--timeout=30s"});
+    ASSERT_EQ(r.code, 0) << ns << "/" << name << " never reached " << want << ": " << r.out;
+  }
+
+  fs::path dir_;
+  std::string kubeconfig_;
+  kube::ClusterConfig config_;
+  std::unique_ptr<Daemon> standin_;
+  std::unique_ptr<Daemon> operator_;
+  std::unique_ptr<kube::Client> client_;
+};
+
+TEST_F(NamespacedOperatorE2E, WatchingAAndBRunsTheirJobsAndIgnoresC) {
+  // The job in c exists before the operator starts and before the others, so by the time a's and b's jobs run, an
+  // operator that saw c would have acted on it too.
+  apply("c", "gamma", 1);
+  start_operator({"--namespace", "a,b"});
+  apply("a", "alpha", 2);
+  apply("b", "beta", 1);
+  ASSERT_TRUE(eventually([&] { return gang_running("a", "alpha", 2, 1); })) << pods_of("a", "alpha").size();
+  ASSERT_TRUE(eventually([&] { return gang_running("b", "beta", 1, 1); })) << pods_of("b", "beta").size();
+  wait_phase("a", "alpha", "Running");
+  wait_phase("b", "beta", "Running");
+  // Pod events of each namespace reach the shared queue: a killed worker in b restarts b's gang.
+  terminate("b", "beta-worker-0", 137);
+  ASSERT_TRUE(eventually([&] { return gang_running("b", "beta", 1, 2); })) << pods_of("b", "beta").size();
+  wait_phase("b", "beta", "Running");
+
+  EXPECT_TRUE(pods_of("c", "gamma").empty());
+  const json gamma = client_->get(res::kTrainingJobs, "c", "gamma");
+  EXPECT_FALSE(gamma.contains("status")) << gamma.dump();
+  EXPECT_FALSE(client_->try_get(res::kConfigMaps, "c", config_map_name("gamma")));
+  // The Lease defaults to the first watched namespace, as a single --namespace did.
+  const auto lease = client_->try_get(res::kLeases, "a", "torus-operator");
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->value("spec", json::object()).value("holderIdentity", ""), "op-ns");
+  EXPECT_FALSE(client_->try_get(res::kLeases, "default", "torus-operator"));
+}
+
+TEST_F(NamespacedOperatorE2E, RepeatedWatchNamespaceFlagsAreTheSameList) {
+  // The Helm chart's form: one --watch-namespace=NS per namespace.
+  start_operator({"--watch-namespace=a", "--watch-namespace=b"});
+  apply("c", "gamma", 1);
+  apply("b", "beta", 1);
+  apply("a", "alpha", 1);
+  ASSERT_TRUE(eventually([&] { return gang_running("a", "alpha", 1, 1); })) << pods_of("a", "alpha").size();
+  ASSERT_TRUE(eventually([&] { return gang_running("b", "beta", 1, 1); })) << pods_of("b", "beta").size();
+  wait_phase("a", "alpha", "Running");
+  wait_phase("b", "beta", "Running");
+  EXPECT_TRUE(pods_of("c", "gamma").empty());
+  EXPECT_FALSE(client_->get(res::kTrainingJobs, "c", "gamma").contains("status"));
+}
+
 }  // namespace
 }  // namespace torus::controller
