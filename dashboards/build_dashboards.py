@@ -194,9 +194,12 @@ def job_overview():
                        "images/s (attempt {{attempt}})"),
                       (f"sum by (attempt) (torus_worker_images_per_second{{{WORKER}}})",
                        "reported (attempt {{attempt}})"))),
-        panel("timeseries", "Step time", "Mean optimizer step time over ranks.",
+        panel("timeseries", "Step time", "Mean optimizer step time over ranks and where it goes: data wait + "
+              "compute + communication wait make up the step.",
               targets((f"avg({mean_rate('torus_worker_step_seconds')})", "step"),
-                      (f"avg({mean_rate('torus_worker_compute_seconds')})", "compute")), unit="s"),
+                      (f"avg({mean_rate('torus_worker_compute_seconds')})", "compute"),
+                      (f"avg({mean_rate('torus_worker_comm_wait_seconds')})", "communication wait"),
+                      (f"avg({mean_rate('torus_worker_data_wait_seconds')})", "data wait")), unit="s"),
         row("Schedule"),
         panel("timeseries", "Learning rate", "Learning rate as the schedule sets it.",
               targets((f"max(torus_worker_learning_rate{{{WORKER}}})", "lr")), width=8),
@@ -224,9 +227,14 @@ def ranks():
                   "mode": "absolute", "steps": [{"color": "green", "value": None}, {"color": "orange", "value": 1.2},
                                                 {"color": "red", "value": 1.5}]}}, "overrides": []}),
         panel("timeseries", "Compute time by rank",
-              "Forward, backward and update without waits. Step time is equal on every rank in synchronous "
-              "training (all wait for the slowest), so this is the panel that names a straggler.",
+              "Forward, backward and update without waits for data or peers. Step time is equal on every rank in "
+              "synchronous training (all wait for the slowest), so this is the panel that names a straggler.",
               targets((mean_rate("torus_worker_compute_seconds"), "rank {{rank}}")), unit="s"),
+        panel("timeseries", "Communication wait by rank",
+              "Time a step blocked on communication after its own work (gradient all-reduce not hidden behind "
+              "backward, step agreement). A straggler waits least: the others wait for it. High on every rank "
+              "with even compute: communication-bound.",
+              targets((mean_rate("torus_worker_comm_wait_seconds"), "rank {{rank}}")), unit="s"),
         panel("timeseries", "Step time by rank", "Wall time of one optimizer step.",
               targets((mean_rate("torus_worker_step_seconds"), "rank {{rank}}")), unit="s"),
         panel("heatmap", "Step time distribution", "All ranks' step times.",

@@ -58,6 +58,10 @@ WorkerMetrics::WorkerMetrics(Registry& r, const std::string& job, const std::str
                                 "Time of one step's own work (forward, backward, update) without waits for data "
                                 "or peers; names stragglers.",
                                 step_time_buckets())),
+      comm_wait_seconds(histogram(r, labels_, "torus_worker_comm_wait_seconds",
+                                  "Time one step blocked on communication after its own work (gradient all-reduce "
+                                  "not hidden behind backward, step agreement); high while waiting for a peer.",
+                                  exponential_buckets(0.0001, 4.0, 10))),
       steps(counter(r, labels_, "torus_worker_steps_total", "Optimizer steps taken by this process.")),
       images(counter(r, labels_, "torus_worker_images_total", "Training images processed by this rank.")),
       images_per_second(
@@ -140,9 +144,11 @@ void WorkerMetrics::update_resident_memory() {
   }
 }
 
-void WorkerMetrics::record_step(double seconds, double compute, int64_t images_in_step) {
-  step_seconds.observe(seconds);
-  compute_seconds.observe(compute);
+void WorkerMetrics::record_step(const StepTimes& t, int64_t images_in_step) {
+  step_seconds.observe(t.step);
+  data_wait_seconds.observe(t.data_wait);
+  compute_seconds.observe(t.compute);
+  comm_wait_seconds.observe(t.comm_wait);
   steps.inc();
   images.inc(static_cast<double>(images_in_step));
   last_progress_timestamp.set_to_current_time();

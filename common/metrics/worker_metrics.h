@@ -36,6 +36,15 @@ class CollectiveMetrics {
   std::atomic<double> baseline_sum_{0.0};
 };
 
+// Where one optimizer step's time went on one rank, in seconds: data_wait + compute + comm_wait <= step (the rest
+// is bookkeeping). A straggler has the largest compute; its peers show the difference as comm_wait.
+struct StepTimes {
+  double step = 0;       // the whole step, from asking for the batch to the end of its last collective
+  double data_wait = 0;  // blocked waiting for the input batch
+  double compute = 0;    // this rank's own work: forward, backward, update
+  double comm_wait = 0;  // blocked on communication after its own work (all-reduce not hidden, step agreement)
+};
+
 class WorkerMetrics {
   LabelValues labels_;  // job, namespace, rank, attempt; first, since every handle below is created with it
 
@@ -49,6 +58,9 @@ class WorkerMetrics {
   // The step's own work, without waits for data or for peers. In synchronous data-parallel training every rank's
   // step takes as long as the slowest rank's, so step time cannot name a straggler; this can.
   Histogram& compute_seconds;
+  // Time the step blocked on communication after its own work: the part of the gradient all-reduce backward did not
+  // hide, plus synchronous collectives of the step. High on the ranks that wait for a straggler or a slow link.
+  Histogram& comm_wait_seconds;
   Counter& steps;                  // steps taken by this process
   Counter& images;                 // training images processed by this rank
   Gauge& images_per_second;        // this rank's recent throughput
@@ -82,8 +94,9 @@ class WorkerMetrics {
   CollectiveMetrics& collective(const std::string& algorithm, const std::string& level);
   // Reads this process's RSS from /proc/self/statm into resident_memory_bytes.
   void update_resident_memory();
-  // Call after each optimizer step: observes the step and compute times, counts images, stamps last progress.
-  void record_step(double seconds, double compute, int64_t images_in_step);
+  // Call after each optimizer step: observes the step, data wait, compute and communication wait times, counts
+  // images, stamps last progress.
+  void record_step(const StepTimes& times, int64_t images_in_step);
 
  private:
   Family<Histogram>& allreduce_seconds_;

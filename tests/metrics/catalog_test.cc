@@ -2,6 +2,8 @@
 // populated exposition of each (promtool is the reference parser and linter of the text format).
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "common/metrics/operator_metrics.h"
 #include "common/metrics/worker_metrics.h"
 #include "common/util/error.h"
@@ -25,8 +27,8 @@ void populate(WorkerMetrics& m, int rank) {
   m.global_batch_size.set(256);
   m.image_size.set(28);
   m.images_per_second.set(1150.5);
-  for (int i = 0; i < 5; ++i) m.record_step(0.11 + 0.01 * i, 0.09, 128);
-  m.data_wait_seconds.observe(0.002);
+  for (int i = 0; i < 5; ++i)
+    m.record_step({.step = 0.11 + 0.01 * i, .data_wait = 0.002, .compute = 0.09, .comm_wait = 0.01 + 0.01 * i}, 128);
   m.checkpoint_seconds.observe(0.4);
   m.checkpoints.inc();
   m.collective_sequence.set(42);
@@ -59,8 +61,16 @@ TEST(WorkerMetrics, RecordStepStampsProgress) {
   Registry registry;
   WorkerMetrics m(registry, "j", "ns", 3, 0);
   EXPECT_NEAR(m.last_progress_timestamp.value(), m.start_timestamp.value(), 1e-3);  // start-up counts as progress
-  m.record_step(0.5, 0.4, 64);
+  m.record_step({.step = 0.5, .data_wait = 0.05, .compute = 0.4, .comm_wait = 0.03}, 64);
   EXPECT_EQ(m.steps.value(), 1);
+  // Each part of the step lands in its own histogram.
+  const std::pair<Histogram*, double> parts[] = {
+      {&m.step_seconds, 0.5}, {&m.data_wait_seconds, 0.05}, {&m.compute_seconds, 0.4}, {&m.comm_wait_seconds, 0.03}};
+  for (const auto& [histogram, seconds] : parts) {
+    const Histogram::Snapshot s = histogram->snapshot();
+    EXPECT_EQ(s.count, 1u);
+    EXPECT_DOUBLE_EQ(s.sum, seconds);
+  }
   EXPECT_EQ(m.images.value(), 64);
   EXPECT_NEAR(m.last_progress_timestamp.value(), static_cast<double>(std::time(nullptr)), 5);
   EXPECT_GT(m.start_timestamp.value(), 0);

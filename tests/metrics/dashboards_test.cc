@@ -178,7 +178,7 @@ class SyntheticGang {
 
  private:
   struct Rank {
-    explicit Rank(int rank) : metrics(registry, "fashion", "team-a", rank, 0), exporter(registry, {}) {
+    explicit Rank(int rank) : index(rank), metrics(registry, "fashion", "team-a", rank, 0), exporter(registry, {}) {
       metrics.world_size.set(2);
       metrics.planned_steps.set(1000);
       metrics.planned_epochs.set(4);
@@ -189,6 +189,7 @@ class SyntheticGang {
       metrics.checkpoint_seconds.observe(0.3);
       metrics.checkpoints.inc();
     }
+    int index;
     Registry registry;
     WorkerMetrics metrics;
     HttpExporter exporter;
@@ -200,7 +201,9 @@ class SyntheticGang {
       for (auto& r : ranks_) {
         auto& m = r->metrics;
         ++r->step;
-        m.record_step(0.02, 0.015, 128);
+        // Rank 1 is the straggler: it computes longer, rank 0 waits for it in the all-reduce.
+        const double compute = r->index == 1 ? 0.018 : 0.012;
+        m.record_step({.step = 0.02, .data_wait = 0.001, .compute = compute, .comm_wait = 0.019 - compute}, 128);
         m.global_step.set(r->step);
         m.epoch.set(r->step / 250.0);
         m.loss.set(2.0 / (1 + r->step));
@@ -208,7 +211,6 @@ class SyntheticGang {
         m.validation_accuracy.set(0.8);
         m.learning_rate.set(0.1);
         m.images_per_second.set(6400);
-        m.data_wait_seconds.observe(0.001);
         m.collective_sequence.set(r->step);
         m.collective("ring", "global").observe(1e6, 0.004, 2.5e8);
         m.update_resident_memory();

@@ -15,7 +15,7 @@ TEST(PrometheusScrape, WorkerSamplesArriveWithTheirLabels) {
   Registry registry;
   WorkerMetrics worker(registry, "scrape-job", "team-a", 1, 2);
   worker.loss.set(0.5);
-  worker.record_step(0.25, 0.2, 32);
+  worker.record_step({.step = 0.25, .data_wait = 0.01, .compute = 0.2, .comm_wait = 0.03}, 32);
   HttpExporter exporter(registry, {});
   testing::PrometheusServer prometheus({.targets = {"127.0.0.1:" + std::to_string(exporter.port())}});
 

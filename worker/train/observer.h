@@ -20,7 +20,12 @@ struct ProgressEvent {
   double elapsed_seconds = 0;     // since run() started
   std::string checkpoint_path;    // kCheckpoint
   double checkpoint_seconds = 0;  // kCheckpoint: time to write it
-  double data_wait_seconds = 0;   // kStep: time this step waited for its batch
+  // kStep: where the step's time went on this rank. data_wait + compute + comm_wait <= step; the rest is
+  // bookkeeping (uploading the batch counts as compute). Checkpoints and evaluations are not part of a step.
+  double step_seconds = 0;       // from asking for the batch to the end of the step's last collective
+  double data_wait_seconds = 0;  // blocked waiting for the loader's batch
+  double compute_seconds = 0;    // upload, forward, loss, backward, update: this rank's own work
+  double comm_wait_seconds = 0;  // blocked on the gradient all-reduce after backward, plus the stop agreement
 };
 
 class TrainObserver {

@@ -1,8 +1,16 @@
 #include "worker/train/step.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace torus::worker::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
 
 TrainStep::TrainStep(nn::Model& model, const optim::SgdConfig& sgd, float label_smoothing, GradientSync* sync)
     : model_(model),
@@ -14,13 +22,21 @@ TrainStep::TrainStep(nn::Model& model, const optim::SgdConfig& sgd, float label_
 
 double TrainStep::run(Tensor images, Tensor labels, float lr) {
   Backend& be = model_.backend();
+  const auto start = Clock::now();
   sync_->begin_step();
   Tensor logits = model_.forward(images, nn::Mode::kTrain);  // (N, K)
   Tensor dlogits = dlogits_.get(be, logits.shape());
   const double loss = be.softmax_cross_entropy(logits, labels, label_smoothing_, dlogits);
   model_.backward(dlogits);
+  // Buckets were all-reduced on the communication thread while backward ran; what is left to wait for here is the
+  // communication that backward did not hide (and, with a peer behind, the time until that peer catches up).
+  const auto wait_start = Clock::now();
   sync_->finish_step();
+  const auto wait_end = Clock::now();
   sgd_.step(model_.context().params, model_.context().grads, lr);
+  const auto end = Clock::now();
+  times_.comm_wait_seconds = seconds(wait_end - wait_start);
+  times_.compute_seconds = seconds(wait_start - start) + seconds(end - wait_end);
   return loss;
 }
 

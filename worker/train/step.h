@@ -16,6 +16,12 @@ class TrainStep {
 
   // images (N, H, W, C), labels (N) int32, both in backend memory. Returns the batch's mean loss.
   double run(Tensor images, Tensor labels, float lr);
+  // Where the last run() spent its time, as seen from this rank's thread (on a GPU: until the host blocks).
+  struct Times {
+    double compute_seconds = 0;    // forward, loss, backward, update
+    double comm_wait_seconds = 0;  // blocked in GradientSync::finish_step: all-reduce not hidden behind backward
+  };
+  const Times& last_times() const { return times_; }
   // Loss and correct counts without touching parameters or statistics (evaluation mode).
   struct EvalCounts {
     double loss_sum = 0;
@@ -33,6 +39,7 @@ class TrainStep {
   LocalGradientSync local_;
   GradientSync* sync_;
   nn::Scratch dlogits_;
+  Times times_;
 };
 
 }  // namespace torus::worker::train

@@ -111,15 +111,17 @@ void Telemetry::sample_collectives() {
 
 void Telemetry::on_step(const ProgressEvent& e) {
   sample_collectives();
-  // The step's duration is the time between two step events (the loop emits one per optimizer step).
+  // For the ETA: the time between two step events, so evaluations and checkpoints count in their share.
   if (last_step_elapsed_ && e.step > last_step_) {
     const double seconds = (e.elapsed_seconds - *last_step_elapsed_) / static_cast<double>(e.step - last_step_);
     step_seconds_ema_ = step_seconds_ema_ == 0 ? seconds : 0.9 * step_seconds_ema_ + 0.1 * seconds;
-    // Compute time: the step without the wait for its batch. (Waits for peers inside the all-reduce are not
-    // separated yet, so a straggler shows in data-bound or compute-bound steps only.)
-    metrics_->record_step(seconds, std::max(seconds - e.data_wait_seconds, 0.0), options_.per_rank_batch);
   }
-  metrics_->data_wait_seconds.observe(e.data_wait_seconds);
+  // The histograms: the loop's own split of the step (data wait, compute, communication wait).
+  metrics_->record_step({.step = e.step_seconds,
+                         .data_wait = e.data_wait_seconds,
+                         .compute = e.compute_seconds,
+                         .comm_wait = e.comm_wait_seconds},
+                        options_.per_rank_batch);
   last_step_elapsed_ = e.elapsed_seconds;
   last_step_ = e.step;
   // Synchronous data parallelism: every rank moves at the gang's pace, so the gang's throughput is world x ours.

@@ -1,7 +1,9 @@
 #include "worker/train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "common/log/log.h"
 #include "common/util/error.h"
@@ -44,6 +46,22 @@ uint64_t fnv1a(const std::string& text) {
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   return h;
 }
+
+// An epoch's step time and its parts, for the epoch's log line.
+struct StepSplit {
+  double step = 0, data = 0, compute = 0, comm = 0;
+  void add(const ProgressEvent& e) {
+    step += e.step_seconds;
+    data += e.data_wait_seconds;
+    compute += e.compute_seconds;
+    comm += e.comm_wait_seconds;
+  }
+  std::string str() const {
+    auto share = [&](double part) { return std::to_string(std::lround(100 * part / std::max(step, 1e-12))) + "%"; };
+    return "step time " + std::to_string(step) + " s: data wait " + share(data) + ", compute " + share(compute) +
+           ", communication wait " + share(comm) + ", other " + share(step - data - compute - comm);
+  }
+};
 
 }  // namespace
 
@@ -172,11 +190,14 @@ RunResult Trainer::run(int64_t max_steps) {
     const auto epoch_start = Clock::now();
     int64_t images = 0, steps_here = 0;
     double loss_sum = 0;
+    StepSplit split;
     while (step_ != stop_at) {
+      const auto step_start = Clock::now();
       const double waited_before = loader_->wait_seconds();
       std::optional<data::Batch> batch = loader_->next();
       if (!batch) break;
       const double data_wait = loader_->wait_seconds() - waited_before;
+      const auto work_start = Clock::now();
       const int64_t n = batch->n;
       const size_t image_bytes = static_cast<size_t>(n) * batch->h * batch->w * batch->c * sizeof(float);
       if (images_.bytes() < image_bytes) images_ = backend_.allocate(image_bytes);
@@ -187,6 +208,7 @@ RunResult Trainer::run(int64_t max_steps) {
       backend_.upload(batch->labels, y);
       const double lr = lr_now(batches);
       const double loss = step_runner_->run(x, y, static_cast<float>(lr));
+      const double work = seconds_since(work_start);
       if (!std::isfinite(loss))
         throw Error("training diverged: loss is " + std::to_string(loss) + " at step " + std::to_string(step_) +
                     " (lr " + std::to_string(lr) + "); lower the learning rate");
@@ -203,14 +225,23 @@ RunResult Trainer::run(int64_t max_steps) {
       e.loss = loss;
       e.lr = lr;
       e.images_per_second = static_cast<double>(images) / seconds_since(epoch_start);
+      // The stop agreement is a collective of this step: a rank that waits in it waits for a peer.
+      const auto agree_start = Clock::now();
+      stopping = agree_to_stop();
+      const double stop_wait = seconds_since(agree_start);
+      const TrainStep::Times& t = step_runner_->last_times();
+      e.step_seconds = seconds_since(step_start);
       e.data_wait_seconds = std::max(data_wait, 0.0);
+      e.comm_wait_seconds = t.comm_wait_seconds + stop_wait;
+      e.compute_seconds = std::max(work - t.comm_wait_seconds, 0.0);
+      split.add(e);
       emit(e);
       if (config_.log_every_steps > 0 && step_ % config_.log_every_steps == 0) {
         TLOG(Info) << "epoch " << epoch_ << " step " << step_ << " loss " << loss << " lr " << lr << " "
                    << static_cast<int64_t>(e.images_per_second) << " img/s";
       }
+      if (stopping) break;  // checkpointed below, once
       maybe_checkpoint(false);
-      if (stopping = agree_to_stop(); stopping) break;
     }
     if (stopping) {
       checkpoint_now();
@@ -242,7 +273,7 @@ RunResult Trainer::run(int64_t max_steps) {
     TLOG(Info) << "epoch " << epoch_ - 1 << " done: train loss " << end.loss << ", "
                << static_cast<int64_t>(end.images_per_second) << " img/s; validation top-1 "
                << result.last_eval.top1 * 100 << "%, loss " << result.last_eval.loss << " (" << seconds_since(started_)
-               << " s)";
+               << " s); " << split.str();
     maybe_checkpoint(true);
     if (config_.target_accuracy > 0 && result.last_eval.top1 >= config_.target_accuracy) {
       result.reached_target = true;
