@@ -59,6 +59,11 @@ struct LinearGeometry {
   auto operator<=>(const LinearGeometry&) const = default;
 };
 
+// Where a backend's memory lives. kHost: a Buffer's bytes are ordinary host memory, so spans of arenas may go to
+// host-side collectives directly. kDevice: they are not host-addressable; move them with download/upload (or hand
+// them to a device-capable collective) instead.
+enum class MemorySpace : uint8_t { kHost, kDevice };
+
 struct SgdHyper {
   float lr = 0, momentum = 0, weight_decay = 0;
   math::Nesterov nesterov = math::Nesterov::kOff;
@@ -69,6 +74,7 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual int threads() const = 0;
+  virtual MemorySpace memory_space() const = 0;
 
   // --- memory -----------------------------------------------------------------------------------------
   virtual Buffer allocate(size_t bytes) = 0;  // zero-filled, backend memory
@@ -77,6 +83,9 @@ class Backend {
   virtual void copy(Tensor src, Tensor dst) = 0;
   virtual void fill(Tensor t, float value) = 0;
   virtual void synchronize() = 0;
+  // Parameters were written behind the backend's back (a collective into the parameter arena): drop whatever the
+  // backend derived from them (the CUDA backend's half-precision weight shadows). Nothing to do for most backends.
+  virtual void invalidate_weight_shadows() {}
 
   // --- convolution (no bias: every ResNet conv is followed by BN) -----------------------------------
   // Elements a weight of this conv occupies in the native layout; fixes that layout for this geometry's

@@ -41,6 +41,7 @@ class ProfilingBackend final : public Backend {
 
   std::string name() const override { return "profiled-" + inner_.name(); }
   int threads() const override { return inner_.threads(); }
+  MemorySpace memory_space() const override { return inner_.memory_space(); }
   Buffer allocate(size_t bytes) override { return inner_.allocate(bytes); }
   void upload(const void* host, Tensor dst) override {
     timed("upload", [&] { inner_.upload(host, dst); });
@@ -55,6 +56,7 @@ class ProfilingBackend final : public Backend {
     timed("fill", [&] { inner_.fill(t, value); });
   }
   void synchronize() override { inner_.synchronize(); }
+  void invalidate_weight_shadows() override { inner_.invalidate_weight_shadows(); }
 
   size_t conv_weight_elements(const ConvGeometry& g) override { return inner_.conv_weight_elements(g); }
   void conv_weight_import(const ConvGeometry& g, const float* host, Tensor native) override {

@@ -124,7 +124,8 @@ Trainer::Trainer(Backend& backend, TrainConfig config, Datasets data, Collective
   model_ = std::make_unique<nn::Model>(backend_, config_.model);
   // Every rank starts from rank 0's parameters (they agree already when seeded alike; this makes it certain).
   if (collectives_.world_size() > 1) check_layouts_agree();
-  collectives_.broadcast(model_->context().params.all().span(), 0);
+  on_arena(model_->context().params, ArenaContent::kParameters,
+           [&](std::span<float> values) { collectives_.broadcast(values, 0); });
   if (sync_factory) sync_ = sync_factory(model_->context().grads);
   step_runner_ = std::make_unique<TrainStep>(*model_, config_.sgd, config_.label_smoothing, sync_.get());
 
@@ -305,10 +306,25 @@ bool Trainer::agree_to_stop() {
 void Trainer::average_bn_statistics() {
   const int world = collectives_.world_size();
   if (world == 1) return;
-  std::span<float> stats = model_->context().stats.all().span();
-  collectives_.all_reduce_sum(stats);
-  const float inv = 1.0f / static_cast<float>(world);
-  for (float& v : stats) v *= inv;
+  on_arena(model_->context().stats, ArenaContent::kOther, [&](std::span<float> stats) {
+    collectives_.all_reduce_sum(stats);
+    const float inv = 1.0f / static_cast<float>(world);
+    for (float& v : stats) v *= inv;
+  });
+}
+
+void Trainer::on_arena(const Arena& arena, ArenaContent content, const std::function<void(std::span<float>)>& op) {
+  const Tensor all = arena.all();
+  if (backend_.memory_space() == MemorySpace::kHost) {
+    op(all.span());
+  } else if (collectives_.world_size() > 1) {
+    // Device memory never reaches the host collectives: a copy does (start, restore, evaluation: rare).
+    std::vector<float> host(static_cast<size_t>(all.numel()));
+    backend_.download(all, host.data());
+    op(std::span<float>(host));
+    backend_.upload(host.data(), all);
+  }
+  if (content == ArenaContent::kParameters) backend_.invalidate_weight_shadows();
 }
 
 EvalResult Trainer::evaluate() {
@@ -464,9 +480,10 @@ bool Trainer::resume_latest() {
   epoch_ = static_cast<int64_t>(position[2]);
   batch_ = static_cast<int64_t>(position[3]);
   nn::Context& ctx = model_->context();
-  collectives_.broadcast(ctx.params.all().span(), 0);
-  collectives_.broadcast(ctx.stats.all().span(), 0);
-  collectives_.broadcast(step_runner_->optimizer().momentum().all().span(), 0);
+  auto from_rank0 = [&](std::span<float> values) { collectives_.broadcast(values, 0); };
+  on_arena(ctx.params, ArenaContent::kParameters, from_rank0);
+  on_arena(ctx.stats, ArenaContent::kOther, from_rank0);
+  on_arena(step_runner_->optimizer().momentum(), ArenaContent::kOther, from_rank0);
   return true;
 }
 

@@ -82,6 +82,11 @@ class Trainer {
   double lr_now(int64_t batches_in_epoch) const;
   void start_epoch();
   void average_bn_statistics();
+  // What an arena holds: after parameters change the backend drops what it derived from them (weight shadows).
+  enum class ArenaContent : uint8_t { kParameters, kOther };
+  // Runs a host collective `op` over a whole arena (initial and restore broadcasts, BN averaging): on the arena itself
+  // when backend memory is host memory, else on a host copy downloaded before and uploaded after.
+  void on_arena(const Arena& arena, ArenaContent content, const std::function<void(std::span<float>)>& op);
   void check_layouts_agree();
   void emit(ProgressEvent event) const;
   void maybe_checkpoint(bool epoch_end);

@@ -104,6 +104,7 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu-onednn"; }
   int threads() const override { return threads_; }
+  MemorySpace memory_space() const override { return MemorySpace::kHost; }
 
   Buffer allocate(size_t bytes) override { return allocate_host(bytes); }
   void upload(const void* host, Tensor dst) override { std::memcpy(dst.data(), host, dst.bytes()); }

@@ -71,6 +71,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda-cudnn"; }
   int threads() const override { return 1; }
+  MemorySpace memory_space() const override { return MemorySpace::kDevice; }
 
   Buffer allocate(size_t bytes) override;
   void upload(const void* host, Tensor dst) override;
@@ -137,7 +138,7 @@ class CudaBackend final : public Backend {
 
   // Conv weights in half precision are shadows of the fp32 masters: call after writing parameters behind the
   // backend's back (e.g. an all-reduce into the parameter arena).
-  void invalidate_weight_shadows() { ++params_version_; }
+  void invalidate_weight_shadows() override { ++params_version_; }
   BlockPoolStats memory_stats() const { return device_pool(options_.device).stats(); }
 
  private:
