@@ -22,6 +22,7 @@ struct ProgressEvent {
   double checkpoint_seconds = 0;  // kCheckpoint: time to write it
   // kStep: where the step's time went on this rank. data_wait + compute + comm_wait <= step; the rest is
   // bookkeeping (uploading the batch counts as compute). Checkpoints and evaluations are not part of a step.
+  int64_t images = 0;            // kStep: images this rank trained on in the step (the phase's batch)
   double step_seconds = 0;       // from asking for the batch to the end of the step's last collective
   double data_wait_seconds = 0;  // blocked waiting for the loader's batch
   double compute_seconds = 0;    // upload, forward, loss, backward, update: this rank's own work

@@ -121,7 +121,7 @@ void Telemetry::on_step(const ProgressEvent& e) {
                          .data_wait = e.data_wait_seconds,
                          .compute = e.compute_seconds,
                          .comm_wait = e.comm_wait_seconds},
-                        options_.per_rank_batch);
+                        e.images);
   last_step_elapsed_ = e.elapsed_seconds;
   last_step_ = e.step;
   // Synchronous data parallelism: every rank moves at the gang's pace, so the gang's throughput is world x ours.

@@ -225,6 +225,7 @@ RunResult Trainer::run(int64_t max_steps) {
       e.fractional_epoch = static_cast<double>(epoch_) + static_cast<double>(batch_) / static_cast<double>(batches);
       e.loss = loss;
       e.lr = lr;
+      e.images = n;
       e.images_per_second = static_cast<double>(images) / seconds_since(epoch_start);
       // The stop agreement is a collective of this step: a rank that waits in it waits for a peer.
       const auto agree_start = Clock::now();
