@@ -32,8 +32,12 @@ step "kernel formulas and the caching pool on the CPU (tests/gpu_math)"
 step "GPU tests (ctest -L gpu): every op against the CPU backend, graphs, staging, NCCL"
 LOG="$TORUS_BUILD/gpu-check-ctest.log"
 ctest --test-dir "$TORUS_BUILD" -L gpu --output-on-failure --no-tests=error --timeout 900 | tee "$LOG"
-# With a device only the no-device test may skip; any other skip hides a test that never ran.
-if grep '(Skipped)' "$LOG" | grep -v 'BackendWithoutADeviceThrowsATypedError'; then
+# With a device only the no-device test may skip (and, with one GPU, the two-GPU data-parallel test: NCCL allows one
+# rank per device); any other skip hides a test that never ran.
+GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+ALLOWED_SKIPS='BackendWithoutADeviceThrowsATypedError'
+if [[ "${GPUS:-0}" -lt 2 ]]; then ALLOWED_SKIPS="$ALLOWED_SKIPS|GpuDataParallel|gpu_data_parallel"; fi
+if grep '(Skipped)' "$LOG" | grep -Ev "$ALLOWED_SKIPS"; then
   echo "gpu-check: the GPU tests above skipped although a CUDA device is present" >&2
   exit 1
 fi
@@ -55,6 +59,14 @@ rm -rf "$RUN_DIR"
 "$BIN/torus" run "$TORUS_ROOT/examples/fashion-mnist.yaml" --workers 1 --set spec.gang.device=gpu \
   --set spec.training.epochs=1 \
   --set "spec.training.checkpoint.dir=$RUN_DIR/checkpoints"
+
+if [[ "${GPUS:-0}" -ge 2 ]]; then
+  step "two GPU workers train Fashion-MNIST for one epoch (NCCL gradients, torus run)"
+  rm -rf "$RUN_DIR-2"
+  "$BIN/torus" run "$TORUS_ROOT/examples/fashion-mnist.yaml" --workers 2 --set spec.gang.device=gpu \
+    --set spec.training.epochs=1 \
+    --set "spec.training.checkpoint.dir=$RUN_DIR-2/checkpoints"
+fi
 
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
   step "benchmarks (bench/gpu/gpu.sh)"

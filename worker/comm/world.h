@@ -55,6 +55,8 @@ class World {
   // The job's store namespace ("<job>/<attempt>/..."), for other components' rendezvous needs.
   std::shared_ptr<Store> store() { return store_; }
   Watchdog& watchdog() { return *watchdog_; }
+  // For other communicators of this rank (NCCL for gradients): their collectives get the same deadlines and reports.
+  std::shared_ptr<Watchdog> shared_watchdog() { return watchdog_; }
 
  private:
   void join();

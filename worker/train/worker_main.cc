@@ -24,6 +24,10 @@
 #include "worker/comm/world.h"
 #endif
 
+#if defined(TORUS_WITH_NCCL)
+#include "worker/comm/nccl/nccl_gradient_sync.h"
+#endif
+
 namespace torus::worker::train {
 namespace {
 
@@ -72,7 +76,8 @@ void install_stop_handler() {
 }
 
 std::unique_ptr<Backend> make_backend(const api::TrainingJobSpec& spec) {
-  if (spec.gang.device.value_or(api::Device::kCpu) == api::Device::kCpu) return cpu::make_cpu_backend(threads_for(spec));
+  if (spec.gang.device.value_or(api::Device::kCpu) == api::Device::kCpu)
+    return cpu::make_cpu_backend(threads_for(spec));
 #if defined(TORUS_HAVE_CUDA)
   const int local_rank = static_cast<int>(env::get_int_or("LOCAL_RANK", 0));
   return cuda::make_cuda_backend(cuda::cuda_options_for_rank(local_rank, spec.gang.processes_per_worker.value_or(1)));
@@ -104,6 +109,39 @@ TelemetryOptions telemetry_options(const api::TrainingJob& job, int rank, int wo
   return o;
 }
 
+#if defined(TORUS_WITH_COMM)
+// Gradient averaging for this rank's backend: the bucketed host reducer over the world communicator (Gloo, shared
+// memory) for host memory; for device memory, NCCL on its own communicator (bootstrapped through the world's store,
+// watched by the world's watchdog), while the small host collectives stay on the world communicator.
+GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, const comm::ReducerOptions& reducer) {
+  if (backend.memory_space() == MemorySpace::kHost) {
+    return [&w, reducer](const Arena& grads) -> std::unique_ptr<GradientSync> {
+      std::vector<comm::ParamSpan> spans;
+      for (const ArenaEntry& e : grads.entries()) spans.push_back({e.offset, e.elements});
+      return std::make_unique<comm::CommGradientSync>(w.comm(), grads.all().span(), std::move(spans), reducer);
+    };
+  }
+#if defined(TORUS_WITH_NCCL)
+  auto& gpu = dynamic_cast<cuda::CudaBackend&>(backend);
+  return [&w, &gpu, reducer](const Arena& grads) -> std::unique_ptr<GradientSync> {
+    std::vector<comm::ParamSpan> spans;
+    for (const ArenaEntry& e : grads.entries()) spans.push_back({e.offset, e.elements});
+    // Backends get twice the watchdog's deadline, so the watchdog reports a hung step first (with its exit code).
+    auto nccl = std::make_unique<comm::NcclCommunicator>(w.rank(), w.size(), w.store(), gpu.device(), w.timeout() * 2,
+                                                         "nccl/gradients/id");
+    nccl->set_watchdog(w.shared_watchdog());
+    const Tensor all = grads.all();
+    return std::make_unique<comm::NcclGradientSync>(std::move(nccl), gpu.compute_stream(), all.f32(),
+                                                    static_cast<size_t>(all.numel()), std::move(spans),
+                                                    reducer.buckets);
+  };
+#else
+  throw InvalidArgument("spec.gang.device: gpu with WORLD_SIZE=" + std::to_string(w.size()) +
+                        " averages gradients with NCCL, which this torus-worker was built without (torus_comm_nccl)");
+#endif
+}
+#endif
+
 }  // namespace
 
 WorkerOptions parse_worker_args(int argc, char** argv) {
@@ -124,10 +162,15 @@ WorkerOptions parse_worker_args(int argc, char** argv) {
 
 RunResult train_job(const api::TrainingJob& job, Collectives& collectives, const GradientSyncFactory& sync_factory,
                     TrainObserver* observer, Telemetry* telemetry) {
+  auto backend = make_backend(job.spec);
+  return train_job(job, *backend, collectives, sync_factory, observer, telemetry);
+}
+
+RunResult train_job(const api::TrainingJob& job, Backend& backend, Collectives& collectives,
+                    const GradientSyncFactory& sync_factory, TrainObserver* observer, Telemetry* telemetry) {
   const api::TrainingJobSpec& spec = job.spec;
   TrainConfig config = to_train_config(spec, collectives.world_size());
-  auto backend = make_backend(spec);
-  Trainer trainer(*backend, config, load_datasets(config.data, config.seed), collectives, sync_factory, observer);
+  Trainer trainer(backend, config, load_datasets(config.data, config.seed), collectives, sync_factory, observer);
   if (trainer.resume_latest()) {
     TLOG(Info) << "resuming at step " << trainer.step();
   }
@@ -162,11 +205,8 @@ int run_worker(const WorkerOptions& options) {
       reducer.buckets.bucket_cap_bytes = static_cast<size_t>(*job.spec.all_reduce.bucket_size_mb * (1 << 20));
     if (job.spec.all_reduce.first_bucket_size_mb)
       reducer.buckets.first_bucket_bytes = static_cast<size_t>(*job.spec.all_reduce.first_bucket_size_mb * (1 << 20));
-    auto factory = [&](const Arena& grads) -> std::unique_ptr<GradientSync> {
-      std::vector<comm::ParamSpan> spans;
-      for (const ArenaEntry& e : grads.entries()) spans.push_back({e.offset, e.elements});
-      return std::make_unique<comm::CommGradientSync>(w->comm(), grads.all().span(), std::move(spans), reducer);
-    };
+    auto backend = make_backend(job.spec);
+    const GradientSyncFactory factory = gradient_sync_factory(*w, *backend, reducer);
     telemetry.set_collective_sampler([&w] {
       std::vector<CollectiveSample> out;
       for (const auto& [key, s] : w->comm().stats()) {
@@ -176,7 +216,7 @@ int run_worker(const WorkerOptions& options) {
       }
       return out;
     });
-    r = train_job(job, collectives, factory, &observers, &telemetry);
+    r = train_job(job, *backend, collectives, factory, &observers, &telemetry);
     telemetry.finished(r, telemetry.bus_bandwidth_gbps(), telemetry.main_algorithm());
 #else
     throw InvalidArgument("WORLD_SIZE=" + std::to_string(world) +

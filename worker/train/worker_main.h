@@ -24,5 +24,8 @@ class Telemetry;
 // given, announces the start (with the step resumed from) to the supervisor.
 RunResult train_job(const api::TrainingJob& job, Collectives& collectives, const GradientSyncFactory& sync_factory,
                     TrainObserver* observer, Telemetry* telemetry = nullptr);
+// The same on a backend the caller made (the gradient averaging may need it: NCCL on the backend's device and stream).
+RunResult train_job(const api::TrainingJob& job, Backend& backend, Collectives& collectives,
+                    const GradientSyncFactory& sync_factory, TrainObserver* observer, Telemetry* telemetry = nullptr);
 
 }  // namespace torus::worker::train

@@ -121,6 +121,8 @@ void NcclCommunicator::create_stream_and_events() {
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&enqueue_after_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&enqueued_done_, cudaEventDisableTiming));
   CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_word_), sizeof(float)));
 }
 
@@ -128,10 +130,12 @@ void NcclCommunicator::release() noexcept {
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
   if (barrier_word_ != nullptr) (void)cudaFree(barrier_word_);
   if (produced_ != nullptr) (void)cudaEventDestroy(produced_);
+  if (enqueue_after_ != nullptr) (void)cudaEventDestroy(enqueue_after_);
+  if (enqueued_done_ != nullptr) (void)cudaEventDestroy(enqueued_done_);
   if (done_ != nullptr) (void)cudaEventDestroy(done_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
   barrier_word_ = nullptr;
-  produced_ = done_ = nullptr;
+  produced_ = done_ = enqueue_after_ = enqueued_done_ = nullptr;
   stream_ = nullptr;
 }
 
@@ -276,6 +280,26 @@ void NcclCommunicator::barrier_now() {
   CUDA_CHECK(cudaMemsetAsync(barrier_word_, 0, sizeof(float), stream_));
   TORUS_NCCL_ENQUEUE("barrier", ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_));
   complete("barrier");
+}
+
+void NcclCommunicator::enqueue_all_reduce_average(Buffer buf, cudaStream_t after) {
+  if (buf.count == 0) return;
+  bind_device();
+  if (after != nullptr) {
+    CUDA_CHECK(cudaEventRecord(enqueue_after_, after));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, enqueue_after_, 0));
+  }
+  TORUS_NCCL_ENQUEUE("all_reduce_average",
+                     ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), ncclAvg, comm_, stream_));
+  // Non-blocking communicators may still be enqueueing (ncclInProgress): settle before the next NCCL call. This
+  // polls NCCL's host-side state only; the reduction itself runs on the device.
+  settle("all_reduce_average");
+}
+
+void NcclCommunicator::order_before(cudaStream_t consumer) {
+  bind_device();
+  CUDA_CHECK(cudaEventRecord(enqueued_done_, stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(consumer, enqueued_done_, 0));
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {

@@ -47,6 +47,17 @@ class NcclCommunicator : public Communicator {
   // Do not capture `producer` into a CUDA Graph while collectives may start (the event record would join it).
   void order_after(cudaStream_t producer) { producer_.store(producer); }
 
+  // --- the gradient path: enqueued from the calling thread, without the communication thread or a host wait ---
+  // Enqueues an in-place average of `buf` (ncclAvg) on stream(), after everything queued on `after` so far (an
+  // event). Returns once NCCL accepted the call. Only one thread may use these (the training loop's).
+  void enqueue_all_reduce_average(Buffer buf, cudaStream_t after);
+  // Makes `consumer` wait (on the device, an event) for everything enqueued on stream() so far.
+  void order_before(cudaStream_t consumer);
+  // Waits on the host for everything enqueued on stream() so far, checking NCCL's asynchronous errors; aborts the
+  // communicator and throws on an error or at the deadline. Run it on the communication thread (submit()) to watch
+  // enqueued collectives: with a watchdog set, a hung or failed step is reported like any collective.
+  void wait_enqueued(const char* what) { complete(what); }
+
  private:
   NcclCommunicator(int rank, int size, ncclComm_t comm, int device, milliseconds timeout);
   void create_stream_and_events();
@@ -69,6 +80,8 @@ class NcclCommunicator : public Communicator {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
   cudaEvent_t produced_ = nullptr;
+  cudaEvent_t enqueue_after_ = nullptr;  // the gradient path's events (its own thread: not shared with the above)
+  cudaEvent_t enqueued_done_ = nullptr;
   float* barrier_word_ = nullptr;  // device memory, one float, for barrier_now()
   std::atomic<cudaStream_t> producer_{nullptr};
   // Serializes NCCL calls on comm_ with abort() (the watchdog calls it from its own thread).

@@ -1,0 +1,67 @@
+#pragma once
+// Gradient averaging for GPU ranks (worker/train/sync.h) over NCCL, without a host synchronization in the step.
+// The device gradient arena is bucketed exactly like the CPU reducer (assign_buckets, bucketing.h). As backward
+// announces gradients, each complete bucket's ncclAllReduce(ncclAvg) is enqueued, in bucket order, on the
+// communicator's stream after the work queued on the compute stream so far (an event); finish_step() enqueues the
+// rest and makes the compute stream wait for the communicator's stream (an event): the SGD update queued next sees
+// the averages, and the host never waits for the device.
+//
+// Failures and hangs. Each step also queues a watch on the communicator's thread that waits, with the collective
+// timeout, for the step's reductions to finish on the device and checks NCCL's asynchronous errors. With the world's
+// watchdog set on the communicator, a hung step is reported and exits with the collective-timeout code, a failed one
+// (a peer gone) with the retryable code; without one, the error is rethrown at the next step. At most
+// kStepsInFlight steps are watched at once: beyond that the host waits for the oldest (the device is that far
+// behind), which bounds how far the host runs ahead.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "worker/comm/bucketing.h"
+#include "worker/comm/nccl/nccl_communicator.h"
+#include "worker/train/sync.h"
+
+namespace torus::comm {
+
+class NcclGradientSync final : public worker::train::GradientSync {
+ public:
+  static constexpr size_t kStepsInFlight = 2;
+
+  // `arena` (device memory on the communicator's device, `arena_elements` fp32 values) holds every gradient, written
+  // by kernels on `compute`; `params` are its parameters' spans (ascending). The sync owns the communicator.
+  NcclGradientSync(std::unique_ptr<NcclCommunicator> comm, cudaStream_t compute, float* arena, size_t arena_elements,
+                   std::vector<ParamSpan> params, const BucketOptions& buckets);
+  ~NcclGradientSync() override;
+  NcclGradientSync(const NcclGradientSync&) = delete;
+  NcclGradientSync& operator=(const NcclGradientSync&) = delete;
+
+  void begin_step() override;
+  void grad_ready(size_t param_index) override;
+  void finish_step() override;
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  NcclCommunicator& communicator() { return *comm_; }
+  // Blocks until every enqueued reduction finished (tests, shutdown); rethrows a failure.
+  void drain();
+
+ private:
+  void launch_ready();
+  // Drops finished watches, rethrowing the first failure; waits for the oldest while more than `keep` remain.
+  void reap(size_t keep);
+
+  std::unique_ptr<NcclCommunicator> comm_;
+  cudaStream_t compute_;
+  float* arena_;
+  std::vector<ParamSpan> params_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_param_;
+  std::vector<size_t> pending_;  // per bucket: gradients still missing this step
+  std::vector<bool> ready_;      // per parameter
+  size_t next_launch_ = 0;
+  size_t step_bytes_ = 0;
+  std::deque<Work> watches_;  // one per step, oldest first
+};
+
+}  // namespace torus::comm
