@@ -7,28 +7,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/run_ranks.h"
 #include "worker/comm/rank_env.h"
 #include "worker/comm/world.h"
 
 namespace torus::comm::testing {
 
-// Runs fn(rank) on `n` threads and rethrows the first failure once all have ended.
-inline void run_ranks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  std::mutex mu;
-  std::exception_ptr first;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
-}
+using ::torus::test::run_ranks;
 
 // Rank `rank` of `nodes` simulated nodes with `per_node` ranks each; node k is host "sim-node<k>".
 inline RankEnv sim_env(int rank, int nodes, int per_node, int port, const std::string& job) {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/run_ranks.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
 #include "worker/comm/nccl/nccl_gradient_sync.h"
@@ -82,23 +83,7 @@ struct Shard {
   }
 };
 
-// Runs fn(rank) on kRanks threads; rethrows the first failure after all ended.
-void run_ranks(const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  std::mutex mu;
-  std::exception_ptr first;
-  for (int r = 0; r < kRanks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
-}
+void run_ranks(const std::function<void(int)>& fn) { ::torus::test::run_ranks(kRanks, fn); }
 
 TEST(GpuDataParallel, TwoRanksWithNcclGradientsMatchOneGpuAveragingBothHalves) {
   const int gpus = ::torus::cuda::device_count();

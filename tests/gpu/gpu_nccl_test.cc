@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/run_ranks.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
 #include "worker/comm/nccl/nccl_communicator.h"
@@ -27,23 +28,7 @@ namespace wc = ::torus::worker::cuda;
 
 constexpr milliseconds kTimeout{60000};
 
-// Runs fn(rank) on `n` threads; rethrows the first failure after all ended.
-void run_ranks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  std::mutex mu;
-  std::exception_ptr first;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
-}
+using ::torus::test::run_ranks;
 
 class GpuNccl : public ::testing::Test {
  protected:
