@@ -108,6 +108,67 @@ TEST(RankEnv, ReadsTheSecretFromAFile) {
   std::remove(path.c_str());
 }
 
+// The node -> block map the operator mounts (TORUS_TOPOLOGY_BLOCKS_FILE), written to a temporary file.
+std::string write_blocks_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(RankEnv, LooksUpTheNodesBlockInTheBlocksFile) {
+  const std::string path = write_blocks_file("torus_blocks.json", R"({"node-0": "rack-0", "node-1": "rack-1"})");
+  struct Case {
+    std::map<std::string, std::string> vars;
+    std::string block;
+  };
+  const std::vector<Case> cases = {
+      {{{"TORUS_NODE_NAME", "node-1"}, {"TORUS_TOPOLOGY_BLOCKS_FILE", path}}, "rack-1"},
+      {{{"TORUS_NODE_NAME", "node-0"}, {"TORUS_TOPOLOGY_BLOCKS_FILE", path}}, "rack-0"},
+      // Labelled after the map was written: no block (a warning), not an error.
+      {{{"TORUS_NODE_NAME", "node-9"}, {"TORUS_TOPOLOGY_BLOCKS_FILE", path}, {"TORUS_TOPOLOGY_KEY", "rack"}}, ""},
+      // An explicit block wins over the map.
+      {{{"TORUS_NODE_NAME", "node-1"}, {"TORUS_TOPOLOGY_BLOCKS_FILE", path}, {"TORUS_TOPOLOGY_BLOCK", "mine"}}, "mine"},
+      {{{"TORUS_NODE_NAME", "node-1"}}, ""},
+  };
+  for (const auto& c : cases) {
+    RankEnv e = rank_env_from(c.vars);
+    EXPECT_EQ(e.topology_block, c.block) << c.vars.at("TORUS_NODE_NAME");
+  }
+  EXPECT_EQ(rank_env_from({{"TORUS_TOPOLOGY_KEY", "topology.torus.dev/rack"}}).topology_key, "topology.torus.dev/rack");
+  std::remove(path.c_str());
+}
+
+TEST(RankEnv, MalformedBlocksFileIsAnErrorNamingIt) {
+  for (const std::string text : {"{not json", R"(["node-0"])", R"({"node-0": 3})"}) {
+    const std::string path = write_blocks_file("torus_bad_blocks.json", text);
+    try {
+      rank_env_from({{"TORUS_NODE_NAME", "node-0"}, {"TORUS_TOPOLOGY_BLOCKS_FILE", path}});
+      FAIL() << "accepted " << text;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+    std::remove(path.c_str());
+  }
+  expect_invalid({{"TORUS_TOPOLOGY_BLOCKS_FILE", "/nonexistent/blocks.json"}}, "/nonexistent/blocks.json");
+}
+
+TEST(Topology, RingOrderGroupsRanksByTheBlocksReadFromTheFile) {
+  // Four single-rank nodes alternating between two racks: the ring visits rack-a's nodes, then rack-b's.
+  const std::string path = write_blocks_file("torus_ring_blocks.json",
+                                             R"({"n0": "rack-b", "n1": "rack-a", "n2": "rack-b", "n3": "rack-a"})");
+  Topology t;
+  for (int r = 0; r < 4; ++r) {
+    RankEnv e = rank_env_from({{"WORLD_SIZE", "4"},
+                               {"RANK", std::to_string(r)},
+                               {"LOCAL_WORLD_SIZE", "1"},
+                               {"TORUS_NODE_NAME", "n" + std::to_string(r)},
+                               {"TORUS_TOPOLOGY_BLOCKS_FILE", path}});
+    t.ranks.push_back(place_of(e));
+  }
+  EXPECT_EQ(t.ring_order(), (std::vector<int>{1, 3, 0, 2}));
+  std::remove(path.c_str());
+}
+
 Topology two_racks() {
   Topology t;
   // Ranks 0,1 on node 0 in rack b; ranks 2,3 on node 1 in rack a: ring order puts rack a first.

@@ -4,8 +4,10 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/log/log.h"
 #include "common/util/error.h"
 
 namespace torus::comm {
@@ -64,6 +66,29 @@ void require_key_safe(const std::string& name, const std::string& value) {
 
 }  // namespace
 
+std::string block_from_file(const std::string& path, const std::string& node, const std::string& key) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument("TORUS_TOPOLOGY_BLOCKS_FILE: cannot read '" + path + "'");
+  nlohmann::json map;
+  try {
+    map = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(path + ": not valid JSON: " + e.what());
+  }
+  if (!map.is_object()) throw InvalidArgument(path + ": expected an object mapping node names to blocks");
+  for (const auto& [name, block] : map.items()) {
+    if (!block.is_string())
+      throw InvalidArgument(path + ": node '" + name + "': expected a string block, got " + block.dump());
+  }
+  auto it = map.find(node);
+  if (it == map.end()) {
+    TLOG(Warn) << "topology: node '" << node << "' is not in " << path << " (no label '" << key
+               << "' when the map was written): this rank's block is empty, so rack ordering may be off";
+    return "";
+  }
+  return it->get<std::string>();
+}
+
 RankEnv rank_env_from(const Vars& vars) {
   RankEnv e;
   e.world_size = parse_int(vars, "WORLD_SIZE", 1, 1);
@@ -81,6 +106,11 @@ RankEnv rank_env_from(const Vars& vars) {
   require_key_safe("TORUS_JOB_NAME", e.job_name);
   e.node_name = lookup(vars, "TORUS_NODE_NAME").value_or(host_name());
   e.topology_block = lookup(vars, "TORUS_TOPOLOGY_BLOCK").value_or("");
+  e.topology_key = lookup(vars, "TORUS_TOPOLOGY_KEY").value_or("");
+  e.topology_blocks_file = lookup(vars, "TORUS_TOPOLOGY_BLOCKS_FILE");
+  if (e.topology_block.empty() && e.topology_blocks_file) {
+    e.topology_block = block_from_file(*e.topology_blocks_file, e.node_name, e.topology_key);
+  }
   e.topology_file = lookup(vars, "TORUS_TOPOLOGY_FILE");
   if (auto s = lookup(vars, "TORUS_RENDEZVOUS_SECRET")) {
     e.secret = *s;
@@ -102,6 +132,8 @@ RankEnv rank_env_from_environment() {
                                        "TORUS_JOB_NAME",
                                        "TORUS_NODE_NAME",
                                        "TORUS_TOPOLOGY_BLOCK",
+                                       "TORUS_TOPOLOGY_KEY",
+                                       "TORUS_TOPOLOGY_BLOCKS_FILE",
                                        "TORUS_TOPOLOGY_FILE",
                                        "TORUS_RENDEZVOUS_SECRET",
                                        "TORUS_RENDEZVOUS_SECRET_FILE"};

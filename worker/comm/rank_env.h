@@ -1,7 +1,8 @@
 #pragma once
 // The rank environment, the same in pods and in the local runner, parsed in one place with errors that name the
 // variable: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, TORUS_ATTEMPT,
-// TORUS_JOB_NAME, TORUS_NODE_NAME, TORUS_TOPOLOGY_BLOCK, TORUS_TOPOLOGY_FILE, and the secret
+// TORUS_JOB_NAME, TORUS_NODE_NAME, TORUS_TOPOLOGY_BLOCK (else looked up in TORUS_TOPOLOGY_BLOCKS_FILE, the
+// node -> block map the operator writes for TORUS_TOPOLOGY_KEY), TORUS_TOPOLOGY_FILE, and the secret
 // (TORUS_RENDEZVOUS_SECRET or TORUS_RENDEZVOUS_SECRET_FILE).
 #include <map>
 #include <optional>
@@ -21,6 +22,8 @@ struct RankEnv {
   std::string job_name = "torus";
   std::string node_name;       // defaults to the host name
   std::string topology_block;  // optional rack / switch label
+  std::string topology_key;    // the node label the block map was built from (for messages)
+  std::optional<std::string> topology_blocks_file;
   std::optional<std::string> topology_file;
   std::string secret;
 
@@ -30,6 +33,10 @@ struct RankEnv {
 
 // Reads the process environment. Throws InvalidArgument naming the variable and what was expected.
 RankEnv rank_env_from_environment();
+// `node`'s block in the node -> block map at `path` (a JSON object of strings, as the operator writes it). A node
+// missing from the map (labelled after the map was written) gets "" and one warning naming it and `key`; an
+// unreadable or malformed file throws InvalidArgument naming it.
+std::string block_from_file(const std::string& path, const std::string& node, const std::string& key);
 // Same, from an explicit map (tests, and the local runner building a child's environment).
 RankEnv rank_env_from(const std::map<std::string, std::string>& vars);
 
