@@ -288,6 +288,7 @@ void describe(V& v, S& x) {
   v("localRank", x.local_rank);
   v("pod", x.pod);
   v("node", x.node);
+  v("block", x.block);
 }
 
 template <class V, class S>

@@ -329,6 +329,8 @@ inline constexpr std::string_view kRestarting = "Restarting";
 inline constexpr std::string_view kSucceeded = "Succeeded";
 inline constexpr std::string_view kFailed = "Failed";
 inline constexpr std::string_view kSuspended = "Suspended";
+// Jobs with runPolicy.topology.key: whether the workers get the node -> block map that orders the ring by rack.
+inline constexpr std::string_view kRackOrdering = "RackOrdering";
 }  // namespace condition
 
 struct WorkerCounts {
@@ -365,6 +367,7 @@ struct RankPlacement {
   int32_t local_rank = 0;  // the process's index inside the pod
   std::string pod;
   std::string node;
+  std::string block;  // the node's runPolicy.topology.key label (rack), when the job has a key
   bool operator==(const RankPlacement&) const = default;
 };
 

@@ -31,7 +31,7 @@ bool is_named_list(const json& v) {
   return true;
 }
 
-json rank_env(const api::TrainingJob& job, int index, int attempt) {
+json rank_env(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks) {
   const auto& gang = job.spec.gang;
   int ppw = gang.processes_per_worker.value_or(1);
   json env = json::array({
@@ -51,6 +51,11 @@ json rank_env(const api::TrainingJob& job, int index, int attempt) {
   });
   // A single-process pod is exactly one rank; multi-process pods start their local ranks in the supervisor.
   if (ppw == 1) env.push_back(env_var("RANK", std::to_string(index)));
+  // The worker looks its node (TORUS_NODE_NAME) up in the map: pods cannot read their node's labels.
+  if (blocks.ordering == RackOrdering::kMounted) {
+    env.push_back(env_var("TORUS_TOPOLOGY_KEY", job.spec.run_policy.topology.key));
+    env.push_back(env_var("TORUS_TOPOLOGY_BLOCKS_FILE", str(kJobFileDir) + "/" + str(kBlocksFileName)));
+  }
   return env;
 }
 
@@ -95,12 +100,12 @@ json affinity(const api::TrainingJob& job) {
   return aff;
 }
 
-json worker_container(const api::TrainingJob& job, int index, int attempt) {
+json worker_container(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks) {
   return {{"name", str(kWorkerContainer)},
           {"image", job.spec.gang.image},
           {"command", {"torus-worker"}},
           {"args", {"--job", str(kJobFileDir) + "/" + str(kJobFileName)}},
-          {"env", rank_env(job, index, attempt)},
+          {"env", rank_env(job, index, attempt, blocks)},
           {"resources", worker_resources(job)},
           {"ports",
            {{{"name", "rendezvous"}, {"containerPort", job.spec.rendezvous_port.value_or(29500)}},
@@ -145,13 +150,15 @@ json build_service(const api::TrainingJob& job, int attempt) {
   return svc;
 }
 
-json build_config_map(const api::TrainingJob& job, int attempt) {
+json build_config_map(const api::TrainingJob& job, int attempt, const BlocksPlan& blocks) {
   json spec_doc = api::to_json(job);
   spec_doc.erase("status");
+  json data = {{str(kJobFileName), spec_doc.dump(2)}};
+  if (blocks.ordering == RackOrdering::kMounted) data[str(kBlocksFileName)] = blocks.text;
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},
           {"metadata", metadata(job, config_map_name(job.metadata.name), attempt)},
-          {"data", {{str(kJobFileName), spec_doc.dump(2)}}}};
+          {"data", data}};
 }
 
 json build_secret(const api::TrainingJob& job, int attempt, const std::string& secret) {
@@ -162,7 +169,7 @@ json build_secret(const api::TrainingJob& job, int attempt, const std::string& s
           {"stringData", {{str(kSecretKey), secret}}}};
 }
 
-json build_worker_pod(const api::TrainingJob& job, int index, int attempt) {
+json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks) {
   const std::string& name = job.metadata.name;
   json user = job.spec.gang.pod_template.is_object() ? job.spec.gang.pod_template : json::object();
   json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
@@ -173,7 +180,7 @@ json build_worker_pod(const api::TrainingJob& job, int index, int attempt) {
   json ours = {{"restartPolicy", "Never"},  // the operator restarts the gang, never a single container
                {"hostname", worker_pod_name(name, index)},
                {"subdomain", service_name(name)},
-               {"containers", json::array({worker_container(job, index, attempt)})},
+               {"containers", json::array({worker_container(job, index, attempt, blocks)})},
                {"volumes",
                 {{{"name", "torus-job"}, {"configMap", {{"name", config_map_name(name)}}}},
                  {{"name", "torus-rendezvous"}, {"secret", {{"secretName", secret_name(name)}}}}}}};

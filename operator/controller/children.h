@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/api/training_job.h"
+#include "operator/controller/topology_blocks.h"
 
 namespace torus::controller {
 
@@ -19,10 +20,12 @@ json owner_reference(const api::TrainingJob& job);
 json child_labels(const api::TrainingJob& job, int attempt);
 
 json build_service(const api::TrainingJob& job, int attempt);
-json build_config_map(const api::TrainingJob& job, int attempt);
+// With `blocks` kMounted, the node -> block map goes in next to job.json (kBlocksFileName).
+json build_config_map(const api::TrainingJob& job, int attempt, const BlocksPlan& blocks = {});
 json build_secret(const api::TrainingJob& job, int attempt, const std::string& secret);
 // Worker pod `index` of `attempt` (1-based). `job` must be defaulted.
-json build_worker_pod(const api::TrainingJob& job, int index, int attempt);
+// With `blocks` kMounted, the worker gets TORUS_TOPOLOGY_KEY and TORUS_TOPOLOGY_BLOCKS_FILE.
+json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks = {});
 
 // rank 0's stable DNS name through the headless service: <job>-worker-0.<job>.<ns>.svc
 std::string master_address(const api::TrainingJob& job);

@@ -96,6 +96,74 @@ Controller::Controller(kube::Client& client, ControllerOptions options, metrics:
   }
 }
 
+namespace {
+
+// A node as the block map reads it: its name and labels (a Node's status is large and changes often).
+json node_labels_only(json node) {
+  json md = node.value("metadata", json::object());
+  return {{"apiVersion", node.value("apiVersion", "v1")},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", md.value("name", "")},
+            {"resourceVersion", md.value("resourceVersion", "")},
+            {"labels", md.value("labels", json::object())}}}};
+}
+
+std::string topology_key_of(const json& job) {
+  const json key = job.value("spec", json::object())
+                       .value("runPolicy", json::object())
+                       .value("topology", json::object())
+                       .value("key", json());
+  return key.is_string() ? key.get<std::string>() : "";
+}
+
+}  // namespace
+
+bool Controller::watch_nodes() {
+  try {
+    client_.list(res::kNodes, "");
+  } catch (const kube::ApiError& e) {
+    if (e.status() != 403) {
+      // Not a permission problem: the informer's own list retries with backoff.
+      TLOG(Info) << "controller: listing nodes: " << e.what() << "; the node informer retries";
+      return add_node_informer();
+    }
+    TLOG(Warn) << "controller: cannot list nodes (" << e.what()
+               << "); jobs with spec.runPolicy.topology.key run without rack ordering. Grant get/list/watch on "
+                  "nodes through a ClusterRole (the Helm chart does) to enable it";
+    return false;
+  }
+  return add_node_informer();
+}
+
+bool Controller::add_node_informer() {
+  auto relabelled = [this](const json& old_node, const json& node) {
+    if (old_node["metadata"].value("labels", json::object()) != node["metadata"].value("labels", json::object())) {
+      enqueue_topology_jobs();
+    }
+  };
+  auto changed = [this](const json&) { enqueue_topology_jobs(); };
+  kube::InformerOptions options{"", ""};
+  options.transform = node_labels_only;
+  informers_.push_back(std::make_unique<kube::Informer>(client_, res::kNodes, std::move(options),
+                                                        kube::InformerHandlers{changed, relabelled, changed}));
+  nodes_ = informers_.back().get();
+  return true;
+}
+
+void Controller::enqueue_topology_jobs() {
+  for (const auto& [ns, caches] : caches_) {
+    for (const auto& job : caches.jobs->store().list()) {
+      if (!topology_key_of(job).empty()) queue_.add(kube::object_key(job));
+    }
+  }
+}
+
+std::optional<BlockMap> Controller::node_blocks(const json& job) const {
+  if (!nodes_) return std::nullopt;
+  return block_map(nodes_->store().list(), topology_key_of(job));
+}
+
 const Controller::Caches* Controller::caches_of(const std::string& ns) const {
   auto it = caches_.find("");
   if (it == caches_.end()) it = caches_.find(ns);
@@ -110,6 +178,7 @@ void Controller::enqueue_owner(const json& child) {
 
 bool Controller::start(std::chrono::milliseconds sync_timeout) {
   if (state_ != State::kIdle) return state_ == State::kRunning;
+  watch_nodes();
   for (auto& inf : informers_) inf->start();
   auto deadline = std::chrono::steady_clock::now() + sync_timeout;
   for (auto& inf : informers_) {
@@ -205,7 +274,8 @@ PlanInput Controller::observe(const Caches& caches, const json& job, const std::
                    owned_by(caches.config_maps->store().by_index(kByJob, key), uid),
                    owned_by(caches.secrets->store().by_index(kByJob, key), uid),
                    Clock::now(),
-                   ""};
+                   "",
+                   topology_key_of(job).empty() ? std::nullopt : node_blocks(job)};
 }
 
 std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key) {
@@ -266,6 +336,7 @@ void Controller::apply(const json& job, const Plan& plan, const std::string& ns)
     TLOG(Info) << "delete " << ns << "/" << d.name << ": " << d.reason;
     client_.remove(resource_of(d.kind), ns, d.name);
   }
+  for (const auto& u : plan.updates) client_.update(resource_of(u.kind), ns, u.object);
   for (const auto& c : plan.creates) create_child(c.kind, ns, c.object);
   std::optional<json> status = plan.status;
   std::string phase = status ? status->value("phase", "") : job.value("status", json::object()).value("phase", "");

@@ -48,6 +48,12 @@ class Controller {
   void worker_loop();
   void process(const std::string& key);
   void enqueue_owner(const json& child);
+  // Nodes (cluster-scoped, names and labels only) for jobs with runPolicy.topology.key; false when the operator
+  // may not list them (403: one warning, and jobs run without rack ordering).
+  bool watch_nodes();
+  bool add_node_informer();
+  void enqueue_topology_jobs();
+  std::optional<BlockMap> node_blocks(const json& job) const;
   // The informers of one watched namespace (or of all namespaces, keyed "").
   struct Caches {
     kube::Informer* jobs = nullptr;
@@ -74,6 +80,7 @@ class Controller {
   kube::WorkQueue queue_;
   std::vector<std::unique_ptr<kube::Informer>> informers_;
   std::map<std::string, Caches> caches_;  // by watched namespace; "" when watching all of them
+  kube::Informer* nodes_ = nullptr;       // null when nodes cannot be listed
   std::vector<std::thread> workers_;
   std::mutex progress_mu_;
   std::map<std::string, std::chrono::steady_clock::time_point> last_scrape_;

@@ -64,6 +64,7 @@ struct Pass {
   api::TrainingJob job;
   api::TrainingJobStatus status;
   Plan plan;
+  BlocksPlan blocks;  // the node -> block map the workers get, if any
 
   int attempt() const { return status.attempt + 1; }
   const std::string& name() const { return job.metadata.name; }
@@ -104,7 +105,14 @@ void count_workers(Pass& p) {
   p.status.workers = counts;
 }
 
-// rank -> pod -> node, ordered by rank, for the pods of this attempt that are bound to a node.
+// The node's rack for status.ranks, for jobs with a topology key ("" when unknown).
+std::string block_of(const Pass& p, const std::string& node) {
+  if (p.job.spec.run_policy.topology.key.empty() || !p.in.node_blocks) return "";
+  auto it = p.in.node_blocks->find(node);
+  return it == p.in.node_blocks->end() ? "" : it->second;
+}
+
+// rank -> pod -> node (-> block), ordered by rank, for the pods of this attempt that are bound to a node.
 void map_ranks(Pass& p) {
   int ppw = p.job.spec.gang.processes_per_worker.value_or(1);
   std::vector<api::RankPlacement> ranks;
@@ -114,7 +122,7 @@ void map_ranks(Pass& p) {
     std::string node = pod.value("spec", json::object()).value("nodeName", "");
     if (index < 0 || node.empty()) continue;
     for (int local = 0; local < ppw; ++local) {
-      ranks.push_back({index * ppw + local, index, local, pod["metadata"].value("name", ""), node});
+      ranks.push_back({index * ppw + local, index, local, pod["metadata"].value("name", ""), node, block_of(p, node)});
     }
   }
   std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
@@ -159,13 +167,69 @@ bool has_named(const std::vector<json>& objects, const std::string& name) {
                      [&](const json& o) { return o["metadata"].value("name", "") == name; });
 }
 
+const json* find_named(const std::vector<json>& objects, const std::string& name) {
+  for (const auto& o : objects) {
+    if (o["metadata"].value("name", "") == name) return &o;
+  }
+  return nullptr;
+}
+
+// Level-triggered: the ConfigMap's block map follows the nodes' labels; written only when it differs.
+void sync_block_map(Pass& p, const json& config_map) {
+  const std::string key = str(kBlocksFileName);
+  const json data = config_map.value("data", json::object());
+  const bool mounted = p.blocks.ordering == RackOrdering::kMounted;
+  auto it = data.find(key);
+  const bool same = mounted ? (it != data.end() && *it == p.blocks.text) : it == data.end();
+  if (same) return;
+  json updated = config_map;
+  if (mounted) {
+    updated["data"][key] = p.blocks.text;
+  } else {
+    updated["data"].erase(key);
+  }
+  p.plan.updates.push_back({ChildKind::kConfigMap, std::move(updated)});
+}
+
+// The RackOrdering condition (jobs with a topology key), and a warning event when ordering goes off.
+void report_rack_ordering(Pass& p) {
+  const std::string& key = p.job.spec.run_policy.topology.key;
+  switch (p.blocks.ordering) {
+    case RackOrdering::kNotRequested:
+      return;
+    case RackOrdering::kMounted:
+      p.set(api::condition::kRackOrdering, ConditionStatus::kTrue, "BlockMapMounted",
+            "workers read their node's '" + key + "' label from " + str(kBlocksFileName) + " in ConfigMap " +
+                config_map_name(p.name()));
+      return;
+    case RackOrdering::kTooLarge:
+    case RackOrdering::kNodesNotReadable:
+      break;
+  }
+  const bool too_large = p.blocks.ordering == RackOrdering::kTooLarge;
+  std::string reason = too_large ? "BlockMapTooLarge" : "NodesNotReadable";
+  std::string message = too_large
+                            ? "the node -> '" + key + "' map exceeds " + std::to_string(kMaxBlockMapBytes / 1024) +
+                                  " KiB (ConfigMap limit 1 MiB): rack ordering is off for this job"
+                            : "the operator cannot list nodes (RBAC: get/list/watch nodes): rack ordering by '" + key +
+                                  "' is off for this job";
+  const auto* c = api::find_condition(p.status, api::condition::kRackOrdering);
+  if (!c || c->status != ConditionStatus::kFalse || c->reason != reason) {
+    p.event(EventType::kWarning, "RackOrderingOff", message);
+  }
+  p.set(api::condition::kRackOrdering, ConditionStatus::kFalse, reason, message);
+}
+
 void ensure_shared_children(Pass& p) {
   if (!has_named(p.in.services, service_name(p.name()))) {
     p.plan.creates.push_back({ChildKind::kService, build_service(p.job, p.attempt())});
   }
-  if (!has_named(p.in.config_maps, config_map_name(p.name()))) {
-    p.plan.creates.push_back({ChildKind::kConfigMap, build_config_map(p.job, p.attempt())});
+  if (const json* cm = find_named(p.in.config_maps, config_map_name(p.name()))) {
+    sync_block_map(p, *cm);
+  } else {
+    p.plan.creates.push_back({ChildKind::kConfigMap, build_config_map(p.job, p.attempt(), p.blocks)});
   }
+  report_rack_ordering(p);
   if (!has_named(p.in.secrets, secret_name(p.name()))) {
     p.plan.creates.push_back({ChildKind::kSecret, build_secret(p.job, p.attempt(), p.in.fresh_secret)});
   }
@@ -239,7 +303,9 @@ void run_gang(Pass& p, const std::vector<json>& current) {
   std::map<int, bool> present;
   for (const auto& pod : current) present[worker_index(pod)] = true;
   for (int i = 0; i < g.expected_workers; ++i) {
-    if (!present.count(i)) p.plan.creates.push_back({ChildKind::kPod, build_worker_pod(p.job, i, p.attempt())});
+    if (!present.count(i)) {
+      p.plan.creates.push_back({ChildKind::kPod, build_worker_pod(p.job, i, p.attempt(), p.blocks)});
+    }
   }
   if (all_running(g)) {
     if (p.status.phase != Phase::kRunning) {
@@ -349,7 +415,8 @@ Plan plan(const PlanInput& in) {
   json doc = in.job;
   doc["metadata"] = known_metadata(in.job.value("metadata", json::object()));
   api::Decoded decoded = api::decode_json(doc);
-  Pass p{in, api::with_defaults(decoded.job), decoded.job.status, {}};
+  Pass p{in, api::with_defaults(decoded.job), decoded.job.status, {}, {}};
+  p.blocks = plan_blocks(p.job.spec.run_policy.topology.key, in.node_blocks);
   const api::TrainingJobStatus original = p.status;
   if (p.job.spec.run_policy.managed_by != kControllerName) {
     p.plan.ownership = Plan::Ownership::kHandedOff;

@@ -9,6 +9,7 @@
 
 #include "common/api/training_job.h"
 #include "operator/controller/gang_policy.h"
+#include "operator/controller/topology_blocks.h"
 
 namespace torus::controller {
 
@@ -17,6 +18,12 @@ using json = nlohmann::json;
 enum class ChildKind { kPod, kService, kConfigMap, kSecret };
 
 struct CreateAction {
+  ChildKind kind;
+  json object;
+};
+
+// A PUT of an existing child (carrying the observed resourceVersion: a 409 means the cache was stale).
+struct UpdateAction {
   ChildKind kind;
   json object;
 };
@@ -43,11 +50,14 @@ struct PlanInput {
   std::vector<json> secrets;
   TimePoint now;
   std::string fresh_secret;  // used only when the Secret must be created
+  // For jobs with runPolicy.topology.key: the nodes' values of that label; nullopt when nodes cannot be read.
+  std::optional<BlockMap> node_blocks;
 };
 
-// What the reconciler should do; applied in order: deletes, creates, status, events, job deletion.
+// What the reconciler should do; applied in order: deletes, updates, creates, status, events, job deletion.
 struct Plan {
   std::vector<DeleteAction> deletes;
+  std::vector<UpdateAction> updates;
   std::vector<CreateAction> creates;
   std::optional<json> status;  // the whole new status, only when it changed
   std::vector<EventRecord> events;

@@ -40,6 +40,7 @@ namespace resources {
 extern const Resource kPods;
 extern const Resource kServices;
 extern const Resource kConfigMaps;
+extern const Resource kNodes;
 extern const Resource kSecrets;
 extern const Resource kEvents;
 extern const Resource kLeases;

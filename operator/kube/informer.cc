@@ -140,7 +140,7 @@ void Informer::list_into_store() {
     // List items carry no apiVersion/kind; handlers may want them.
     item["apiVersion"] = resource_.api_version();
     item["kind"] = resource_.kind;
-    items.push_back(std::move(item));
+    items.push_back(options_.transform ? options_.transform(std::move(item)) : std::move(item));
   }
   std::vector<std::optional<json>> previous;
   for (const auto& item : items) previous.push_back(store_.get(object_key(item)));
@@ -163,10 +163,11 @@ void Informer::list_into_store() {
   }
 }
 
-void Informer::apply(const WatchEvent& event) {
-  const json& md = event.object.value("metadata", json::object());
+void Informer::apply(const WatchEvent& raw) {
+  const json& md = raw.object.value("metadata", json::object());
   if (md.contains("resourceVersion")) resource_version_ = md["resourceVersion"].get<std::string>();
-  if (event.type == "BOOKMARK") return;
+  if (raw.type == "BOOKMARK") return;
+  const WatchEvent event = options_.transform ? WatchEvent{raw.type, options_.transform(raw.object)} : raw;
   if (event.type == "DELETED") {
     store_.erase(object_key(event.object));
     if (handlers_.on_delete) handlers_.on_delete(event.object);

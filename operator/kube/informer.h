@@ -54,6 +54,8 @@ struct InformerHandlers {
 struct InformerOptions {
   std::string namespace_;  // "" = all namespaces
   std::string label_selector;
+  // Applied to every object before it is cached and handed to the handlers (e.g. keep only what is read).
+  std::function<json(json)> transform;
   std::chrono::seconds watch_timeout{300};
   Duration retry_base = std::chrono::milliseconds(100);
   Duration retry_cap = std::chrono::seconds(10);

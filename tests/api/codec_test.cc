@@ -43,7 +43,7 @@ TrainingJob full_status_job() {
   s.progress = {12, 34567, 1.25, 0.615, 51234.5, 900, 187.5, "2026-11-22T06:09:59Z"};
   s.last_checkpoint = {"/mnt/checkpoints/imagenet-resnet50/epoch-12", 12, 34000, "2026-11-22T06:09:00Z"};
   s.ranks.push_back({0, 0, 0, "imagenet-resnet50-worker-0", "node-a"});
-  s.ranks.push_back({9, 1, 1, "imagenet-resnet50-worker-1", "node-b"});
+  s.ranks.push_back({9, 1, 1, "imagenet-resnet50-worker-1", "node-b", "rack-1"});
   return job;
 }
 

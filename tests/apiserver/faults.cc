@@ -24,6 +24,16 @@ ApiError injected(int code, int retry_after_seconds, const RequestInfo& request)
   }
   if (code == 409) return conflict(request.resource, "", request.name);
   if (code == 503) return ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request");
+  if (code == 403) {
+    // As RBAC denies: `pods is forbidden: User "..." cannot list resource "pods" in API group "" in the namespace "x"`.
+    auto dot = request.resource.find('.');
+    std::string plural = request.resource.substr(0, dot);
+    std::string group = dot == std::string::npos ? "" : request.resource.substr(dot + 1);
+    std::string scope = request.ns.empty() ? "at the cluster scope" : "in the namespace \"" + request.ns + "\"";
+    return ApiError(403, "Forbidden",
+                    plural + " is forbidden: User \"system:serviceaccount:default:torus-operator\" cannot " +
+                        request.verb + " resource \"" + plural + "\" in API group \"" + group + "\" " + scope);
+  }
   return ApiError(code, "InternalError",
                   "Internal error occurred: injected fault (" + request.verb + " " + request.resource + ")");
 }

@@ -253,6 +253,69 @@ TEST_F(OperatorE2E, JobCreatesServiceConfigMapSecretAndPods) {
   EXPECT_EQ(r.out.substr(0, 2), "3 ") << r.out;
 }
 
+// Rack ordering: the stand-in's nodes carry topology.torus.dev/rack; the job's ConfigMap gets their node -> rack
+// map, the workers the variables that point at it, status.ranks each rank's rack; a relabelled node updates the map.
+TEST_F(OperatorE2E, TopologyKeyMapsNodesToRacksForWorkersAndStatus) {
+  const std::string key = "topology.torus.dev/rack";
+  auto racks_of_nodes = [&] {
+    std::map<std::string, std::string> racks;
+    for (const auto& n : client_->list(res::kNodes, "").value("items", json::array())) {
+      racks[n["metadata"]["name"]] = n["metadata"]["labels"].value(key, "");
+    }
+    return racks;
+  };
+  auto map_in_config_map = [] {
+    auto cm = client_->try_get(res::kConfigMaps, kNs, config_map_name("tango"));
+    if (!cm || !cm->value("data", json::object()).contains("topology-blocks.json")) return json();
+    return json::parse((*cm)["data"]["topology-blocks.json"].get<std::string>(), nullptr, false);
+  };
+  const auto racks = racks_of_nodes();
+  ASSERT_EQ(racks.size(), 8u);
+  apply("tango", 3, "    topology:\n      key: " + key + "\n");
+  ASSERT_TRUE(eventually([] { return gang_running("tango", 3, 1); })) << phase("tango");
+  EXPECT_EQ(map_in_config_map(), json(racks));
+  std::map<std::string, std::string> node_of_pod;
+  for (const auto& pod : pods_of("tango")) {
+    std::map<std::string, std::string> env;
+    for (const auto& e : pod["spec"]["containers"][0]["env"]) env[e["name"]] = e.value("value", "<ref>");
+    EXPECT_EQ(env["TORUS_TOPOLOGY_KEY"], key);
+    EXPECT_EQ(env["TORUS_TOPOLOGY_BLOCKS_FILE"], "/etc/torus/job/topology-blocks.json");
+    node_of_pod[pod["metadata"]["name"]] = pod["spec"]["nodeName"];
+  }
+  // What `kubectl get trainingjob -o yaml` shows: rank -> pod -> node -> rack.
+  auto ranks_match = [&] {
+    CmdResult r = kubectl({"get", "trainingjob", "tango", "-o", "json"});
+    json j = json::parse(r.out, nullptr, false);
+    if (r.code != 0 || j.is_discarded()) return false;
+    json ranks = j.value("status", json::object()).value("ranks", json::array());
+    if (ranks.size() != 3) return false;
+    for (const auto& rank : ranks) {
+      std::string node = rank.value("node", "");
+      if (node_of_pod[rank.value("pod", "")] != node || rank.value("block", "") != racks.at(node)) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(eventually(ranks_match)) << kubectl({"get", "trainingjob", "tango", "-o", "yaml"}).out;
+  auto rack_condition = [] {
+    for (const auto& c : job("tango")->value("status", json::object()).value("conditions", json::array())) {
+      if (c.value("type", "") == "RackOrdering") return c.value("status", "") + "/" + c.value("reason", "");
+    }
+    return std::string();
+  };
+  EXPECT_EQ(rack_condition(), "True/BlockMapMounted");
+  // A node relabelled later: the map follows (level-triggered), then the label is put back for the other tests.
+  const std::string node = node_of_pod["tango-worker-0"];
+  ASSERT_EQ(kubectl({"label", "node", node, key + "=rack-9", "--overwrite"}).code, 0);
+  EXPECT_TRUE(eventually([&] { return map_in_config_map().value(node, "") == "rack-9"; })) << map_in_config_map();
+  EXPECT_TRUE(eventually([&] {
+    json ranks = job("tango")->value("status", json::object()).value("ranks", json::array());
+    return !ranks.empty() && ranks[0].value("block", "") == "rack-9";
+  }));
+  ASSERT_EQ(kubectl({"label", "node", node, key + "=" + racks.at(node), "--overwrite"}).code, 0);
+  EXPECT_TRUE(eventually([&] { return map_in_config_map() == json(racks); })) << map_in_config_map();
+  ASSERT_EQ(kubectl({"delete", "trainingjob", "tango", "--wait=false"}).code, 0);
+}
+
 // The leader's /metrics, /healthz and /readyz (its port is printed on its first log line).
 TEST_F(OperatorE2E, ServesMetricsHealthAndReadiness) {
   apply("papa", 1);
@@ -554,6 +617,40 @@ TEST_F(NamespacedOperatorE2E, WatchingAAndBRunsTheirJobsAndIgnoresC) {
   ASSERT_TRUE(lease);
   EXPECT_EQ(lease->value("spec", json::object()).value("holderIdentity", ""), "op-ns");
   EXPECT_FALSE(client_->try_get(res::kLeases, "default", "torus-operator"));
+}
+
+// An operator that may not list nodes (403, as RBAC without the nodes ClusterRole answers) warns once and runs jobs
+// with a topology key without rack ordering.
+TEST_F(NamespacedOperatorE2E, ForbiddenNodesMeanOneWarningAndNoRackOrdering) {
+  auto transport = kube::make_http_transport(config_, {});
+  const json fault = {{"action", "fail"}, {"verb", "list"}, {"resource", "nodes"}, {"count", 1}, {"code", 403}};
+  ASSERT_EQ(transport->send({"POST", "/_standin/faults", fault.dump(), "application/json", {}}).status, 200);
+  start_operator({"--namespace", "a"});
+  const std::string file = (dir_ / "rack.yaml").string();
+  std::string yaml = job_yaml("rack", 2);
+  const std::string policy = "runPolicy: {restartPolicy: ExitCode}";
+  yaml.replace(yaml.find(policy), policy.size(),
+               "runPolicy: {restartPolicy: ExitCode, topology: {key: topology.torus.dev/rack}}");
+  std::ofstream(file) << yaml;
+  ASSERT_EQ(kubectl("a", {"apply", "-f", file}).code, 0);
+  ASSERT_TRUE(eventually([&] { return gang_running("a", "rack", 2, 1); })) << pods_of("a", "rack").size();
+  for (const auto& pod : pods_of("a", "rack")) {
+    for (const auto& e : pod["spec"]["containers"][0]["env"]) EXPECT_NE(e["name"], "TORUS_TOPOLOGY_BLOCKS_FILE");
+  }
+  const json cm = client_->get(res::kConfigMaps, "a", config_map_name("rack"));
+  EXPECT_FALSE(cm["data"].contains("topology-blocks.json"));
+  auto condition = [&] {
+    for (const auto& c : client_->get(res::kTrainingJobs, "a", "rack")["status"].value("conditions", json::array())) {
+      if (c.value("type", "") == "RackOrdering") return c.value("status", "") + "/" + c.value("reason", "");
+    }
+    return std::string();
+  };
+  EXPECT_TRUE(eventually([&] { return condition() == "False/NodesNotReadable"; })) << condition();
+  std::ifstream log(dir_ / "operator.log");
+  std::string line;
+  int warnings = 0;
+  while (std::getline(log, line)) warnings += line.find("cannot list nodes") != std::string::npos;
+  EXPECT_EQ(warnings, 1);
 }
 
 TEST_F(NamespacedOperatorE2E, RepeatedWatchNamespaceFlagsAreTheSameList) {

@@ -143,6 +143,22 @@ class PodBuilder {
   json pod_;
 };
 
+// A Node as the operator's node cache holds it: name and labels.
+class NodeBuilder {
+ public:
+  explicit NodeBuilder(const std::string& name) {
+    node_ = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}, {"labels", json::object()}}}};
+  }
+  NodeBuilder& label(const std::string& key, const std::string& value) {
+    node_["metadata"]["labels"][key] = value;
+    return *this;
+  }
+  json build() const { return node_; }
+
+ private:
+  json node_;
+};
+
 // The shared children of a job (service, config map, secret) as if they exist.
 inline PlanInput with_children(json job, std::vector<json> pods, TimePoint now) {
   std::string name = job["metadata"]["name"];
