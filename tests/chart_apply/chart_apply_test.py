@@ -281,6 +281,9 @@ class DefaultValues(ChartOnStandin, unittest.TestCase):
             for field in ("apiGroups", "resources", "verbs"):
                 self.assertNotIn("*", rule.get(field, []))
         self.assertIn("trainingjobs", [r for rule in role["rules"] for r in rule["resources"]])
+        # Rack ordering reads the nodes' labels: read-only, cluster-scoped.
+        (nodes,) = [rule for rule in role["rules"] if "nodes" in rule["resources"]]
+        self.assertEqual((nodes["resources"], sorted(nodes["verbs"])), (["nodes"], ["get", "list", "watch"]))
         self.standin.ok("get", "poddisruptionbudget", self.one("PodDisruptionBudget")["metadata"]["name"],
                         "-n", NAMESPACE)
 
@@ -326,8 +329,11 @@ class MonitoringAndNamespacedValues(ChartOnStandin, unittest.TestCase):
         for ns in ("team-a", "team-b"):
             roles = json.loads(self.standin.ok("get", "roles", "-n", ns, "-o", "json"))["items"]
             self.assertEqual(len(roles), 1, ns)
-        self.assertEqual(self.standin.ok("get", "clusterroles", "-l", f"app.kubernetes.io/instance={RELEASE}",
-                                         "-o", "name"), "")
+        # Nodes are cluster-scoped: the only cluster-wide grant is reading them (rack ordering).
+        (role,) = json.loads(self.standin.ok("get", "clusterroles", "-l", f"app.kubernetes.io/instance={RELEASE}",
+                                             "-o", "json"))["items"]
+        self.assertEqual([(r["resources"], sorted(r["verbs"])) for r in role["rules"]],
+                         [(["nodes"], ["get", "list", "watch"])])
 
     def test_the_operator_with_the_rendered_args_runs_jobs_only_in_the_listed_namespaces(self):
         if TORUS is None:
