@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -49,8 +50,10 @@ uint64_t fnv1a(const std::string& text) {
 
 // An epoch's step time and its parts, for the epoch's log line.
 struct StepSplit {
+  int64_t steps = 0;
   double step = 0, data = 0, compute = 0, comm = 0;
   void add(const ProgressEvent& e) {
+    ++steps;
     step += e.step_seconds;
     data += e.data_wait_seconds;
     compute += e.compute_seconds;
@@ -58,8 +61,11 @@ struct StepSplit {
   }
   std::string str() const {
     auto share = [&](double part) { return std::to_string(std::lround(100 * part / std::max(step, 1e-12))) + "%"; };
-    return "step time " + std::to_string(step) + " s: data wait " + share(data) + ", compute " + share(compute) +
-           ", communication wait " + share(comm) + ", other " + share(step - data - compute - comm);
+    char head[96];
+    std::snprintf(head, sizeof head, "%lld steps in %.1f s (%.1f ms/step): ", static_cast<long long>(steps), step,
+                  1e3 * step / static_cast<double>(std::max<int64_t>(steps, 1)));
+    return head + ("data wait " + share(data)) + ", compute " + share(compute) + ", communication wait " + share(comm) +
+           ", other " + share(step - data - compute - comm);
   }
 };
 
