@@ -67,12 +67,14 @@ EXPECTED_JOB_RULES = {
     ("torus.dev", "trainingjobs/status"): {"get", "update", "patch"},
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
     ("", "services"): {"get", "list", "watch", "create", "delete"},
-    ("", "configmaps"): {"get", "list", "watch", "create", "delete"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "update", "delete"},  # update: the node -> rack map
     ("", "secrets"): {"get", "list", "watch", "create", "delete"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
 EXPECTED_LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+# Nodes are cluster-scoped: read for rack ordering (runPolicy.topology.key), always through a ClusterRole.
+EXPECTED_NODE_RULES = {("", "nodes"): {"get", "list", "watch"}}
 
 
 class SourceCopies(unittest.TestCase):
@@ -163,7 +165,7 @@ class DefaultValues(unittest.TestCase):
 
     def test_rbac_is_least_privilege(self):
         cluster_role = one(self.docs, "ClusterRole")
-        self.assertEqual(rules_by_resource(cluster_role), EXPECTED_JOB_RULES)
+        self.assertEqual(rules_by_resource(cluster_role), EXPECTED_JOB_RULES | EXPECTED_NODE_RULES)
         lease_role = one(self.docs, "Role")
         self.assertEqual(rules_by_resource(lease_role), EXPECTED_LEASE_RULES)
         for role in (cluster_role, lease_role):
@@ -208,9 +210,9 @@ class MonitoringAndNamespacedValues(unittest.TestCase):
 
     def test_kinds(self):
         self.assertEqual(kinds(self.docs), sorted([
-            "ConfigMap", "ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "PodDisruptionBudget", "PodMonitor",
-            "PrometheusRule", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "Service",
-            "ServiceAccount", "ServiceMonitor"]))
+            "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "ConfigMap", "ConfigMap", "Deployment",
+            "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "Role", "Role", "Role", "RoleBinding", "RoleBinding",
+            "RoleBinding", "Service", "ServiceAccount", "ServiceMonitor"]))
 
     def test_namespaced_rbac_per_watched_namespace(self):
         roles = {d["metadata"]["namespace"]: d for d in self.docs
@@ -218,6 +220,8 @@ class MonitoringAndNamespacedValues(unittest.TestCase):
         self.assertEqual(set(roles), {"team-a", "team-b"})
         for role in roles.values():
             self.assertEqual(rules_by_resource(role), EXPECTED_JOB_RULES)
+        # Outside the watched namespaces the operator reads nodes and nothing else.
+        self.assertEqual(rules_by_resource(one(self.docs, "ClusterRole")), EXPECTED_NODE_RULES)
         args = one(self.docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
         self.assertIn("--watch-namespace=team-a", args)
         self.assertIn("--watch-namespace=team-b", args)
