@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -97,6 +98,21 @@ class Daemon {
   int exit_code_ = -1;
 };
 
+// The Kubernetes API stand-in with its simulated kubelet (`node_flags`: --nodes N [--racks R]), started in `dir`;
+// returns once it has written `kubeconfig`.
+std::unique_ptr<Daemon> start_standin(const fs::path& dir, const std::string& kubeconfig,
+                                      const std::vector<std::string>& node_flags) {
+  std::vector<std::string> argv{kBin + "kube-standin", "--kubelet"};
+  argv.insert(argv.end(), node_flags.begin(), node_flags.end());
+  argv.insert(argv.end(), {"--crds", std::string(TORUS_SOURCE_DIR) + "/crds", "--bookmark-interval-ms", "500",
+                           "--kubeconfig", kubeconfig});
+  const std::string log = (dir / "standin.log").string();
+  auto standin = std::make_unique<Daemon>("kube-standin", argv, log);
+  if (!eventually([&] { return fs::exists(kubeconfig) && fs::file_size(kubeconfig) > 0; }, 20s))
+    throw std::runtime_error("kube-standin did not write " + kubeconfig + " within 20 s (see " + log + ")");
+  return standin;
+}
+
 class OperatorE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -105,14 +121,7 @@ class OperatorE2E : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("torus-operator-e2e-" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     kubeconfig_ = (dir_ / "kubeconfig").string();
-    standin_ =
-        std::make_unique<Daemon>("kube-standin",
-                                 std::vector<std::string>{kBin + "kube-standin", "--kubelet", "--nodes", "8", "--racks",
-                                                          "2", "--crds", std::string(TORUS_SOURCE_DIR) + "/crds",
-                                                          "--bookmark-interval-ms", "500", "--kubeconfig", kubeconfig_},
-                                 (dir_ / "standin.log").string());
-    ASSERT_TRUE(eventually([] { return fs::exists(kubeconfig_) && fs::file_size(kubeconfig_) > 0; }, 20s))
-        << "kube-standin did not write " << kubeconfig_;
+    standin_ = start_standin(dir_, kubeconfig_, {"--nodes", "8", "--racks", "2"});
     config_ = kube::load_kubeconfig(kubeconfig_);
     client_ = std::make_unique<kube::Client>(config_, kube::ClientOptions{.qps = 500, .burst = 500});
     start_operator("op-a");
@@ -506,14 +515,7 @@ class NamespacedOperatorE2E : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("torus-operator-ns-e2e-" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     kubeconfig_ = (dir_ / "kubeconfig").string();
-    standin_ =
-        std::make_unique<Daemon>("kube-standin",
-                                 std::vector<std::string>{kBin + "kube-standin", "--kubelet", "--nodes", "4", "--crds",
-                                                          std::string(TORUS_SOURCE_DIR) + "/crds",
-                                                          "--bookmark-interval-ms", "500", "--kubeconfig", kubeconfig_},
-                                 (dir_ / "standin.log").string());
-    ASSERT_TRUE(eventually([&] { return fs::exists(kubeconfig_) && fs::file_size(kubeconfig_) > 0; }, 20s))
-        << "kube-standin did not write " << kubeconfig_;
+    standin_ = start_standin(dir_, kubeconfig_, {"--nodes", "4"});
     config_ = kube::load_kubeconfig(kubeconfig_);
     client_ = std::make_unique<kube::Client>(config_, kube::ClientOptions{.qps = 500, .burst = 500});
     for (const char* ns : {"a", "b", "c"}) ASSERT_EQ(kubectl("default", {"create", "namespace", ns}).code, 0);
