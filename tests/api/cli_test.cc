@@ -1,36 +1,20 @@
 // Runs the built `torus validate` binary: exit codes and the `FILE: path: message` lines.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "tests/api/corpus.h"
+#include "tests/support/shell.h"
 
 namespace torus::api {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-};
-
 // The arguments are paths from this repository and the temp dir: no shell metacharacters.
-Result run_torus(const std::string& args) {
-  const std::string command = std::string(TORUS_BINARY_DIR) + "/bin/torus " + args + " 2>&1";
-  Result r;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buffer;
-  size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.out.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+test::ShellResult run_torus(const std::string& args) {
+  return test::run_shell(std::string(TORUS_BINARY_DIR) + "/bin/torus " + args);
 }
 
 std::string regex_escape(const std::string& text) {
@@ -51,18 +35,18 @@ TEST(TorusValidate, ValidFilesExitZeroSilently) {
     if (f.valid) args += " " + f.path.string();
   }
   for (const auto& p : testing::yaml_files(testing::source_dir() / "examples")) args += " " + p.string();
-  const Result r = run_torus(args);
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_EQ(r.out, "");
+  const test::ShellResult r = run_torus(args);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "");
 }
 
 TEST(TorusValidate, EachInvalidFileExitsOneWithItsErrorLines) {
   for (const auto& f : testing::corpus()) {
     if (f.valid) continue;
     SCOPED_TRACE(f.path.string());
-    const Result r = run_torus("validate " + f.path.string());
-    EXPECT_EQ(r.exit_code, 1) << r.out;
-    const auto lines = lines_of(r.out);
+    const test::ShellResult r = run_torus("validate " + f.path.string());
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const auto lines = lines_of(r.output);
     ASSERT_FALSE(lines.empty());
     // Every error in a YAML file points somewhere: FILE:LINE:COLUMN: path: message.
     const std::regex located("^" + regex_escape(f.path.string()) + ":[0-9]+:[0-9]+: [^ ]+: .+$");
@@ -73,7 +57,7 @@ TEST(TorusValidate, EachInvalidFileExitsOneWithItsErrorLines) {
       EXPECT_TRUE(
           std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; }))
           << "no line starting with " << prefix << "\n"
-          << r.out;
+          << r.output;
     }
   }
 }
@@ -84,10 +68,10 @@ TEST(TorusValidate, MixedFilesExitOneAndMalformedYamlGivesLineAndColumn) {
   const auto malformed = dir / "malformed.yaml";
   std::ofstream(malformed) << "spec:\n  gang:\n    workers: [1, 2\n  model: {}\n";
   const std::string valid = (testing::source_dir() / "examples/fashion-mnist.yaml").string();
-  const Result r = run_torus("validate " + valid + " " + malformed.string());
+  const test::ShellResult r = run_torus("validate " + valid + " " + malformed.string());
   EXPECT_EQ(r.exit_code, 1);
-  const auto lines = lines_of(r.out);
-  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const auto lines = lines_of(r.output);
+  ASSERT_EQ(lines.size(), 1u) << r.output;
   EXPECT_EQ(lines[0].rfind(malformed.string() + ":", 0), 0u) << lines[0];
   // FILE:LINE:COLUMN: malformed YAML: ...
   std::istringstream rest(lines[0].substr(malformed.string().size() + 1));
@@ -134,9 +118,9 @@ TEST(TorusValidate, PrintsFileLineColumnForEveryKindOfError) {
                                      "      - fromEpoch: 0\n"            // 17
                                      "        toEpoch: 4\n"              // 18
                                      "        imageSize: 4\n");          // 19 a field in a list element
-  const Result r = run_torus("validate " + file);
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_EQ(lines_of(r.out),
+  const test::ShellResult r = run_torus("validate " + file);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(lines_of(r.output),
             (std::vector<std::string>{
                 file + ":10:5: spec.model.widthz: unknown field",
                 file + ":13:5: spec.training.epochs: must be an integer, got a string \"4\"",
@@ -144,7 +128,7 @@ TEST(TorusValidate, PrintsFileLineColumnForEveryKindOfError) {
                 file + ":14:5: spec.training.batchSize: must be a positive integer, got -4",
                 file + ":19:9: spec.training.phases[0].imageSize: must be an integer in [8, 1024], got 4",
             }))
-      << r.out;
+      << r.output;
 }
 
 TEST(TorusValidate, JsonHasNoPositionsOnlyPaths) {
@@ -154,37 +138,37 @@ TEST(TorusValidate, JsonHasNoPositionsOnlyPaths) {
                 R"({"apiVersion": "torus.dev/v1alpha1", "kind": "TrainingJob", "metadata": {"name": "bad"},
           "spec": {"gang": {"workers": 2}, "model": {"arch": "resnet9"}, "data": {"dataset": "synthetic"},
                    "training": {"epochs": 1, "batchSize": -4, "batchSze": 1, "lrSchedule": {"peak": 0.1}}}})");
-  const Result r = run_torus("validate " + file);
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_EQ(lines_of(r.out), (std::vector<std::string>{
-                                 file + ": spec.training.batchSze: unknown field",
-                                 file + ": spec.training.batchSize: must be a positive integer, got -4",
-                             }))
-      << r.out;
+  const test::ShellResult r = run_torus("validate " + file);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(lines_of(r.output), (std::vector<std::string>{
+                                    file + ": spec.training.batchSze: unknown field",
+                                    file + ": spec.training.batchSize: must be a positive integer, got -4",
+                                }))
+      << r.output;
 }
 
 TEST(TorusValidate, UsageAndHelp) {
   EXPECT_EQ(run_torus("validate").exit_code, 2);
   EXPECT_EQ(run_torus("validate --bogus x.yaml").exit_code, 2);
   EXPECT_EQ(run_torus("frobnicate").exit_code, 2);
-  const Result help = run_torus("--help");
+  const test::ShellResult help = run_torus("--help");
   EXPECT_EQ(help.exit_code, 0);
-  EXPECT_NE(help.out.find("validate"), std::string::npos);
-  const Result sub = run_torus("validate --help");
+  EXPECT_NE(help.output.find("validate"), std::string::npos);
+  const test::ShellResult sub = run_torus("validate --help");
   EXPECT_EQ(sub.exit_code, 0);
-  EXPECT_NE(sub.out.find("usage: torus validate"), std::string::npos);
+  EXPECT_NE(sub.output.find("usage: torus validate"), std::string::npos);
 }
 
 TEST(TorusValidate, PrintDefaultedEmitsAJobThatValidatesAgain) {
-  const Result r =
+  const test::ShellResult r =
       run_torus("validate --print-defaulted " + (testing::source_dir() / "examples/fashion-mnist.yaml").string());
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("imageSize: 28"), std::string::npos) << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("imageSize: 28"), std::string::npos) << r.output;
   const auto path =
       std::filesystem::temp_directory_path() / ("torus-defaulted-" + std::to_string(::getpid()) + ".yaml");
-  std::ofstream(path) << r.out.substr(r.out.find('\n') + 1, r.out.rfind("---") - r.out.find('\n') - 1);
-  const Result again = run_torus("validate " + path.string());
-  EXPECT_EQ(again.exit_code, 0) << again.out;
+  std::ofstream(path) << r.output.substr(r.output.find('\n') + 1, r.output.rfind("---") - r.output.find('\n') - 1);
+  const test::ShellResult again = run_torus("validate " + path.string());
+  EXPECT_EQ(again.exit_code, 0) << again.output;
   std::filesystem::remove(path);
 }
 

@@ -2,38 +2,24 @@
 // installed on the API stand-in (kube-standin) with the real kubectl, and read back with `kubectl get`. One test per
 // value set, each with its own stand-in; with a namespace list the real `torus operator` runs with the rendered args.
 #include <gtest/gtest.h>
-#include <stdio.h>
-#include <sys/wait.h>
 
 #include <string>
+
+#include "tests/support/shell.h"
 
 namespace {
 
 constexpr int kDeadlineSeconds = 240;  // the script's own kubectl calls have deadlines too
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
-
-Outcome run_script(const std::string& test_class) {
-  const std::string command = "timeout " + std::to_string(kDeadlineSeconds) + " /usr/bin/python3 " +
-                              std::string(TORUS_SOURCE_DIR) + "/tests/chart_apply/chart_apply_test.py --standin " +
-                              std::string(TORUS_BINARY_DIR) + "/bin/kube-standin --torus " +
-                              std::string(TORUS_BINARY_DIR) + "/bin/torus " + test_class + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed: " + command};
-  Outcome outcome;
-  char chunk[4096];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof(chunk), pipe)) > 0) outcome.output.append(chunk, n);
-  const int status = ::pclose(pipe);
-  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return outcome;
+::torus::test::ShellResult run_script(const std::string& test_class) {
+  return ::torus::test::run_shell("timeout " + std::to_string(kDeadlineSeconds) + " /usr/bin/python3 " +
+                                  std::string(TORUS_SOURCE_DIR) + "/tests/chart_apply/chart_apply_test.py --standin " +
+                                  std::string(TORUS_BINARY_DIR) + "/bin/kube-standin --torus " +
+                                  std::string(TORUS_BINARY_DIR) + "/bin/torus " + test_class);
 }
 
 void expect_passes(const std::string& test_class) {
-  const Outcome outcome = run_script(test_class);
+  const ::torus::test::ShellResult outcome = run_script(test_class);
   EXPECT_EQ(outcome.exit_code, 0) << (outcome.exit_code == 124 ? "past the deadline\n" : "") << outcome.output;
   EXPECT_NE(outcome.output.find("\nOK"), std::string::npos) << outcome.output;
 }

@@ -120,18 +120,7 @@ std::string url_encode(const std::string& value) {
 
 // ---- tools ----
 
-ToolResult run_command(const std::string& command) {
-  const std::string with_stderr = "(" + command + ") 2>&1";
-  FILE* pipe = ::popen(with_stderr.c_str(), "r");
-  if (pipe == nullptr) throw_errno("popen " + command);
-  ToolResult result;
-  char chunk[4096];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), pipe)) > 0) result.output.append(chunk, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
+ToolResult run_command(const std::string& command) { return ::torus::test::run_shell(command); }
 
 ToolResult promtool_check_metrics(const std::string& exposition) {
   const auto dir = make_temp_dir("torus-promtool-");

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/shell.h"
+
 namespace torus::metrics::testing {
 
 // ---- HTTP ----
@@ -30,10 +32,7 @@ std::string url_encode(const std::string& value);
 
 // ---- tools ----
 
-struct ToolResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using ToolResult = ::torus::test::ShellResult;  // exit code, stdout and stderr together
 
 // Runs `sh -c command`, returning its exit code and output.
 ToolResult run_command(const std::string& command);

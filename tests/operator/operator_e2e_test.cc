@@ -98,6 +98,17 @@ class Daemon {
   int exit_code_ = -1;
 };
 
+// A gang's pods: exactly `workers` of them, none being deleted, all of `attempt` and Running.
+bool all_running(const std::vector<json>& pods, int workers, int attempt) {
+  if (static_cast<int>(pods.size()) != workers) return false;
+  for (const auto& p : pods) {
+    if (p["metadata"].contains("deletionTimestamp")) return false;
+    if (p["metadata"]["labels"].value(std::string(kLabelAttempt), "") != std::to_string(attempt)) return false;
+    if (p.value("status", json::object()).value("phase", "") != "Running") return false;
+  }
+  return true;
+}
+
 // The Kubernetes API stand-in with its simulated kubelet (`node_flags`: --nodes N [--racks R]), started in `dir`;
 // returns once it has written `kubeconfig`.
 std::unique_ptr<Daemon> start_standin(const fs::path& dir, const std::string& kubeconfig,
@@ -191,14 +202,7 @@ class OperatorE2E : public ::testing::Test {
 
   // Every pod of the job running, `workers` of them, all in `attempt`.
   static bool gang_running(const std::string& job, int workers, int attempt) {
-    auto pods = pods_of(job);
-    if (static_cast<int>(pods.size()) != workers) return false;
-    for (const auto& p : pods) {
-      if (p["metadata"].contains("deletionTimestamp")) return false;
-      if (p["metadata"]["labels"].value(std::string(kLabelAttempt), "") != std::to_string(attempt)) return false;
-      if (p.value("status", json::object()).value("phase", "") != "Running") return false;
-    }
-    return true;
+    return all_running(pods_of(job), workers, attempt);
   }
 
   void wait_phase(const std::string& name, const std::string& want, std::chrono::seconds timeout = 30s) {
@@ -570,14 +574,7 @@ class NamespacedOperatorE2E : public ::testing::Test {
   }
 
   bool gang_running(const std::string& ns, const std::string& job, int workers, int attempt) {
-    auto pods = pods_of(ns, job);
-    if (static_cast<int>(pods.size()) != workers) return false;
-    for (const auto& p : pods) {
-      if (p["metadata"].contains("deletionTimestamp")) return false;
-      if (p["metadata"]["labels"].value(std::string(kLabelAttempt), "") != std::to_string(attempt)) return false;
-      if (p.value("status", json::object()).value("phase", "") != "Running") return false;
-    }
-    return true;
+    return all_running(pods_of(ns, job), workers, attempt);
   }
 
   void wait_phase(const std::string& ns, const std::string& name, const std::string& want) {
