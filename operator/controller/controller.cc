@@ -121,7 +121,8 @@ std::string topology_key_of(const json& job) {
 
 bool Controller::watch_nodes() {
   try {
-    client_.list(res::kNodes, "");
+    // A permission probe: one node is enough (the informer lists them all right after).
+    client_.list(res::kNodes, "", {.limit = 1});
   } catch (const kube::ApiError& e) {
     if (e.status() != 403) {
       // Not a permission problem: the informer's own list retries with backoff.

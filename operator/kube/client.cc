@@ -179,7 +179,8 @@ std::optional<json> Client::try_get(const Resource& r, const std::string& ns, co
 json Client::list(const Resource& r, const std::string& ns, const ListOptions& options) {
   std::string q = query_string({{"labelSelector", options.label_selector},
                                 {"fieldSelector", options.field_selector},
-                                {"resourceVersion", options.resource_version}});
+                                {"resourceVersion", options.resource_version},
+                                {"limit", options.limit > 0 ? std::to_string(options.limit) : ""}});
   return call_json({"GET", r.collection_path(ns) + q, "", "application/json", {}});
 }
 

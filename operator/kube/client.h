@@ -80,6 +80,7 @@ struct ListOptions {
   std::string label_selector;
   std::string field_selector;
   std::string resource_version;  // "" = most recent (quorum read)
+  int64_t limit = 0;             // > 0: at most this many items (a probe; the rest is behind metadata.continue)
 };
 
 enum class Subresource { kNone, kStatus };
