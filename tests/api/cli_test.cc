@@ -8,9 +8,12 @@
 
 #include "tests/api/corpus.h"
 #include "tests/support/shell.h"
+#include "tests/support/temp_dir.h"
 
 namespace torus::api {
 namespace {
+
+using test::TempDir;
 
 // The arguments are paths from this repository and the temp dir: no shell metacharacters.
 test::ShellResult run_torus(const std::string& args) {
@@ -63,9 +66,8 @@ TEST(TorusValidate, EachInvalidFileExitsOneWithItsErrorLines) {
 }
 
 TEST(TorusValidate, MixedFilesExitOneAndMalformedYamlGivesLineAndColumn) {
-  const auto dir = std::filesystem::temp_directory_path() / ("torus-cli-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const auto malformed = dir / "malformed.yaml";
+  const TempDir tmp("torus-cli-test");
+  const auto malformed = tmp.path() / "malformed.yaml";
   std::ofstream(malformed) << "spec:\n  gang:\n    workers: [1, 2\n  model: {}\n";
   const std::string valid = (testing::source_dir() / "examples/fashion-mnist.yaml").string();
   const test::ShellResult r = run_torus("validate " + valid + " " + malformed.string());
@@ -81,20 +83,7 @@ TEST(TorusValidate, MixedFilesExitOneAndMalformedYamlGivesLineAndColumn) {
   EXPECT_GE(line, 3) << lines[0];
   EXPECT_GT(column, 0) << lines[0];
   EXPECT_NE(lines[0].find("malformed YAML"), std::string::npos);
-  std::filesystem::remove_all(dir);
 }
-
-// A temp dir of this test's own, removed at the end.
-struct TempDir {
-  std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("torus-cli-positions-" + std::to_string(::getpid()));
-  TempDir() { std::filesystem::create_directories(path); }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name) << text;
-    return (path / name).string();
-  }
-};
 
 TEST(TorusValidate, PrintsFileLineColumnForEveryKindOfError) {
   const TempDir dir;
@@ -164,12 +153,11 @@ TEST(TorusValidate, PrintDefaultedEmitsAJobThatValidatesAgain) {
       run_torus("validate --print-defaulted " + (testing::source_dir() / "examples/fashion-mnist.yaml").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("imageSize: 28"), std::string::npos) << r.output;
-  const auto path =
-      std::filesystem::temp_directory_path() / ("torus-defaulted-" + std::to_string(::getpid()) + ".yaml");
+  const TempDir tmp("torus-defaulted");
+  const auto path = tmp.path() / "defaulted.yaml";
   std::ofstream(path) << r.output.substr(r.output.find('\n') + 1, r.output.rfind("---") - r.output.find('\n') - 1);
   const test::ShellResult again = run_torus("validate " + path.string());
   EXPECT_EQ(again.exit_code, 0) << again.output;
-  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -8,13 +8,14 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "common/process/supervisor.h"
+#include "tests/support/temp_dir.h"
 
 namespace torus {
 namespace {
@@ -88,20 +89,17 @@ std::optional<pid_t> worker_pid(pid_t parent, int rank) {
   return std::nullopt;
 }
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("torus-e2e-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 std::vector<std::string> one_epoch_args(int workers, const fs::path& ckpt) {
-  return {"run", kExample, "--workers", std::to_string(workers), "--set", "spec.training.epochs=1", "--set",
-          "spec.training.targetAccuracy=0.99", "--set", "spec.training.checkpoint.dir=" + ckpt.string()};
+  return {"run",       kExample,
+          "--workers", std::to_string(workers),
+          "--set",     "spec.training.epochs=1",
+          "--set",     "spec.training.targetAccuracy=0.99",
+          "--set",     "spec.training.checkpoint.dir=" + ckpt.string()};
 }
 
 TEST(TorusRun, InvalidFileStartsNothingAndNamesTheField) {
-  const fs::path dir = fresh_dir("invalid");
+  const test::TempDir tmp("torus-e2e-invalid");
+  const fs::path& dir = tmp.path();
   const fs::path bad = dir / "bad.yaml";
   std::ofstream(bad) << "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: bad}\n"
                         "spec:\n  training: {epochs: 0, batchSze: 3}\n";
@@ -131,7 +129,8 @@ TEST(TorusRun, InvalidFileStartsNothingAndNamesTheField) {
 }
 
 TEST(TorusRun, AlwaysFailingWorkerExhaustsTheBackoffLimit) {
-  const fs::path dir = fresh_dir("backoff");
+  const test::TempDir tmp("torus-e2e-backoff");
+  const fs::path& dir = tmp.path();
   auto out = run_torus({"run", kExample, "--set", "spec.data.path=" + (dir / "no-such-data").string(), "--set",
                         "spec.runPolicy.restartPolicy=OnFailure", "--set", "spec.runPolicy.backoffLimit=1", "--set",
                         "spec.training.checkpoint.dir=" + (dir / "ckpt").string()},
@@ -146,7 +145,8 @@ TEST(TorusRun, AlwaysFailingWorkerExhaustsTheBackoffLimit) {
 TEST(TorusRun, OneTwoAndFourWorkersLearnTheSame) {
   std::map<int, double> accuracy;
   for (int workers : {1, 2, 4}) {
-    const fs::path dir = fresh_dir("dp" + std::to_string(workers));
+    const test::TempDir tmp("torus-e2e-dp" + std::to_string(workers));
+    const fs::path& dir = tmp.path();
     auto out = run_torus(one_epoch_args(workers, dir), seconds(600));
     ASSERT_EQ(out.exit_code, 0) << out.text();
     ASSERT_EQ(out.field("phase"), "Succeeded") << out.text();
@@ -161,10 +161,11 @@ TEST(TorusRun, OneTwoAndFourWorkersLearnTheSame) {
 }
 
 TEST(TorusRun, SigkilledWorkerIsFollowedByAttemptTwoFromTheCheckpoint) {
-  const fs::path dir = fresh_dir("kill");
+  const test::TempDir tmp("torus-e2e-kill");
+  const fs::path& dir = tmp.path();
   auto args = one_epoch_args(2, dir);
-  args.insert(args.end(), {"--set", "spec.training.checkpoint.everySteps=40", "--set",
-                           "spec.runPolicy.restartPolicy=ExitCode"});
+  args.insert(args.end(),
+              {"--set", "spec.training.checkpoint.everySteps=40", "--set", "spec.runPolicy.restartPolicy=ExitCode"});
   bool killed = false;
   auto out = run_torus(args, seconds(600), [&](pid_t torus, const std::string& line) {
     if (killed || line.find("checkpoint: ") == std::string::npos) return;
@@ -185,7 +186,8 @@ TEST(TorusRun, SigkilledWorkerIsFollowedByAttemptTwoFromTheCheckpoint) {
 }
 
 TEST(TorusRun, CtrlCCheckpointsAndLeavesNothingRunning) {
-  const fs::path dir = fresh_dir("interrupt");
+  const test::TempDir tmp("torus-e2e-interrupt");
+  const fs::path& dir = tmp.path();
   auto args = one_epoch_args(2, dir);
   bool sent = false;
   std::vector<pid_t> workers;

@@ -26,6 +26,7 @@
 
 #include "common/process/supervisor.h"
 #include "tests/metrics/prometheus_fixture.h"
+#include "tests/support/temp_dir.h"
 
 namespace torus {
 namespace {
@@ -130,26 +131,6 @@ class BackgroundRun {
   std::thread pump_;
 };
 
-// A fresh folder for the run's checkpoints, removed with everything in it at the end of the test.
-class ScopedDir {
- public:
-  explicit ScopedDir(const std::string& name)
-      : path_(fs::temp_directory_path() / ("torus-e2e-metrics-" + name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScopedDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  ScopedDir(const ScopedDir&) = delete;
-  ScopedDir& operator=(const ScopedDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // True when some series of a query_range result has a finite sample (NaN and Inf are what Grafana shows as gaps).
@@ -182,7 +163,7 @@ std::map<std::string, std::string> variables_of(const json& series) {
 }
 
 TEST(DashboardsOnARun, EveryWorkerPanelHasDataFromARealTorusRun) {
-  const ScopedDir dir("dashboards");  // outlives the run, which writes into it
+  const test::TempDir dir("torus-e2e-metrics-dashboards");  // outlives the run, which writes into it
   const double run_start = unix_now();
   // Checkpoints during the epoch too: the one at its end comes as the run exits, after the last scrape.
   BackgroundRun run({"run", kExample, "--workers", std::to_string(kWorkers), "--set", "spec.training.epochs=1", "--set",

@@ -13,6 +13,7 @@
 #include "common/metrics/operator_metrics.h"
 #include "common/metrics/worker_metrics.h"
 #include "tests/metrics/prometheus_fixture.h"
+#include "tests/support/temp_dir.h"
 
 namespace torus::metrics {
 namespace {
@@ -47,8 +48,8 @@ const std::map<std::string, std::string> kVariableValues = {
     {"namespace", "team-a"}, {"job", "fashion"}, {"attempt", ".*"}, {"datasource", "prometheus"}};
 
 TEST(Dashboards, CommittedJsonMatchesTheGenerator) {
-  const auto dir = fs::temp_directory_path() / ("torus-dashboards-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const test::TempDir tmp("torus-dashboards");
+  const fs::path& dir = tmp.path();
   const auto result = testing::run_command("/usr/bin/python3 " + (kSource / "dashboards/build_dashboards.py").string() +
                                            " " + dir.string());
   ASSERT_EQ(result.exit_code, 0) << result.output;
@@ -59,7 +60,6 @@ TEST(Dashboards, CommittedJsonMatchesTheGenerator) {
         << committed << " is stale: run dashboards/build_dashboards.py and commit the result";
     ++compared;
   }
-  fs::remove_all(dir);
   EXPECT_EQ(compared, 4);
   EXPECT_EQ(testing::dashboard_files(kSource).size(), 4u) << "a dashboard JSON not written by the generator";
 }

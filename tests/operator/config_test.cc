@@ -10,29 +10,14 @@
 
 #include "common/util/error.h"
 #include "operator/kube/client.h"
+#include "tests/support/temp_dir.h"
 
 namespace torus::kube {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("torus-config-test-" + std::to_string(::getpid()))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name) << text;
-    return (path_ / name).string();
-  }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 const char* kKubeconfig = R"(apiVersion: v1
 kind: Config

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "operator/controller/labels.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
+#include "tests/support/temp_dir.h"
 
 namespace torus::controller {
 namespace {
@@ -109,6 +111,13 @@ bool all_running(const std::vector<json>& pods, int workers, int attempt) {
   return true;
 }
 
+// A failed test leaves the daemons' logs behind and says where.
+void keep_logs_if_failed(test::TempDir& dir) {
+  if (::testing::UnitTest::GetInstance()->failed_test_count() == 0 && !::testing::Test::HasFailure()) return;
+  dir.set_on_exit(test::TempDir::OnExit::kKeep);
+  std::fprintf(stderr, "logs of the stand-in and the operator kept in %s\n", dir.str().c_str());
+}
+
 // The Kubernetes API stand-in with its simulated kubelet (`node_flags`: --nodes N [--racks R]), started in `dir`;
 // returns once it has written `kubeconfig`.
 std::unique_ptr<Daemon> start_standin(const fs::path& dir, const std::string& kubeconfig,
@@ -118,6 +127,7 @@ std::unique_ptr<Daemon> start_standin(const fs::path& dir, const std::string& ku
   argv.insert(argv.end(), {"--crds", std::string(TORUS_SOURCE_DIR) + "/crds", "--bookmark-interval-ms", "500",
                            "--kubeconfig", kubeconfig});
   const std::string log = (dir / "standin.log").string();
+  fs::remove(kubeconfig);  // only the file this stand-in writes may say where it listens
   auto standin = std::make_unique<Daemon>("kube-standin", argv, log);
   if (!eventually([&] { return fs::exists(kubeconfig) && fs::file_size(kubeconfig) > 0; }, 20s))
     throw std::runtime_error("kube-standin did not write " + kubeconfig + " within 20 s (see " + log + ")");
@@ -129,8 +139,8 @@ class OperatorE2E : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
     if (!fs::exists(kBin + "kube-standin")) GTEST_SKIP() << "kube-standin not built";
-    dir_ = fs::temp_directory_path() / ("torus-operator-e2e-" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
+    tmp_ = std::make_unique<test::TempDir>("torus-operator-e2e");
+    dir_ = tmp_->path();
     kubeconfig_ = (dir_ / "kubeconfig").string();
     standin_ = start_standin(dir_, kubeconfig_, {"--nodes", "8", "--racks", "2"});
     config_ = kube::load_kubeconfig(kubeconfig_);
@@ -141,6 +151,8 @@ class OperatorE2E : public ::testing::Test {
     operators_.clear();
     standin_.reset();
     client_.reset();
+    if (tmp_) keep_logs_if_failed(*tmp_);
+    tmp_.reset();
   }
 
   static void start_operator(const std::string& id) {
@@ -220,6 +232,7 @@ class OperatorE2E : public ::testing::Test {
     return lease ? lease->value("spec", json::object()).value("holderIdentity", "") : "";
   }
 
+  static std::unique_ptr<test::TempDir> tmp_;
   static fs::path dir_;
   static std::string kubeconfig_;
   static kube::ClusterConfig config_;
@@ -228,6 +241,7 @@ class OperatorE2E : public ::testing::Test {
   static std::unique_ptr<kube::Client> client_;
 };
 
+std::unique_ptr<test::TempDir> OperatorE2E::tmp_;
 fs::path OperatorE2E::dir_;
 std::string OperatorE2E::kubeconfig_;
 kube::ClusterConfig OperatorE2E::config_;
@@ -524,8 +538,8 @@ class NamespacedOperatorE2E : public ::testing::Test {
   void SetUp() override {
     if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
     if (!fs::exists(kBin + "kube-standin")) GTEST_SKIP() << "kube-standin not built";
-    dir_ = fs::temp_directory_path() / ("torus-operator-ns-e2e-" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
+    tmp_ = std::make_unique<test::TempDir>("torus-operator-ns-e2e");
+    dir_ = tmp_->path();
     kubeconfig_ = (dir_ / "kubeconfig").string();
     standin_ = start_standin(dir_, kubeconfig_, {"--nodes", "4"});
     config_ = kube::load_kubeconfig(kubeconfig_);
@@ -536,7 +550,7 @@ class NamespacedOperatorE2E : public ::testing::Test {
     operator_.reset();
     standin_.reset();
     client_.reset();
-    fs::remove_all(dir_);
+    if (tmp_) keep_logs_if_failed(*tmp_);
   }
 
   void start_operator(const std::vector<std::string>& namespace_flags) {
@@ -591,6 +605,7 @@ class NamespacedOperatorE2E : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << ns << "/" << name << " never reached " << want << ": " << r.out;
   }
 
+  std::unique_ptr<test::TempDir> tmp_;
   fs::path dir_;
   std::string kubeconfig_;
   kube::ClusterConfig config_;

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/temp_dir.h"
+
 namespace torus::runtime {
 namespace {
 
@@ -83,8 +85,8 @@ TEST(GangPolicyOf, MapsTheRunPolicy) {
 }
 
 TEST(RunLocal, AnInvalidJobNeverStartsAProcess) {
-  const fs::path dir = fs::temp_directory_path() / ("torus-run-invalid-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const test::TempDir tmp("torus-run-invalid");
+  const fs::path& dir = tmp.path();
   const fs::path marker = dir / "started";
   const fs::path worker = dir / "worker.sh";
   {
@@ -102,7 +104,6 @@ TEST(RunLocal, AnInvalidJobNeverStartsAProcess) {
   EXPECT_EQ(code, 1);
   EXPECT_NE(err.find("--set spec.training.epochs: spec.training.epochs"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(marker));
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
 #include "tests/worker/thread_collectives.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/train/trainer.h"
@@ -272,16 +273,14 @@ TEST(DeviceMemory, RestoreBroadcastsRankZerosCheckpointThroughTheHost) {
   const Datasets data = load_datasets(c.data, c.seed);
   const auto straight = run_two_ranks(Memory::kHost, c, data, 0, false);
   ASSERT_EQ(straight[0].error, "");
-  c.checkpoint.dir =
-      (std::filesystem::temp_directory_path() / ("torus-device-memory-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(c.checkpoint.dir);
+  const test::TempDir tmp("torus-device-memory");
+  c.checkpoint.dir = tmp.str();
   c.checkpoint.every_steps = 5;
   c.checkpoint.every_epochs = 0;
   const auto first = run_two_ranks(Memory::kPretendDevice, c, data, 5, false);  // rank 0 writes ckpt-5
   ASSERT_EQ(first[0].error, "");
   ASSERT_EQ(first[1].error, "");
   const auto second = run_two_ranks(Memory::kPretendDevice, c, data, 0, true);
-  std::filesystem::remove_all(c.checkpoint.dir);
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(second[r].error, "") << "rank " << r;
     EXPECT_TRUE(second[r].resumed) << "rank " << r;

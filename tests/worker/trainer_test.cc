@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "common/util/error.h"
+#include "tests/support/temp_dir.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/checkpoint/checkpoint.h"
 
@@ -48,13 +49,6 @@ TrainConfig small_config(uint64_t seed = 3) {
   return c;
 }
 
-std::string temp_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("torus-trainer-test-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
-
 class TrainerTest : public ::testing::Test {
  protected:
   std::unique_ptr<Backend> backend_ = cpu::make_cpu_backend(1);
@@ -70,7 +64,8 @@ TEST_F(TrainerTest, ResumingGivesTheSameNextLossesAsNotStopping) {
   a.run(11);
   ASSERT_EQ(straight.step_losses.size(), 11u);
 
-  const std::string dir = temp_dir("resume");
+  const test::TempDir tmp("torus-trainer-test-resume");
+  const std::string dir = tmp.str();
   const std::string path = dir + "/ckpt-5.torus";
   {
     Trainer b(*backend_, config, data, world_);
@@ -88,13 +83,13 @@ TEST_F(TrainerTest, ResumingGivesTheSameNextLossesAsNotStopping) {
   ASSERT_EQ(resumed.step_losses.size(), 6u);
   for (size_t i = 0; i < 6; ++i)
     EXPECT_DOUBLE_EQ(resumed.step_losses[i], straight.step_losses[5 + i]) << "step " << 6 + i;
-  std::filesystem::remove_all(dir);
 }
 
 TEST_F(TrainerTest, CheckpointOfAnotherModelIsRefusedWithTheReason) {
   TrainConfig config = small_config();
   const Datasets data = load_datasets(config.data, config.seed);
-  const std::string dir = temp_dir("mismatch");
+  const test::TempDir tmp("torus-trainer-test-mismatch");
+  const std::string dir = tmp.str();
   const std::string path = dir + "/ckpt-0.torus";
   Trainer(*backend_, config, data, world_).save_checkpoint(path);
   config.model.widths = {8, 16, 64};
@@ -107,12 +102,12 @@ TEST_F(TrainerTest, CheckpointOfAnotherModelIsRefusedWithTheReason) {
     EXPECT_NE(std::string(e.what()).find("model signature mismatch"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_F(TrainerTest, CorruptCheckpointIsSkippedAndTheOlderOneResumed) {
   TrainConfig config = small_config();
-  config.checkpoint.dir = temp_dir("corrupt");
+  const test::TempDir tmp("torus-trainer-test-corrupt");
+  config.checkpoint.dir = tmp.str();
   config.checkpoint.every_steps = 2;
   config.checkpoint.every_epochs = 0;
   config.checkpoint.keep = 3;
@@ -128,7 +123,6 @@ TEST_F(TrainerTest, CorruptCheckpointIsSkippedAndTheOlderOneResumed) {
   Trainer resumed(*backend_, config, data, world_);
   ASSERT_TRUE(resumed.resume_latest());
   EXPECT_EQ(resumed.step(), 2);
-  std::filesystem::remove_all(config.checkpoint.dir);
 }
 
 TEST_F(TrainerTest, LearnsTheSyntheticSetAndStopsAtTheTarget) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "tests/support/temp_dir.h"
 #include "tests/worker/thread_collectives.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/train/trainer.h"
@@ -122,9 +123,8 @@ TEST(TwoRanks, OnlyRankZeroReadsTheCheckpointAndBothResumeThere) {
   const Datasets data = load_datasets(c.data, c.seed);
   const auto straight = run_two_ranks(c, data, 0, false);
   ASSERT_EQ(straight[0].error, "");
-  c.checkpoint.dir =
-      (std::filesystem::temp_directory_path() / ("torus-two-ranks-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(c.checkpoint.dir);
+  const test::TempDir tmp("torus-two-ranks");
+  c.checkpoint.dir = tmp.str();
   c.checkpoint.every_steps = 5;
   c.checkpoint.every_epochs = 0;
   const auto first = run_two_ranks(c, data, 5, false);  // rank 0 writes ckpt-5; rank 1 writes nothing
@@ -138,7 +138,6 @@ TEST(TwoRanks, OnlyRankZeroReadsTheCheckpointAndBothResumeThere) {
   EXPECT_EQ(second[0].result.steps, 16);
   EXPECT_EQ(second[0].params, second[1].params);
   EXPECT_EQ(second[0].params, straight[0].params);  // stopping and resuming changed nothing
-  std::filesystem::remove_all(c.checkpoint.dir);
 }
 
 }  // namespace
