@@ -124,6 +124,7 @@ Rate time_epoch(Loader& loader) {
 
 int run_jpegs(const Args& a) {
   const auto root = std::filesystem::temp_directory_path() / ("torus-jpeg-bench-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);  // a leftover of an earlier run with this pid would add its images
   write_jpeg_folder(root, a.jpegs);
   auto train = JpegFolder::open(root.string(), Split::Train);
   auto val = JpegFolder::open(root.string(), Split::Val);
