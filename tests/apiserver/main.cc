@@ -3,10 +3,17 @@
 //
 //   kube-standin [--address 127.0.0.1] [--port 0] [--kubelet] [--nodes 4] [--racks 2] [--gpus-per-node 8]
 //                [--start-delay-ms 0] [--history 50000] [--bookmark-interval-ms 10000] [--crds FILE_OR_DIR]...
-//                [--kubeconfig PATH]
+//                [--kubeconfig PATH] [--tls-dir DIR] [--no-auth]
+//
+// --tls-dir serves HTTPS with a fresh CA and writes ca.crt, client.crt and client.key (CN standin-admin,
+// O system:masters) into DIR, and then authenticates like an apiserver without anonymous access: the bearer token
+// "standin-token" (its kubeconfig's) or that client certificate, else 401; /_standin/auth rotates the tokens;
+// --no-auth turns that off. Plain HTTP never authenticates, like the apiserver's old insecure port: kubectl sends
+// no credentials over it.
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +36,7 @@ struct Flags {
   standin::KubeletOptions kubelet_options;
   std::vector<std::string> crds;
   std::string kubeconfig;
+  std::string tls_dir;
 };
 
 int int_flag(const std::string& name, const std::string& value) {
@@ -43,6 +51,7 @@ int int_flag(const std::string& name, const std::string& value) {
 
 Flags parse_flags(int argc, char** argv) {
   Flags flags;
+  bool no_auth = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -71,9 +80,16 @@ Flags parse_flags(int argc, char** argv) {
       flags.crds.push_back(value());
     } else if (arg == "--kubeconfig") {
       flags.kubeconfig = value();
+    } else if (arg == "--tls-dir") {
+      flags.tls_dir = value();
+    } else if (arg == "--no-auth") {
+      no_auth = true;
     } else {
       throw InvalidArgument("unknown flag \"" + arg + "\" (see the header of tests/apiserver/main.cc)");
     }
+  }
+  if (!flags.tls_dir.empty() && !no_auth) {
+    flags.server.authentication = standin::ServerOptions::Authentication::kRequired;
   }
   return flags;
 }
@@ -90,6 +106,24 @@ std::vector<std::string> manifest_files(const std::string& path) {
     files.push_back(path);
   }
   return files;
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw torus::SystemError("kube-standin: cannot write " + path.string());
+}
+
+// A CA, server and client certificate for this run; the client's and the CA's files go to `dir` for the tests.
+standin::TlsMaterial make_tls(const std::string& dir) {
+  standin::TlsMaterial tls = standin::make_tls_material();
+  std::filesystem::create_directories(dir);
+  write_file(std::filesystem::path(dir) / "ca.crt", tls.ca_cert_pem);
+  write_file(std::filesystem::path(dir) / "client.crt", tls.client_cert_pem);
+  write_file(std::filesystem::path(dir) / "client.key", tls.client_key_pem);
+  std::filesystem::permissions(std::filesystem::path(dir) / "client.key",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  return tls;
 }
 
 void load_crds(standin::Store& store, const std::vector<std::string>& paths) {
@@ -111,6 +145,7 @@ void load_crds(standin::Store& store, const std::vector<std::string>& paths) {
 
 int run(int argc, char** argv) {
   Flags flags = parse_flags(argc, argv);
+  if (!flags.tls_dir.empty()) flags.server.tls = make_tls(flags.tls_dir);
   // Block the stop signals before any thread starts, so every thread inherits the mask and sigwait gets them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

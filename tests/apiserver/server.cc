@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -32,9 +33,21 @@ struct ApiServer::Acceptor {
   tcp::acceptor acceptor{io};
 };
 
+struct ApiServer::TlsContext {
+  asio::ssl::context context{asio::ssl::context::tls_server};
+};
+
 struct ApiServer::Connection {
   explicit Connection(tcp::socket s) : socket(std::move(s)) {}
+  // Runs `io` on the connection's byte stream: the TLS stream once handshaken, else the plain socket.
+  template <class Io>
+  auto with_stream(Io&& io) {
+    if (tls) return io(*tls);
+    return io(socket);
+  }
   tcp::socket socket;
+  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
+  std::string certificate_user;  // the CN of a client certificate the CA signed, once handshaken
   std::thread thread;
   std::atomic<bool> done{false};
 };
@@ -154,6 +167,8 @@ class RequestHandler {
   void require_json_body() const;
   json object_body() const;
   bool write_chunk(const std::string& data);
+  void write_last_chunk(beast::error_code& ec);
+  std::optional<Response> authenticate(const std::vector<std::string>& segments);
   bool peer_closed();
   RequestInfo describe(const Target& target) const;
   bool wants_table() const {
@@ -192,7 +207,7 @@ Response RequestHandler::reply_error(const ApiError& error) {
 bool RequestHandler::send(Response response) {
   beast::error_code ec;
   bool keep = response.keep_alive();
-  http::write(connection_.socket, response, ec);
+  connection_.with_stream([&](auto& stream) { http::write(stream, response, ec); });
   return !ec && keep;
 }
 
@@ -205,6 +220,7 @@ bool RequestHandler::handle(Request& request) {
   warnings_.clear();
   std::vector<std::string> segments = split_path(path_);
   try {
+    if (auto refused = authenticate(segments)) return send(std::move(*refused));
     if (auto special = route_special(segments)) return send(std::move(*special));
     std::optional<Target> resolved = resolve(segments);
     if (!resolved) {
@@ -225,6 +241,25 @@ bool RequestHandler::handle(Request& request) {
     // A malformed object the handlers did not anticipate (e.g. metadata that is a string): the client's fault.
     return send(reply_error(bad_request(std::string("malformed object: ") + e.what())));
   }
+}
+
+// The apiserver's authenticators in order: a bearer token (a wrong one is refused even with a certificate), then
+// the client certificate; anonymous requests reach only the public health and version endpoints.
+std::optional<Response> RequestHandler::authenticate(const std::vector<std::string>& s) {
+  if (server_.options_.authentication == ServerOptions::Authentication::kNone) return std::nullopt;
+  if (!s.empty() && s[0] == "_standin") return std::nullopt;  // the tests' control API, not Kubernetes'
+  const std::string authorization(request_->base()[http::field::authorization]);
+  const std::string kBearer = "Bearer ";
+  if (!authorization.empty()) {
+    if (authorization.rfind(kBearer, 0) == 0 && server_.token_accepted(authorization.substr(kBearer.size()))) {
+      return std::nullopt;
+    }
+  } else if (!connection_.certificate_user.empty()) {
+    return std::nullopt;
+  } else if (s.size() == 1 && (s[0] == "healthz" || s[0] == "livez" || s[0] == "readyz" || s[0] == "version")) {
+    return std::nullopt;
+  }
+  return reply(http::status::unauthorized, make_status(401, "Unauthorized", "Unauthorized"));
 }
 
 std::optional<Response> RequestHandler::route_special(const std::vector<std::string>& s) {
@@ -508,8 +543,12 @@ json RequestHandler::object_body() const {
 
 bool RequestHandler::write_chunk(const std::string& data) {
   beast::error_code ec;
-  asio::write(connection_.socket, http::make_chunk(asio::buffer(data)), ec);
+  connection_.with_stream([&](auto& stream) { asio::write(stream, http::make_chunk(asio::buffer(data)), ec); });
   return !ec;
+}
+
+void RequestHandler::write_last_chunk(beast::error_code& ec) {
+  connection_.with_stream([&](auto& stream) { asio::write(stream, http::make_chunk_last(), ec); });
 }
 
 bool RequestHandler::peer_closed() {
@@ -547,7 +586,7 @@ bool RequestHandler::serve_watch(const Target& target) {
   header.keep_alive(request_->keep_alive());
   http::response_serializer<http::empty_body> serializer{header};
   beast::error_code ec;
-  http::write_header(connection_.socket, serializer, ec);
+  connection_.with_stream([&](auto& stream) { http::write_header(stream, serializer, ec); });
   if (ec) return false;
 
   std::unique_ptr<WatchStream> stream;
@@ -556,7 +595,7 @@ bool RequestHandler::serve_watch(const Target& target) {
   } catch (const ApiError& e) {
     // The apiserver answers a watch from a compacted resourceVersion with 200 and one ERROR event.
     bool ok = write_chunk(json{{"type", "ERROR"}, {"object", e.status()}}.dump() + "\n");
-    asio::write(connection_.socket, http::make_chunk_last(), ec);
+    write_last_chunk(ec);
     return ok && !ec && request_->keep_alive();
   }
   ++server_.open_watches_;
@@ -588,12 +627,12 @@ bool RequestHandler::serve_watch(const Target& target) {
           if (peer_closed()) return false;
           break;
         }
-        asio::write(connection_.socket, http::make_chunk_last(), ec);
+        write_last_chunk(ec);
         return !ec && request_->keep_alive();
       case WatchStream::Outcome::kExpired: {
         json status = gone(stream->expired_message()).status();
         write_chunk(json{{"type", "ERROR"}, {"object", status}}.dump() + "\n");
-        asio::write(connection_.socket, http::make_chunk_last(), ec);
+        write_last_chunk(ec);
         return !ec && request_->keep_alive();
       }
       case WatchStream::Outcome::kDropped:
@@ -608,11 +647,45 @@ bool RequestHandler::serve_watch(const Target& target) {
 // ---------------------------------------------------------------------------------------------------------------
 // ApiServer
 
-ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)), store_(options_.store) {}
+ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)), store_(options_.store) {
+  if (options_.tls) tls_ = make_tls_context(*options_.tls);
+  set_control_handler("auth", [this](const json& body) {
+    std::set<std::string> tokens;
+    for (const auto& t : body.value("tokens", json::array())) tokens.insert(t.get<std::string>());
+    set_tokens(tokens);
+    return make_status(200, "", "accepting " + std::to_string(tokens.size()) + " token(s)");
+  });
+}
+
+std::unique_ptr<ApiServer::TlsContext> ApiServer::make_tls_context(const TlsMaterial& tls) {
+  auto made = std::make_unique<TlsContext>();
+  asio::ssl::context& c = made->context;
+  c.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+  c.use_certificate_chain(asio::buffer(tls.server_cert_pem));
+  c.use_private_key(asio::buffer(tls.server_key_pem), asio::ssl::context::pem);
+  c.add_certificate_authority(asio::buffer(tls.ca_cert_pem));
+  // Ask for a client certificate but do not demand one: bearer tokens are the other way in, as on an apiserver.
+  c.set_verify_mode(asio::ssl::verify_peer);
+  c.set_verify_callback([](bool, asio::ssl::verify_context&) { return true; });  // the verdict is read after
+  return made;
+}
+
+void ApiServer::set_tokens(std::set<std::string> tokens) {
+  std::lock_guard lock(tokens_mutex_);
+  options_.tokens = std::move(tokens);
+}
+
+bool ApiServer::token_accepted(const std::string& token) const {
+  std::lock_guard lock(tokens_mutex_);
+  return options_.tokens.count(token) > 0;
+}
 
 ApiServer::~ApiServer() { stop(); }
 
-std::string ApiServer::url() const { return "http://" + options_.address + ":" + std::to_string(port_); }
+std::string ApiServer::url() const {
+  return (tls_ ? "https://" : "http://") + options_.address + ":" + std::to_string(port_);
+}
 
 int ApiServer::open_connections() const {
   std::lock_guard lock(connections_mutex_);
@@ -629,9 +702,16 @@ void ApiServer::set_control_handler(const std::string& name, ControlHandler hand
 std::string ApiServer::write_kubeconfig(const std::string& path, const std::string& ns) const {
   std::ofstream out(path);
   if (!out) throw_errno("kubeconfig: cannot write " + path);
-  out << "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: " << url()
-      << "\ncontexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n    namespace: " << ns
-      << "\ncurrent-context: standin\nusers:\n- name: standin\n  user:\n    token: standin-token\n";
+  std::string token;
+  {
+    std::lock_guard lock(tokens_mutex_);
+    token = options_.tokens.empty() ? "" : *options_.tokens.begin();
+  }
+  out << "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: " << url() << "\n";
+  if (options_.tls) out << "    certificate-authority-data: " << base64(options_.tls->ca_cert_pem) << "\n";
+  out << "contexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n    namespace: " << ns
+      << "\ncurrent-context: standin\nusers:\n- name: standin\n  user:\n    token: " << (token.empty() ? "none" : token)
+      << "\n";
   return path;
 }
 
@@ -672,13 +752,19 @@ void ApiServer::accept_loop() {
 }
 
 void ApiServer::serve(Connection& connection) {
+  if (tls_ && !handshake(connection)) {
+    beast::error_code ec;
+    connection.socket.shutdown(tcp::socket::shutdown_both, ec);
+    connection.done = true;
+    return;
+  }
   beast::flat_buffer buffer;
   RequestHandler handler(*this, connection);
   while (!stopping_) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(64 * 1024 * 1024);
     beast::error_code ec;
-    http::read(connection.socket, buffer, parser, ec);
+    connection.with_stream([&](auto& stream) { http::read(stream, buffer, parser, ec); });
     if (ec) break;
     Request request = parser.release();
     if (!handler.handle(request)) break;
@@ -686,6 +772,26 @@ void ApiServer::serve(Connection& connection) {
   beast::error_code ec;
   connection.socket.shutdown(tcp::socket::shutdown_both, ec);
   connection.done = true;
+}
+
+bool ApiServer::handshake(Connection& connection) {
+  connection.tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(connection.socket, tls_->context);
+  beast::error_code ec;
+  connection.tls->handshake(asio::ssl::stream_base::server, ec);
+  if (ec) {
+    TLOG(Debug) << "kube-standin: TLS handshake failed: " << ec.message();
+    return false;
+  }
+  SSL* ssl = connection.tls->native_handle();
+  if (X509* peer = SSL_get1_peer_certificate(ssl)) {
+    char cn[256] = "";
+    if (SSL_get_verify_result(ssl) == X509_V_OK &&
+        X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, cn, sizeof(cn)) > 0) {
+      connection.certificate_user = cn;
+    }
+    X509_free(peer);
+  }
+  return true;
 }
 
 void ApiServer::reap_finished() {

@@ -5,6 +5,7 @@
 //   POST   /_standin/faults   {"action":"fail"|"delay"|"conflict"|"clear"|"dropWatches"|"compact", ...}
 //   GET    /_standin/stats    request counters by verb and resource, current resourceVersion, open watches
 //   DELETE /_standin/stats    resets the counters
+//   POST   /_standin/auth     {"tokens": [...]} replaces the bearer tokens the authenticator accepts (rotation)
 //   POST   /_standin/kubelet  forwarded to the simulated kubelet when one is attached (see kubelet_sim.h)
 // See docs/testing.md for the full description.
 #include <atomic>
@@ -15,11 +16,14 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "tests/apiserver/faults.h"
 #include "tests/apiserver/store.h"
+#include "tests/apiserver/tls.h"
 
 namespace torus::standin {
 
@@ -29,6 +33,12 @@ struct ServerOptions {
   StoreOptions store;
   // Watches without timeoutSeconds end after this (the apiserver picks 30-60 min).
   std::chrono::seconds default_watch_timeout{1800};
+  // HTTPS with this material, as every real apiserver serves; plain HTTP when absent.
+  std::optional<TlsMaterial> tls;
+  // kRequired: like an apiserver without anonymous access, every request but /healthz, /livez, /readyz, /version
+  // and the control API needs a bearer token from `tokens` or a client certificate the TLS CA signed, else 401.
+  enum class Authentication { kNone, kRequired } authentication = Authentication::kNone;
+  std::set<std::string> tokens{"standin-token"};
 };
 
 class ApiServer {
@@ -46,9 +56,12 @@ class ApiServer {
   void stop() noexcept;
 
   uint16_t port() const { return port_; }
-  std::string url() const;  // "http://127.0.0.1:PORT"
-  // Writes a kubeconfig whose current context points at this server; returns `path`.
+  std::string url() const;  // "http://127.0.0.1:PORT", or https:// with TLS
+  // Writes a kubeconfig whose current context points at this server (trusting its CA, with TLS) and authenticates
+  // with the first bearer token; returns `path`.
   std::string write_kubeconfig(const std::string& path, const std::string& ns = "default") const;
+  // Replaces the bearer tokens the authenticator accepts (a rotated service-account token, an expired credential).
+  void set_tokens(std::set<std::string> tokens);
 
   Store& store() { return store_; }
   Faults& faults() { return faults_; }
@@ -63,6 +76,10 @@ class ApiServer {
   void accept_loop();
   void serve(Connection& connection);
   void reap_finished();
+  bool handshake(Connection& connection);
+  bool token_accepted(const std::string& token) const;
+  struct TlsContext;
+  static std::unique_ptr<TlsContext> make_tls_context(const TlsMaterial& tls);
   bool wait_or_stop(std::chrono::milliseconds delay);
 
   ServerOptions options_;
@@ -77,6 +94,8 @@ class ApiServer {
   std::mutex control_mutex_;
   std::map<std::string, ControlHandler> control_handlers_;
   std::atomic<int> open_watches_{0};
+  mutable std::mutex tokens_mutex_;
+  std::unique_ptr<TlsContext> tls_;
   std::atomic<bool> stopping_{false};
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
