@@ -1,6 +1,7 @@
 #include "operator/kube/client.h"
 
 #include <thread>
+#include <utility>
 
 #include "common/log/log.h"
 
@@ -87,25 +88,61 @@ const char* propagation_name(Propagation p) {
 }  // namespace
 
 Client::Client(const ClusterConfig& config, const ClientOptions& options)
-    : Client(make_http_transport(config, TransportOptions{options.timeout}), config, options) {}
+    : Client(TransportFactory([timeout = options.timeout](const ClusterConfig& c) -> std::shared_ptr<Transport> {
+               return make_http_transport(c, TransportOptions{timeout});
+             }),
+             config, options) {}
 
 Client::Client(std::unique_ptr<Transport> transport, const ClusterConfig& config, const ClientOptions& options)
-    : config_(config), options_(options), transport_(std::move(transport)), bucket_(options.qps, options.burst) {
+    : Client(TransportFactory(
+                 [shared = std::shared_ptr<Transport>(std::move(transport))](const ClusterConfig&) { return shared; }),
+             config, options) {}
+
+Client::Client(TransportFactory make_transport, const ClusterConfig& config, const ClientOptions& options)
+    : config_(config),
+      options_(options),
+      make_transport_(std::move(make_transport)),
+      bucket_(options.qps, options.burst) {
   token_ = config_.bearer_token;
-  if (config_.exec && token_.empty()) refresh_credentials();
+  // A kubeconfig's own token or certificate wins over its exec plugin (client-go's order).
+  if (config_.exec && token_.empty() && config_.client_cert_pem.empty()) refresh_credentials();
+  std::lock_guard lock(token_mu_);
+  if (!transport_) transport_ = make_transport_(config_);
 }
 
 void Client::refresh_credentials() {
-  std::string fresh;
+  std::lock_guard refreshing(refresh_mu_);
   if (config_.exec) {
-    fresh = run_exec_plugin(*config_.exec).token;
+    ExecCredential fresh = run_exec_plugin(*config_.exec);
+    std::shared_ptr<Transport> replaced;
+    std::lock_guard lock(token_mu_);
+    token_ = fresh.token;
+    token_expiry_ = fresh.expires;
+    if (!fresh.client_cert_pem.empty() && (fresh.client_cert_pem != exec_cert_pem_ || !transport_)) {
+      ClusterConfig identity = config_;
+      identity.client_cert_pem = fresh.client_cert_pem;
+      identity.client_key_pem = fresh.client_key_pem;
+      exec_cert_pem_ = fresh.client_cert_pem;
+      replaced = std::exchange(transport_, make_transport_(identity));  // in-flight requests keep the old one
+    }
   } else if (!config_.token_file.empty()) {
-    fresh = read_token_file(config_.token_file);
-  } else {
-    return;
+    std::string fresh = read_token_file(config_.token_file);
+    std::lock_guard lock(token_mu_);
+    token_ = fresh;
   }
+}
+
+void Client::refresh_if_expired() {
+  {
+    std::lock_guard lock(token_mu_);
+    if (!token_expiry_ || std::chrono::system_clock::now() < *token_expiry_) return;
+  }
+  refresh_credentials();
+}
+
+std::shared_ptr<Transport> Client::transport() {
   std::lock_guard lock(token_mu_);
-  token_ = fresh;
+  return transport_;
 }
 
 void Client::authorize(HttpRequest& request) {
@@ -116,6 +153,7 @@ void Client::authorize(HttpRequest& request) {
 }
 
 HttpResponse Client::call(HttpRequest request) {
+  refresh_if_expired();
   HttpRequest original = request;
   authorize(request);
   bool refreshed = false;
@@ -125,7 +163,7 @@ HttpResponse Client::call(HttpRequest request) {
     std::optional<HttpResponse> response;
     std::string failure;
     try {
-      response = transport_->send(request);
+      response = transport()->send(request);
     } catch (const ConnectionError& e) {
       failure = e.what();  // retried below like a 5xx
     }
@@ -222,6 +260,7 @@ WatchEnd Client::watch(const Resource& r, const std::string& ns, const WatchOpti
                                 {"resourceVersion", options.resource_version},
                                 {"timeoutSeconds", std::to_string(options.timeout.count())}});
   HttpRequest request{"GET", r.collection_path(ns) + q, "", "application/json", {}};
+  refresh_if_expired();
   authorize(request);
   bucket_.acquire();
   ++requests_;
@@ -251,7 +290,7 @@ WatchEnd Client::watch(const Resource& r, const std::string& ns, const WatchOpti
     StreamCancel& c;
     ~ClearAbort() { c.clear_abort(); }
   } clear{cancel};
-  HttpResponse response = transport_->stream(request, on_line, local, options.timeout + std::chrono::seconds(30));
+  HttpResponse response = transport()->stream(request, on_line, local, options.timeout + std::chrono::seconds(30));
   if (end == WatchEnd::kExpired) return end;
   if (response.status == 499 || cancel.cancelled()) return WatchEnd::kCancelled;
   if (response.status == 410) return WatchEnd::kExpired;

@@ -133,18 +133,30 @@ class Client {
   const ClusterConfig& config() const { return config_; }
 
  private:
+  using TransportFactory = std::function<std::shared_ptr<Transport>(const ClusterConfig&)>;
+  Client(TransportFactory make_transport, const ClusterConfig& config, const ClientOptions& options);
+
   HttpResponse call(HttpRequest request);
   json call_json(HttpRequest request);
   void authorize(HttpRequest& request);
+  std::shared_ptr<Transport> transport();
+  // Re-reads the token file or re-runs the exec plugin; a new client certificate from the plugin means a new
+  // transport (TLS identity is per connection).
   void refresh_credentials();
+  // Before a request: an exec credential past its expirationTimestamp is renewed, as client-go does.
+  void refresh_if_expired();
 
   ClusterConfig config_;
   ClientOptions options_;
-  std::unique_ptr<Transport> transport_;
+  TransportFactory make_transport_;
   TokenBucket bucket_;
   std::atomic<uint64_t> requests_{0};
-  std::mutex token_mu_;
+  std::mutex refresh_mu_;  // one refresh at a time; taken before token_mu_
+  std::mutex token_mu_;    // guards the credentials and the transport below
   std::string token_;
+  std::string exec_cert_pem_;
+  std::optional<std::chrono::system_clock::time_point> token_expiry_;
+  std::shared_ptr<Transport> transport_;
 };
 
 // URL query escaping for label selectors and resource names.

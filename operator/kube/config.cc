@@ -12,6 +12,7 @@
 #include "common/process/supervisor.h"
 #include "common/util/env.h"
 #include "common/util/error.h"
+#include "common/util/rfc3339.h"
 
 namespace torus::kube {
 namespace {
@@ -161,6 +162,17 @@ ExecCredential parse_exec_credential(const std::string& json_text, const std::st
   cred.token = st.value("token", "");
   cred.client_cert_pem = st.value("clientCertificateData", "");
   cred.client_key_pem = st.value("clientKeyData", "");
+  if (!cred.client_cert_pem.empty() && cred.client_key_pem.empty()) {
+    throw InvalidArgument("exec plugin '" + command + "': status.clientCertificateData comes without clientKeyData");
+  }
+  if (std::string expiry = st.value("expirationTimestamp", ""); !expiry.empty()) {
+    cred.expires = parse_rfc3339(expiry);
+    if (!cred.expires) {
+      throw InvalidArgument(
+          "exec plugin '" + command +
+          "': status.expirationTimestamp: expected an RFC 3339 time like 2026-11-22T06:00:00Z, got \"" + expiry + "\"");
+    }
+  }
   if (cred.token.empty() && cred.client_cert_pem.empty()) {
     throw InvalidArgument("exec plugin '" + command + "': status has neither token nor clientCertificateData");
   }

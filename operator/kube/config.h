@@ -1,5 +1,6 @@
 #pragma once
 // Where the Kubernetes API is and how to authenticate: in-cluster (service account) or a kubeconfig file.
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,11 +45,12 @@ ClusterConfig load_default(const std::string& kubeconfig_flag);
 // A bearer token file's contents without the trailing newline (service-account tokens rotate: re-read on 401).
 std::string read_token_file(const std::string& path);
 
-// Result of running an exec plugin: a token and/or a client certificate.
+// Result of running an exec plugin: a token and/or a client certificate (PEM), and when to ask again.
 struct ExecCredential {
   std::string token;
   std::string client_cert_pem;
   std::string client_key_pem;
+  std::optional<std::chrono::system_clock::time_point> expires;  // status.expirationTimestamp
 };
 // Runs the plugin and parses its ExecCredential JSON; throws InvalidArgument / SystemError naming the command.
 ExecCredential run_exec_plugin(const ExecPlugin& plugin);

@@ -43,10 +43,43 @@ namespace {
 namespace http = web::http;
 namespace client = web::http::client;
 
+// cpprestsdk reports every failed handshake as "Error in SSL handshake". OpenSSL knows why a server certificate
+// was refused; this keeps its reason so the error can say "unable to get local issuer certificate" (a wrong
+// certificate-authority) or that the certificate does not name the server.
+class TlsDiagnosis {
+ public:
+  static int verify(X509_STORE_CTX* store, void* self) {
+    const int ok = X509_verify_cert(store);  // runs cpprestsdk's own callback (host name check) as before
+    if (ok <= 0) {
+      const int error = X509_STORE_CTX_get_error(store);
+      // OpenSSL found the chain good but the host name check (cpprestsdk's callback) said no: "unspecified".
+      const bool host_mismatch = error == X509_V_OK || error == X509_V_ERR_UNSPECIFIED;
+      static_cast<TlsDiagnosis*>(self)->record(host_mismatch ? "the server certificate does not name this host"
+                                                             : std::string("server certificate rejected: ") +
+                                                                   X509_verify_cert_error_string(error));
+    }
+    return ok;
+  }
+  void record(std::string reason) {
+    std::lock_guard lock(mu_);
+    last_ = std::move(reason);
+  }
+  std::string last() const {
+    std::lock_guard lock(mu_);
+    return last_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string last_;
+};
+
 class CppRestTransport : public Transport {
  public:
   CppRestTransport(const ClusterConfig& config, const TransportOptions& options)
-      : config_(config), client_(config.server, client_config(options.timeout)) {}
+      : config_(config),
+        tls_diagnosis_(std::make_shared<TlsDiagnosis>()),
+        client_(config.server, client_config(options.timeout)) {}
 
   HttpResponse send(const HttpRequest& request) override {
     try {
@@ -55,7 +88,7 @@ class CppRestTransport : public Transport {
       out.body = resp.extract_utf8string(true).get();
       return out;
     } catch (const std::exception& e) {
-      throw ConnectionError(request.method + " " + config_.server + request.path + ": " + e.what());
+      throw connection_error(request, e);
     }
   }
 
@@ -82,11 +115,19 @@ class CppRestTransport : public Transport {
       throw;  // raised by on_line: the caller's own error, not the connection's
     } catch (const std::exception& e) {
       if (cancel.cancelled()) return HttpResponse{499, "", ""};
-      throw ConnectionError(request.method + " " + config_.server + request.path + ": " + e.what());
+      throw connection_error(request, e);
     }
   }
 
  private:
+  ConnectionError connection_error(const HttpRequest& request, const std::exception& e) const {
+    std::string message = request.method + " " + config_.server + request.path + ": " + e.what();
+    if (std::string_view(e.what()).find("handshake") != std::string_view::npos) {
+      if (std::string reason = tls_diagnosis_->last(); !reason.empty()) message += " (" + reason + ")";
+    }
+    return ConnectionError(message);
+  }
+
   static void read_lines(concurrency::streams::istream body, const LineHandler& on_line,
                          const pplx::cancellation_token_source& cts) {
     for (;;) {
@@ -103,7 +144,8 @@ class CppRestTransport : public Transport {
     cfg.set_timeout(timeout);
     if (config_.tls_verify == TlsVerify::kInsecureSkip) cfg.set_validate_certificates(false);
     ClusterConfig tls = config_;
-    cfg.set_ssl_context_callback([tls](boost::asio::ssl::context& ctx) {
+    cfg.set_ssl_context_callback([tls, diagnosis = tls_diagnosis_](boost::asio::ssl::context& ctx) {
+      SSL_CTX_set_cert_verify_callback(ctx.native_handle(), &TlsDiagnosis::verify, diagnosis.get());
       if (!tls.ca_pem.empty()) ctx.add_certificate_authority(boost::asio::buffer(tls.ca_pem));
       if (!tls.client_cert_pem.empty()) ctx.use_certificate_chain(boost::asio::buffer(tls.client_cert_pem));
       if (!tls.client_key_pem.empty()) {
@@ -132,6 +174,7 @@ class CppRestTransport : public Transport {
   }
 
   ClusterConfig config_;
+  std::shared_ptr<TlsDiagnosis> tls_diagnosis_;  // shared with the TLS contexts, which may outlive a request
   client::http_client client_;
 };
 

@@ -118,14 +118,15 @@ void keep_logs_if_failed(test::TempDir& dir) {
   std::fprintf(stderr, "logs of the stand-in and the operator kept in %s\n", dir.str().c_str());
 }
 
-// The Kubernetes API stand-in with its simulated kubelet (`node_flags`: --nodes N [--racks R]), started in `dir`;
-// returns once it has written `kubeconfig`.
+// The Kubernetes API stand-in (HTTPS, authenticating) with its simulated kubelet (`node_flags`: --nodes N [--racks R]),
+// started in `dir`; returns once it has written `kubeconfig`.
 std::unique_ptr<Daemon> start_standin(const fs::path& dir, const std::string& kubeconfig,
                                       const std::vector<std::string>& node_flags) {
   std::vector<std::string> argv{kBin + "kube-standin", "--kubelet"};
   argv.insert(argv.end(), node_flags.begin(), node_flags.end());
+  // HTTPS with token authentication, as every real apiserver: the operator and kubectl trust the stand-in's CA.
   argv.insert(argv.end(), {"--crds", std::string(TORUS_SOURCE_DIR) + "/crds", "--bookmark-interval-ms", "500",
-                           "--kubeconfig", kubeconfig});
+                           "--kubeconfig", kubeconfig, "--tls-dir", (dir / "tls").string()});
   const std::string log = (dir / "standin.log").string();
   fs::remove(kubeconfig);  // only the file this stand-in writes may say where it listens
   auto standin = std::make_unique<Daemon>("kube-standin", argv, log);
