@@ -3,6 +3,7 @@
 // certificate, an exec plugin's token or certificate, a rotating service-account token file, insecure skip verify)
 // and the errors when it is not (no or wrong credentials, a server certificate no CA vouches for).
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -196,14 +197,24 @@ TEST_F(KubeClientTls, AnExecPluginAnswerThatIsNotACredentialNamesThePlugin) {
   }
 }
 
-// A service account's projected token rotates: the client re-reads the file on 401.
-TEST_F(KubeClientTls, ARotatedServiceAccountTokenIsReadAgainOn401) {
-  tmp_.write("token", "token-a\n");
-  ClusterConfig config = kubeconfig_with_user("    tokenFile: " + tmp_.file("token") + "\n");
+// What the operator's pod uses: KUBERNETES_SERVICE_HOST/PORT (an IP address, so the certificate's IP SAN is what
+// is checked) and the service account's token, CA and namespace. The projected token rotates: re-read on 401.
+TEST_F(KubeClientTls, InClusterConfigConnectsAndARotatedServiceAccountTokenIsReadAgainOn401) {
+  const test::TempDir sa("torus-kube-tls-sa");
+  sa.write("token", "token-a\n");
+  sa.write("ca.crt", tls_.ca_cert_pem);
+  sa.write("namespace", "torus-system\n");
+  ::setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+  ::setenv("KUBERNETES_SERVICE_PORT", std::to_string(server_->port()).c_str(), 1);
+  const ClusterConfig config = load_in_cluster(sa.str());
+  ::unsetenv("KUBERNETES_SERVICE_HOST");
+  ::unsetenv("KUBERNETES_SERVICE_PORT");
+  EXPECT_EQ(config.server, server_->url());
+  EXPECT_EQ(config.namespace_, "torus-system");
   Client client(config, no_retries());
   EXPECT_EQ(status_of_list(client), 200);
   server_->set_tokens({"token-b"});
-  tmp_.write("token", "token-b\n");
+  sa.write("token", "token-b\n");  // the kubelet refreshed the projected token
   EXPECT_EQ(status_of_list(client), 200);
 }
 
