@@ -292,15 +292,7 @@ class DefaultValues(ChartOnStandin, unittest.TestCase):
 
 
 class MonitoringAndNamespacedValues(ChartOnStandin, unittest.TestCase):
-    VALUES = {
-        "replicaCount": 3,
-        "watchNamespaces": ["team-a", "team-b"],
-        "serviceMonitor": {"enabled": True, "interval": "15s"},
-        "podMonitor": {"enabled": True},
-        "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
-        "image": {"repository": "registry.example/torus-operator", "tag": "1.2.3"},
-        "dashboards": {"enabled": True, "namespace": "monitoring", "label": "grafana_dashboard", "labelValue": "1"},
-    }
+    VALUES = yaml.safe_load((HERE.parent / "packaging/monitoring-values.yaml").read_text())
     REPLICAS = 3
     WITH_MONITORING_CRDS = True
 

@@ -194,15 +194,7 @@ class DefaultValues(unittest.TestCase):
 
 
 class MonitoringAndNamespacedValues(unittest.TestCase):
-    VALUES = {
-        "replicaCount": 3,
-        "watchNamespaces": ["team-a", "team-b"],
-        "serviceMonitor": {"enabled": True, "interval": "15s"},
-        "podMonitor": {"enabled": True},
-        "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
-        "image": {"repository": "registry.example/torus-operator", "tag": "1.2.3"},
-        "dashboards": {"enabled": True, "namespace": "monitoring", "label": "grafana_dashboard", "labelValue": "1"},
-    }
+    VALUES = yaml.safe_load((ROOT / "tests/packaging/monitoring-values.yaml").read_text())
 
     @classmethod
     def setUpClass(cls):

@@ -16,6 +16,7 @@
 
 #include "tests/support/temp_dir.h"
 #include "tests/worker/thread_collectives.h"
+#include "tests/worker/two_rank_training.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/train/trainer.h"
 
@@ -160,89 +161,40 @@ class HostOnlyCollectives final : public Collectives {
 };
 
 // The gradient path of device memory belongs to a device collective (NCCL on GPUs); here the pretend device is host
-// memory, so the test's averaging reads the arena directly, over its own rendezvous.
-class AveragingSync final : public GradientSync {
- public:
-  AveragingSync(Collectives& c, const Arena& grads) : c_(c), grads_(grads) {}
-  void begin_step() override {}
-  void grad_ready(size_t) override {}
-  void finish_step() override {
-    std::span<float> g = grads_.all().span();
-    c_.all_reduce_sum(g);
-    for (float& v : g) v /= static_cast<float>(c_.world_size());
-  }
+// memory, so the test's averaging (testing::AveragingSync) reads the arena directly, over its own rendezvous.
+using testing::AveragingSync;
 
- private:
-  Collectives& c_;
-  const Arena& grads_;
-};
-
-TrainConfig config() {
-  TrainConfig c;
-  c.model.widths = {8, 16, 32};
-  c.model.num_classes = 4;
-  c.data.dataset = DatasetKind::kSynthetic;
-  c.data.synthetic_train = 256;
-  c.data.synthetic_val = 100;
-  c.data.synthetic_classes = 4;
-  c.data.synthetic_size = 16;
-  c.data.loader_threads = 1;
-  c.epochs = 2;
-  c.phases = {{0, 16, 16}};
-  c.lr_points = {{0, 0.1}, {2, 0.0}};
-  c.label_smoothing = 0.1f;
-  c.seed = 9;
-  c.eval_batch_size = 32;
-  c.log_every_steps = 0;
-  return c;
-}
+TrainConfig config() { return testing::two_rank_config(); }
 
 enum class Memory { kHost, kPretendDevice };
 
-struct Outcome {
-  RunResult result;
-  std::vector<float> params, stats;
-  bool resumed = false;
+struct Outcome : testing::TrainedRank {
   int device_spans = 0, uploads = 0, downloads = 0, invalidations = 0;
-  std::string error;
 };
 
 std::array<Outcome, 2> run_two_ranks(Memory memory, const TrainConfig& c, const Datasets& data, int64_t max_steps,
                                      bool resume) {
   Rendezvous loop_rendezvous(2), grad_rendezvous(2);
-  std::array<Outcome, 2> out;
-  auto rank_main = [&](int rank) {
-    Outcome& o = out[static_cast<size_t>(rank)];
-    try {
-      std::unique_ptr<Backend> backend = cpu::make_cpu_backend(1);
-      PretendDeviceBackend* device = nullptr;
-      if (memory == Memory::kPretendDevice) {
-        auto d = std::make_unique<PretendDeviceBackend>();
-        device = d.get();
-        backend = std::move(d);
-      }
-      ThreadCollectives loop_coll(loop_rendezvous, rank, 2), grad_coll(grad_rendezvous, rank, 2);
-      HostOnlyCollectives coll(loop_coll, device);
-      auto factory = [&](const Arena& grads) { return std::make_unique<AveragingSync>(grad_coll, grads); };
-      Trainer t(*backend, c, data, coll, factory);
-      if (resume) o.resumed = t.resume_latest();
-      o.result = t.run(max_steps);
-      o.params = nn::export_plain(t.model().context(), t.model().context().params);
-      o.stats = nn::export_plain(t.model().context(), t.model().context().stats);
-      o.device_spans = coll.device_spans;
-      if (device != nullptr) {
-        o.uploads = device->uploads();
-        o.downloads = device->downloads();
-        o.invalidations = device->invalidations();
-      }
-    } catch (const std::exception& e) {
-      o.error = e.what();
+  return testing::on_two_ranks<Outcome>([&](int rank, Outcome& o) {
+    std::unique_ptr<Backend> backend = cpu::make_cpu_backend(1);
+    PretendDeviceBackend* device = nullptr;
+    if (memory == Memory::kPretendDevice) {
+      auto d = std::make_unique<PretendDeviceBackend>();
+      device = d.get();
+      backend = std::move(d);
     }
-  };
-  std::thread r1(rank_main, 1);
-  rank_main(0);
-  r1.join();
-  return out;
+    ThreadCollectives loop_coll(loop_rendezvous, rank, 2), grad_coll(grad_rendezvous, rank, 2);
+    HostOnlyCollectives coll(loop_coll, device);
+    auto factory = [&](const Arena& grads) { return std::make_unique<AveragingSync>(grad_coll, grads); };
+    Trainer t(*backend, c, data, coll, factory);
+    testing::train_and_record(t, resume, max_steps, o);
+    o.device_spans = coll.device_spans;
+    if (device != nullptr) {
+      o.uploads = device->uploads();
+      o.downloads = device->downloads();
+      o.invalidations = device->invalidations();
+    }
+  });
 }
 
 TEST(DeviceMemory, TwoRanksStageArenaCollectivesThroughTheHostAndTrainLikeHostMemory) {
