@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
 #include "worker/comm/nccl/nccl_communicator.h"
+#include "worker/comm/nccl/nccl_gradient_sync.h"
 #include "worker/comm/store.h"
 
 namespace torus::comm {
@@ -66,6 +68,46 @@ TEST_F(GpuNccl, GradientsFromTheComputeStreamAreReducedWithoutAHostWait) {
       const auto bad = std::count_if(host.begin(), host.end(), [&](float v) { return v != want; });
       ASSERT_EQ(bad, 0) << "rank " << rank << " step " << step << ": " << bad << " elements differ from " << want;
     }
+  });
+}
+
+// The gradient path's metrics: every bucket of every step counted once, with its bytes and a device time from the
+// events around its reduction; and the reduction itself right (the average of the ranks' gradients).
+TEST_F(GpuNccl, GradientSyncAveragesAndCountsEachBucketsBytesAndDeviceTime) {
+  const std::vector<ParamSpan> spans = {{0, 1 << 18}, {1 << 18, 1 << 16}, {(1 << 18) + (1 << 16), 1000}};
+  const size_t count = spans.back().offset + spans.back().count;
+  constexpr int kSteps = 3;
+  run_ranks(ranks_, [&](int rank) {
+    wc::CudaOptions o;
+    o.device = rank;
+    auto backend = wc::make_cuda_backend(o);
+    worker::Buffer grads = backend->allocate(count * sizeof(float));
+    const worker::Tensor g(grads.data(), {static_cast<int64_t>(count)});
+    auto traffic = std::make_shared<TrafficCounter>();
+    BucketOptions small;
+    small.first_bucket_bytes = 64 << 10;
+    small.bucket_cap_bytes = 512 << 10;
+    NcclGradientSync sync(std::make_unique<NcclCommunicator>(
+                              rank, ranks_, std::make_shared<PrefixStore>("traffic", store_), rank, kTimeout),
+                          backend->compute_stream(), g.f32(), count, spans, small, traffic);
+    for (int step = 0; step < kSteps; ++step) {
+      sync.begin_step();
+      backend->fill(g, static_cast<float>(rank + 1));
+      for (size_t p = spans.size(); p-- > 0;) sync.grad_ready(p);
+      sync.finish_step();
+    }
+    sync.drain();
+    std::vector<float> host(count);
+    backend->download(g, host.data());
+    const float want = static_cast<float>(ranks_ + 1) / 2.0f;
+    const auto bad = std::count_if(host.begin(), host.end(), [&](float v) { return std::abs(v - want) > 1e-6f; });
+    EXPECT_EQ(bad, 0) << "rank " << rank << ": elements differ from the average " << want;
+    const LevelStats t = traffic->totals();
+    EXPECT_GT(sync.buckets().size(), 1u);
+    EXPECT_EQ(t.calls, kSteps * sync.buckets().size()) << "rank " << rank;
+    EXPECT_EQ(t.bytes, kSteps * count * sizeof(float)) << "rank " << rank;
+    EXPECT_GT(t.seconds, 0.0) << "rank " << rank;
+    EXPECT_LT(t.seconds, 60.0) << "rank " << rank;
   });
 }
 

@@ -16,15 +16,9 @@
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/shm_communicator.h"
 #include "worker/comm/topology.h"
+#include "worker/comm/traffic.h"
 
 namespace torus::comm {
-
-// Time and volume per algorithm and per level ("hierarchical/inter_all_reduce", ...), for metrics.
-struct LevelStats {
-  uint64_t calls = 0;
-  uint64_t bytes = 0;
-  double seconds = 0;
-};
 
 // nccl-tests' bus bandwidth: algorithm bandwidth x 2(n-1)/n, comparable across world sizes.
 double bus_bandwidth(size_t bytes, double seconds, int ranks);
@@ -48,6 +42,7 @@ class TopologyCommunicator : public Communicator {
   void abort() noexcept override;
 
   const Planner& planner() const { return planner_; }
+  // Time and volume per algorithm and per level ("hierarchical/inter_all_reduce", ...), for metrics.
   std::map<std::string, LevelStats> stats() const;
 
  private:

@@ -20,6 +20,7 @@
 
 #if defined(TORUS_WITH_COMM)
 #include "worker/comm/bucketing.h"
+#include "worker/comm/traffic.h"
 #include "worker/comm/train_adapters.h"
 #include "worker/comm/world.h"
 #endif
@@ -113,7 +114,10 @@ TelemetryOptions telemetry_options(const api::TrainingJob& job, int rank, int wo
 // Gradient averaging for this rank's backend: the bucketed host reducer over the world communicator (Gloo, shared
 // memory) for host memory; for device memory, NCCL on its own communicator (bootstrapped through the world's store,
 // watched by the world's watchdog), while the small host collectives stay on the world communicator.
-GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, const comm::ReducerOptions& reducer) {
+// `nccl_traffic` receives the NCCL gradient path's calls, bytes and device time (the host path's are in the world
+// communicator's own stats).
+GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, const comm::ReducerOptions& reducer,
+                                          [[maybe_unused]] const std::shared_ptr<comm::TrafficCounter>& nccl_traffic) {
   if (backend.memory_space() == MemorySpace::kHost) {
     return [&w, reducer](const Arena& grads) -> std::unique_ptr<GradientSync> {
       std::vector<comm::ParamSpan> spans;
@@ -123,7 +127,7 @@ GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, cons
   }
 #if defined(TORUS_WITH_NCCL)
   auto& gpu = dynamic_cast<cuda::CudaBackend&>(backend);
-  return [&w, &gpu, reducer](const Arena& grads) -> std::unique_ptr<GradientSync> {
+  return [&w, &gpu, reducer, nccl_traffic](const Arena& grads) -> std::unique_ptr<GradientSync> {
     std::vector<comm::ParamSpan> spans;
     for (const ArenaEntry& e : grads.entries()) spans.push_back({e.offset, e.elements});
     // Backends get twice the watchdog's deadline, so the watchdog reports a hung step first (with its exit code).
@@ -132,8 +136,8 @@ GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, cons
     nccl->set_watchdog(w.shared_watchdog());
     const Tensor all = grads.all();
     return std::make_unique<comm::NcclGradientSync>(std::move(nccl), gpu.compute_stream(), all.f32(),
-                                                    static_cast<size_t>(all.numel()), std::move(spans),
-                                                    reducer.buckets);
+                                                    static_cast<size_t>(all.numel()), std::move(spans), reducer.buckets,
+                                                    nccl_traffic);
   };
 #else
   throw InvalidArgument("spec.gang.device: gpu with WORLD_SIZE=" + std::to_string(w.size()) +
@@ -206,13 +210,17 @@ int run_worker(const WorkerOptions& options) {
     if (job.spec.all_reduce.first_bucket_size_mb)
       reducer.buckets.first_bucket_bytes = static_cast<size_t>(*job.spec.all_reduce.first_bucket_size_mb * (1 << 20));
     auto backend = make_backend(job.spec);
-    const GradientSyncFactory factory = gradient_sync_factory(*w, *backend, reducer);
-    telemetry.set_collective_sampler([&w] {
+    auto nccl_traffic = std::make_shared<comm::TrafficCounter>();
+    const GradientSyncFactory factory = gradient_sync_factory(*w, *backend, reducer, nccl_traffic);
+    telemetry.set_collective_sampler([&w, nccl_traffic] {
       std::vector<CollectiveSample> out;
       for (const auto& [key, s] : w->comm().stats()) {
         const auto slash = key.find('/');
         out.push_back({slash == std::string::npos ? key : key.substr(0, slash),
                        slash == std::string::npos ? "global" : key.substr(slash + 1), s.calls, s.bytes, s.seconds});
+      }
+      if (const comm::LevelStats nccl = nccl_traffic->totals(); nccl.calls > 0) {
+        out.push_back({"nccl", "global", nccl.calls, nccl.bytes, nccl.seconds});
       }
       return out;
     });

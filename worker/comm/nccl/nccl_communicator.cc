@@ -282,18 +282,21 @@ void NcclCommunicator::barrier_now() {
   complete("barrier");
 }
 
-void NcclCommunicator::enqueue_all_reduce_average(Buffer buf, cudaStream_t after) {
+void NcclCommunicator::enqueue_all_reduce_average(Buffer buf, cudaStream_t after, const Timing* timing) {
   if (buf.count == 0) return;
   bind_device();
   if (after != nullptr) {
     CUDA_CHECK(cudaEventRecord(enqueue_after_, after));
     CUDA_CHECK(cudaStreamWaitEvent(stream_, enqueue_after_, 0));
   }
+  if (timing != nullptr) CUDA_CHECK(cudaEventRecord(timing->started, stream_));
   TORUS_NCCL_ENQUEUE("all_reduce_average",
                      ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), ncclAvg, comm_, stream_));
   // Non-blocking communicators may still be enqueueing (ncclInProgress): settle before the next NCCL call. This
   // polls NCCL's host-side state only; the reduction itself runs on the device.
   settle("all_reduce_average");
+  // After settle(): only then is the reduction on the stream, so the event follows it.
+  if (timing != nullptr) CUDA_CHECK(cudaEventRecord(timing->finished, stream_));
 }
 
 void NcclCommunicator::order_before(cudaStream_t consumer) {

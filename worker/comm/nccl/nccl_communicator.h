@@ -48,9 +48,15 @@ class NcclCommunicator : public Communicator {
   void order_after(cudaStream_t producer) { producer_.store(producer); }
 
   // --- the gradient path: enqueued from the calling thread, without the communication thread or a host wait ---
+  // Events recorded on stream() around one enqueued collective (created with timing), for its device time.
+  struct Timing {
+    cudaEvent_t started = nullptr;
+    cudaEvent_t finished = nullptr;
+  };
   // Enqueues an in-place average of `buf` (ncclAvg) on stream(), after everything queued on `after` so far (an
-  // event). Returns once NCCL accepted the call. Only one thread may use these (the training loop's).
-  void enqueue_all_reduce_average(Buffer buf, cudaStream_t after);
+  // event); with `timing`, its events bracket the reduction itself (not the wait for `after`). Returns once NCCL
+  // accepted the call. Only one thread may use these (the training loop's).
+  void enqueue_all_reduce_average(Buffer buf, cudaStream_t after, const Timing* timing = nullptr);
   // Makes `consumer` wait (on the device, an event) for everything enqueued on stream() so far.
   void order_before(cudaStream_t consumer);
   // Waits on the host for everything enqueued on stream() so far, checking NCCL's asynchronous errors; aborts the

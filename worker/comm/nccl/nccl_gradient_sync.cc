@@ -1,14 +1,39 @@
 #include "worker/comm/nccl/nccl_gradient_sync.h"
 
 #include <string>
+#include <vector>
 
 #include "common/util/error.h"
+#include "worker/backend/cuda/errors.h"
 
 namespace torus::comm {
+namespace {
+
+// The device time of a finished step's reductions: the sum over its buckets (gaps while backward still produced
+// gradients are not communication). A bucket without a valid interval (count 0, never enqueued) adds nothing.
+double device_seconds(const std::vector<NcclCommunicator::Timing>& timing) {
+  double seconds = 0;
+  for (const NcclCommunicator::Timing& t : timing) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, t.started, t.finished) == cudaSuccess) {
+      seconds += ms / 1000.0;
+    } else {
+      (void)cudaGetLastError();  // an event never recorded (an empty bucket) is not an error to keep
+    }
+  }
+  return seconds;
+}
+
+}  // namespace
 
 NcclGradientSync::NcclGradientSync(std::unique_ptr<NcclCommunicator> comm, cudaStream_t compute, float* arena,
-                                   size_t arena_elements, std::vector<ParamSpan> params, const BucketOptions& buckets)
-    : comm_(std::move(comm)), compute_(compute), arena_(arena), params_(std::move(params)) {
+                                   size_t arena_elements, std::vector<ParamSpan> params, const BucketOptions& buckets,
+                                   std::shared_ptr<TrafficCounter> traffic)
+    : comm_(std::move(comm)),
+      compute_(compute),
+      arena_(arena),
+      params_(std::move(params)),
+      traffic_(std::move(traffic)) {
   for (size_t i = 0; i < params_.size(); ++i)
     if (params_[i].offset + params_[i].count > arena_elements)
       throw InvalidArgument("gradient arena: parameter " + std::to_string(i) + " ends at " +
@@ -20,7 +45,19 @@ NcclGradientSync::NcclGradientSync(std::unique_ptr<NcclCommunicator> comm, cudaS
     for (size_t p : buckets_[b].params) bucket_of_param_[p] = b;
     step_bytes_ += (buckets_[b].end - buckets_[b].begin) * sizeof(float);
   }
+  if (traffic_) create_timing_events();
   begin_step();
+}
+
+void NcclGradientSync::create_timing_events() {
+  timing_.resize(kStepsInFlight + 1);
+  for (auto& slot : timing_) {
+    slot.resize(buckets_.size());
+    for (NcclCommunicator::Timing& t : slot) {
+      CUDA_CHECK(cudaEventCreate(&t.started));
+      CUDA_CHECK(cudaEventCreate(&t.finished));
+    }
+  }
 }
 
 NcclGradientSync::~NcclGradientSync() {
@@ -30,6 +67,12 @@ NcclGradientSync::~NcclGradientSync() {
     try {
       w.wait(comm_->timeout() * 2);
     } catch (...) {
+    }
+  }
+  for (auto& slot : timing_) {
+    for (NcclCommunicator::Timing& t : slot) {
+      if (t.started != nullptr) (void)cudaEventDestroy(t.started);
+      if (t.finished != nullptr) (void)cudaEventDestroy(t.finished);
     }
   }
 }
@@ -54,8 +97,10 @@ void NcclGradientSync::grad_ready(size_t param_index) {
 
 void NcclGradientSync::launch_ready() {
   while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
-    const Bucket& b = buckets_[next_launch_++];
-    comm_->enqueue_all_reduce_average(Buffer{arena_ + b.begin, b.end - b.begin, DataType::kFloat32}, compute_);
+    const size_t index = next_launch_++;
+    const Bucket& b = buckets_[index];
+    const NcclCommunicator::Timing* timing = timing_.empty() ? nullptr : &timing_[slot_][index];
+    comm_->enqueue_all_reduce_average(Buffer{arena_ + b.begin, b.end - b.begin, DataType::kFloat32}, compute_, timing);
   }
 }
 
@@ -65,8 +110,14 @@ void NcclGradientSync::finish_step() {
   launch_ready();
   comm_->order_before(compute_);
   NcclCommunicator* comm = comm_.get();
-  watches_.push_back(comm_->submit("gradient_all_reduce", step_bytes_,
-                                   [comm] { comm->wait_enqueued("gradient all_reduce (bucketed, ncclAvg)"); }));
+  std::vector<NcclCommunicator::Timing> timing =
+      timing_.empty() ? std::vector<NcclCommunicator::Timing>{} : timing_[slot_];
+  watches_.push_back(
+      comm_->submit("gradient_all_reduce", step_bytes_, [comm, timing, traffic = traffic_, bytes = step_bytes_] {
+        comm->wait_enqueued("gradient all_reduce (bucketed, ncclAvg)");
+        if (traffic) traffic->add(timing.size(), bytes, device_seconds(timing));
+      }));
+  if (!timing_.empty()) slot_ = (slot_ + 1) % timing_.size();
   reap(kStepsInFlight);
 }
 

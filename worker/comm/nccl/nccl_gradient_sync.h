@@ -12,6 +12,10 @@
 // (a peer gone) with the retryable code; without one, the error is rethrown at the next step. At most
 // kStepsInFlight steps are watched at once: beyond that the host waits for the oldest (the device is that far
 // behind), which bounds how far the host runs ahead.
+//
+// Metrics. CUDA events bracket each bucket's reduction on the device; once a step's watch has seen them finish, it
+// adds the step's calls, bytes and summed device time to a TrafficCounter, which the worker's metrics sampler reads
+// as algorithm "nccl", level "global" (the all-reduce panels of the dashboards).
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -21,6 +25,7 @@
 
 #include "worker/comm/bucketing.h"
 #include "worker/comm/nccl/nccl_communicator.h"
+#include "worker/comm/traffic.h"
 #include "worker/train/sync.h"
 
 namespace torus::comm {
@@ -31,8 +36,10 @@ class NcclGradientSync final : public worker::train::GradientSync {
 
   // `arena` (device memory on the communicator's device, `arena_elements` fp32 values) holds every gradient, written
   // by kernels on `compute`; `params` are its parameters' spans (ascending). The sync owns the communicator.
+  // `traffic` (may be null) receives each finished step's calls, bytes and device seconds.
   NcclGradientSync(std::unique_ptr<NcclCommunicator> comm, cudaStream_t compute, float* arena, size_t arena_elements,
-                   std::vector<ParamSpan> params, const BucketOptions& buckets);
+                   std::vector<ParamSpan> params, const BucketOptions& buckets,
+                   std::shared_ptr<TrafficCounter> traffic = nullptr);
   ~NcclGradientSync() override;
   NcclGradientSync(const NcclGradientSync&) = delete;
   NcclGradientSync& operator=(const NcclGradientSync&) = delete;
@@ -48,6 +55,7 @@ class NcclGradientSync final : public worker::train::GradientSync {
 
  private:
   void launch_ready();
+  void create_timing_events();
   // Drops finished watches, rethrowing the first failure; waits for the oldest while more than `keep` remain.
   void reap(size_t keep);
 
@@ -62,6 +70,10 @@ class NcclGradientSync final : public worker::train::GradientSync {
   size_t next_launch_ = 0;
   size_t step_bytes_ = 0;
   std::deque<Work> watches_;  // one per step, oldest first
+  std::shared_ptr<TrafficCounter> traffic_;
+  // Per step slot (kStepsInFlight + 1: a slot is reused only after its step's watch ended), per bucket.
+  std::vector<std::vector<NcclCommunicator::Timing>> timing_;
+  size_t slot_ = 0;
 };
 
 }  // namespace torus::comm
