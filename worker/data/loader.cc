@@ -299,7 +299,11 @@ void Loader::produce(Slot& slot, const Epoch& epoch, int64_t batch, int64_t gene
   const PlannedBatch& pb = epoch.plan.batches[static_cast<size_t>(batch)];
   const size_t stride = static_cast<size_t>(pb.size.h) * pb.size.w * dataset_->channels();
   const auto n = static_cast<size_t>(pb.end - pb.begin);
-  // resize() keeps the allocation when a batch fits: buffers are allocated only when shapes grow.
+  // resize() keeps the allocation when a batch fits: buffers are allocated only when shapes grow. A slot whose first
+  // batch is an epoch's short last one still gets room for a whole batch, so the next full one does not reallocate.
+  const size_t whole = std::max(n, static_cast<size_t>(epoch.config.batch_size));
+  slot.images.reserve(whole * stride);
+  slot.labels.reserve(whole);
   slot.images.resize(n * stride);
   slot.labels.resize(n);
   slot.batch = pb;
