@@ -112,6 +112,10 @@ Client::Client(TransportFactory make_transport, const ClusterConfig& config, con
 
 void Client::refresh_credentials() {
   std::lock_guard refreshing(refresh_mu_);
+  renew_credentials();
+}
+
+void Client::renew_credentials() {
   if (config_.exec) {
     ExecCredential fresh = run_exec_plugin(*config_.exec);
     std::shared_ptr<Transport> replaced;
@@ -132,12 +136,15 @@ void Client::refresh_credentials() {
   }
 }
 
+bool Client::credential_expired() {
+  std::lock_guard lock(token_mu_);
+  return token_expiry_ && std::chrono::system_clock::now() >= *token_expiry_;
+}
+
 void Client::refresh_if_expired() {
-  {
-    std::lock_guard lock(token_mu_);
-    if (!token_expiry_ || std::chrono::system_clock::now() < *token_expiry_) return;
-  }
-  refresh_credentials();
+  if (!credential_expired()) return;
+  std::lock_guard refreshing(refresh_mu_);
+  if (credential_expired()) renew_credentials();  // unless another thread renewed it while this one waited
 }
 
 std::shared_ptr<Transport> Client::transport() {

@@ -145,6 +145,8 @@ class Client {
   void refresh_credentials();
   // Before a request: an exec credential past its expirationTimestamp is renewed, as client-go does.
   void refresh_if_expired();
+  bool credential_expired();
+  void renew_credentials();  // with refresh_mu_ held
 
   ClusterConfig config_;
   ClientOptions options_;
