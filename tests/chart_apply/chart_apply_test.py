@@ -98,20 +98,22 @@ def key_of(obj):
 
 
 class Standin:
-    """kube-standin as a process on a free port, with a kubeconfig and a kubectl discovery cache of its own."""
+    """kube-standin as a process on a free port (HTTPS), with a kubeconfig and a kubectl discovery cache of its own."""
 
     def __init__(self, workdir):
         self.kubeconfig = os.path.join(workdir, "kubeconfig")
         self.cache = os.path.join(workdir, "kubectl-cache")
         self.log = open(os.path.join(workdir, "standin.log"), "w+")
-        self.process = subprocess.Popen([STANDIN, "--port", "0", "--kubeconfig", self.kubeconfig],
+        # HTTPS with token authentication, as a cluster's apiserver serves kubectl.
+        self.process = subprocess.Popen([STANDIN, "--port", "0", "--kubeconfig", self.kubeconfig,
+                                         "--tls-dir", os.path.join(workdir, "tls")],
                                         stdout=subprocess.PIPE, stderr=self.log, text=True)
         self.url = self._first_line()
 
     def _first_line(self):
         ready, _, _ = select.select([self.process.stdout], [], [], STANDIN_READY_DEADLINE_S)
         line = self.process.stdout.readline().strip() if ready else ""
-        if not line.startswith("http://"):
+        if not line.startswith("https://"):
             self.stop()
             self.log.seek(0)
             raise AssertionError(f"kube-standin did not print its URL within {STANDIN_READY_DEADLINE_S} s "
