@@ -5,7 +5,8 @@
 # rate limit raised (the operator itself is measured) and at the defaults (--qps 20 --burst 30). The stand-in's
 # own request capacity is printed beside it. There is no PyTorch peer for a control plane.
 #
-#   bench/operator_scale.sh [BUILD_DIR]      (env: JOBS=200 WORKERS=8 OPERATOR_WORKERS=4)
+#   bench/operator_scale.sh [BUILD_DIR]      (env: JOBS=200 WORKERS=8 OPERATOR_WORKERS=4 TLS=0)
+# TLS=1 serves the API over HTTPS with token authentication (kube-standin --tls-dir), as a cluster does.
 # Last line: RESULT operator_jobs_per_second=X p99_seconds=Y rss_mb=Z requests_per_job=R  (raised-limit run)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,6 +14,7 @@ BUILD="${1:-${TORUS_BUILD:-$ROOT/build}}"
 JOBS="${JOBS:-200}"
 WORKERS="${WORKERS:-8}"
 OPERATOR_WORKERS="${OPERATOR_WORKERS:-4}"
+TLS="${TLS:-0}"
 for bin in "$BUILD/bin/torus" "$BUILD/bin/kube-standin" "$BUILD/bin/operator_scale_driver"; do
   [ -x "$bin" ] || { echo "operator_scale: $bin is not built (cmake --build $BUILD)" >&2; exit 2; }
 done
@@ -37,8 +39,10 @@ run_once() {
   local label="$1" qps="$2" burst="$3" dir="$WORK/$1"
   mkdir -p "$dir"
   # Enough simulated nodes for 1600 CPU pods; the kubelet starts pods at once.
+  local tls_flags=()
+  [ "$TLS" = 1 ] && tls_flags=(--tls-dir "$dir/tls")
   "$BUILD/bin/kube-standin" --kubelet --nodes 64 --racks 8 --crds "$ROOT/crds" --history 200000 \
-    --kubeconfig "$dir/kubeconfig" >"$dir/standin.log" 2>&1 &
+    --kubeconfig "$dir/kubeconfig" "${tls_flags[@]}" >"$dir/standin.log" 2>&1 &
   local standin=$!
   PIDS+=("$standin")
   await_file "$dir/kubeconfig"
