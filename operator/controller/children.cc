@@ -169,6 +169,23 @@ json build_secret(const api::TrainingJob& job, int attempt, const std::string& s
           {"stringData", {{str(kSecretKey), secret}}}};
 }
 
+std::optional<json> build_pod_group(const api::TrainingJob& job, int attempt) {
+  const auto& sched = job.spec.run_policy.scheduling_policy;
+  if (sched.scheduler_name.empty() || !sched.pod_group.empty()) return std::nullopt;
+  const int32_t min_member = sched.min_available.value_or(job.spec.gang.workers.value_or(1));
+  json group = {{"kind", "PodGroup"},
+                {"metadata", metadata(job, job.metadata.name, attempt)},
+                {"spec", {{"minMember", min_member}}}};
+  if (sched.scheduler_name == kVolcanoScheduler) {
+    group["apiVersion"] = "scheduling.volcano.sh/v1beta1";
+    if (!sched.queue.empty()) group["spec"]["queue"] = sched.queue;
+    if (!sched.priority_class.empty()) group["spec"]["priorityClassName"] = sched.priority_class;
+  } else {
+    group["apiVersion"] = "scheduling.x-k8s.io/v1alpha1";
+  }
+  return group;
+}
+
 json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks) {
   const std::string& name = job.metadata.name;
   json user = job.spec.gang.pod_template.is_object() ? job.spec.gang.pod_template : json::object();

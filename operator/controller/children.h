@@ -2,7 +2,9 @@
 // The objects the operator creates for a TrainingJob: a headless Service (stable DNS for rank 0), a ConfigMap
 // with the resolved spec, a Secret with the rendezvous secret, and one pod per worker. Pure builders.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/api/training_job.h"
 #include "operator/controller/topology_blocks.h"
@@ -26,6 +28,14 @@ json build_secret(const api::TrainingJob& job, int attempt, const std::string& s
 // Worker pod `index` of `attempt` (1-based). `job` must be defaulted.
 // With `blocks` kMounted, the worker gets TORUS_TOPOLOGY_KEY and TORUS_TOPOLOGY_BLOCKS_FILE.
 json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks = {});
+
+// The gang's PodGroup, so the scheduler places all of its minMember pods at once or none (no half-started gang
+// holding GPUs). Made when schedulingPolicy.schedulerName is set and podGroup is not (a named podGroup is the
+// user's own): Volcano's (scheduling.volcano.sh/v1beta1, with queue and priority class) for schedulerName
+// "volcano", else the coscheduling plugin's (scheduling.x-k8s.io/v1alpha1). minMember is minAvailable (default: the
+// gang's workers). nullopt when no PodGroup is wanted.
+std::optional<json> build_pod_group(const api::TrainingJob& job, int attempt);
+inline constexpr std::string_view kVolcanoScheduler = "volcano";
 
 // rank 0's stable DNS name through the headless service: <job>-worker-0.<job>.<ns>.svc
 std::string master_address(const api::TrainingJob& job);

@@ -35,6 +35,8 @@ const kube::Resource& resource_of(ChildKind kind) {
       return res::kConfigMaps;
     case ChildKind::kSecret:
       return res::kSecrets;
+    case ChildKind::kPodGroup:
+      return res::kCoschedulingPodGroups;  // create_pod_group picks by apiVersion
   }
   return res::kPods;
 }
@@ -338,7 +340,13 @@ void Controller::apply(const json& job, const Plan& plan, const std::string& ns)
     client_.remove(resource_of(d.kind), ns, d.name);
   }
   for (const auto& u : plan.updates) client_.update(resource_of(u.kind), ns, u.object);
-  for (const auto& c : plan.creates) create_child(c.kind, ns, c.object);
+  for (const auto& c : plan.creates) {
+    if (c.kind == ChildKind::kPodGroup) {
+      create_pod_group(job, ns, c.object);
+    } else {
+      create_child(c.kind, ns, c.object);
+    }
+  }
   std::optional<json> status = plan.status;
   std::string phase = status ? status->value("phase", "") : job.value("status", json::object()).value("phase", "");
   if (phase == "Running") {
@@ -355,6 +363,24 @@ void Controller::apply(const json& job, const Plan& plan, const std::string& ns)
   for (const auto& e : plan.events) record_event(job, e);
   if (plan.job_action == Plan::JobAction::kDelete) {
     client_.remove(res::kTrainingJobs, ns, job["metadata"].value("name", ""), kube::Propagation::kForeground);
+  }
+}
+
+void Controller::create_pod_group(const json& job, const std::string& ns, const json& group) {
+  const std::string api_version = group.value("apiVersion", "");
+  const kube::Resource& r = api_version.rfind(res::kVolcanoPodGroups.group + "/", 0) == 0 ? res::kVolcanoPodGroups
+                                                                                          : res::kCoschedulingPodGroups;
+  try {
+    client_.create(r, ns, group);
+  } catch (const kube::ApiError& e) {
+    if (e.already_exists()) return;
+    if (e.status() != 404 && e.status() != 403) throw;
+    const std::string why = e.status() == 404
+                                ? "is not served by this cluster (is its scheduler installed?)"
+                                : "may not be created by the operator (RBAC: create podgroups in " + r.group + ")";
+    record_event(job, {EventType::kWarning, "PodGroupNotCreated",
+                       "PodGroup " + api_version + " " + group["metadata"].value("name", "") + " " + why +
+                           ": the gang is not scheduled as one"});
   }
 }
 

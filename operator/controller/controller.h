@@ -67,6 +67,9 @@ class Controller {
   PlanInput observe(const Caches& caches, const json& job, const std::string& ns, const std::string& name) const;
   void apply(const json& job, const Plan& plan, const std::string& ns);
   void create_child(ChildKind kind, const std::string& ns, const json& object);
+  // A PodGroup the cluster does not serve (its scheduler is not installed) or RBAC forbids is a warning event on
+  // the job, not an error: the pods are created anyway, and their Pending reason says the rest.
+  void create_pod_group(const json& job, const std::string& ns, const json& group);
   void write_status(const json& job, json status, const std::string& ns);
   void record_event(const json& job, const EventRecord& event);
   std::optional<api::Progress> scrape_progress(const json& job, const std::string& ns);

@@ -302,6 +302,11 @@ void run_gang(Pass& p, const std::vector<json>& current) {
   if (d.recheck_after) p.requeue(*d.recheck_after);
   std::map<int, bool> present;
   for (const auto& pod : current) present[worker_index(pod)] = true;
+  // The PodGroup goes first, so the gang scheduler knows the group when its pods arrive (created again with each
+  // missing pod: "already exists" is the usual answer, and the operator keeps no cache of PodGroups).
+  if (static_cast<int>(present.size()) < g.expected_workers) {
+    if (auto group = build_pod_group(p.job, p.attempt())) p.plan.creates.push_back({ChildKind::kPodGroup, *group});
+  }
   for (int i = 0; i < g.expected_workers; ++i) {
     if (!present.count(i)) {
       p.plan.creates.push_back({ChildKind::kPod, build_worker_pod(p.job, i, p.attempt(), p.blocks)});

@@ -15,7 +15,7 @@ namespace torus::controller {
 
 using json = nlohmann::json;
 
-enum class ChildKind { kPod, kService, kConfigMap, kSecret };
+enum class ChildKind { kPod, kService, kConfigMap, kSecret, kPodGroup };
 
 struct CreateAction {
   ChildKind kind;

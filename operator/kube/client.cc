@@ -16,6 +16,8 @@ const Resource kSecrets{"", "v1", "secrets", "Secret", Scope::kNamespaced};
 const Resource kEvents{"", "v1", "events", "Event", Scope::kNamespaced};
 const Resource kLeases{"coordination.k8s.io", "v1", "leases", "Lease", Scope::kNamespaced};
 const Resource kTrainingJobs{"torus.dev", "v1alpha1", "trainingjobs", "TrainingJob", Scope::kNamespaced};
+const Resource kCoschedulingPodGroups{"scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", Scope::kNamespaced};
+const Resource kVolcanoPodGroups{"scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", Scope::kNamespaced};
 }  // namespace resources
 
 std::string Resource::collection_path(const std::string& ns) const {

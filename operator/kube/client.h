@@ -45,6 +45,9 @@ extern const Resource kSecrets;
 extern const Resource kEvents;
 extern const Resource kLeases;
 extern const Resource kTrainingJobs;
+// Gang scheduling: the coscheduling plugin's PodGroup (kubernetes-sigs/scheduler-plugins) and Volcano's.
+extern const Resource kCoschedulingPodGroups;
+extern const Resource kVolcanoPodGroups;
 }  // namespace resources
 
 // The API server answered with an error status (404, 409, 410, 422...). `reason` is the Status reason.

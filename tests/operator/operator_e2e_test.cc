@@ -125,8 +125,9 @@ std::unique_ptr<Daemon> start_standin(const fs::path& dir, const std::string& ku
   std::vector<std::string> argv{kBin + "kube-standin", "--kubelet"};
   argv.insert(argv.end(), node_flags.begin(), node_flags.end());
   // HTTPS with token authentication, as every real apiserver: the operator and kubectl trust the stand-in's CA.
-  argv.insert(argv.end(), {"--crds", std::string(TORUS_SOURCE_DIR) + "/crds", "--bookmark-interval-ms", "500",
-                           "--kubeconfig", kubeconfig, "--tls-dir", (dir / "tls").string()});
+  argv.insert(argv.end(), {"--crds", std::string(TORUS_SOURCE_DIR) + "/crds", "--crds",
+                           std::string(TORUS_SOURCE_DIR) + "/tests/operator/podgroup-crds", "--bookmark-interval-ms",
+                           "500", "--kubeconfig", kubeconfig, "--tls-dir", (dir / "tls").string()});
   const std::string log = (dir / "standin.log").string();
   fs::remove(kubeconfig);  // only the file this stand-in writes may say where it listens
   auto standin = std::make_unique<Daemon>("kube-standin", argv, log);
@@ -381,6 +382,39 @@ TEST_F(OperatorE2E, ServesMetricsHealthAndReadiness) {
   EXPECT_NE(metrics.find("torus_operator_reconciles_total"), std::string::npos);
   EXPECT_NE(metrics.find("torus_operator_leader 1"), std::string::npos) << metrics.substr(0, 2000);
   EXPECT_NE(metrics.find("torus_operator_api_requests_total{verb=\"POST\",code=\"201\"}"), std::string::npos);
+}
+
+// Gang scheduling: the coscheduling PodGroup (its CRD is installed on the stand-in) is created with the job's
+// minAvailable and owned by it, so it goes with the job.
+TEST_F(OperatorE2E, AGangSchedulerGetsAPodGroupOwnedByTheJob) {
+  apply("quebec", 3, "    schedulingPolicy:\n      schedulerName: scheduler-plugins-scheduler\n      minAvailable: 2\n");
+  ASSERT_TRUE(eventually([] { return gang_running("quebec", 3, 1); })) << phase("quebec");
+  CmdResult r = kubectl({"get", "podgroups.scheduling.x-k8s.io", "quebec", "-o", "json"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json group = json::parse(r.out);
+  EXPECT_EQ(group["spec"]["minMember"], 2);
+  EXPECT_EQ(group["metadata"]["ownerReferences"][0]["uid"], job("quebec")->at("metadata").at("uid"));
+  for (const auto& pod : pods_of("quebec")) {
+    EXPECT_EQ(pod["spec"]["schedulerName"], "scheduler-plugins-scheduler");
+    EXPECT_EQ(pod["metadata"]["labels"].value(std::string(kLabelPodGroup), ""), "quebec");
+  }
+  ASSERT_EQ(kubectl({"delete", "trainingjob", "quebec", "--wait=true", "--timeout=30s"}).code, 0);
+  EXPECT_TRUE(eventually([] { return !client_->try_get(res::kCoschedulingPodGroups, kNs, "quebec"); }));
+}
+
+// A cluster without Volcano does not serve its PodGroup: the job says so in a Warning event and runs anyway.
+TEST_F(OperatorE2E, AnUnservedPodGroupKindIsAWarningAndTheGangStillRuns) {
+  apply("romeo", 2, "    schedulingPolicy:\n      schedulerName: volcano\n      queue: research\n");
+  ASSERT_TRUE(eventually([] { return gang_running("romeo", 2, 1); })) << phase("romeo");
+  auto warned = [] {
+    const json events = client_->list(res::kEvents, kNs, {.field_selector = "involvedObject.name=romeo"});
+    for (const auto& e : events.value("items", json::array())) {
+      if (e.value("reason", "") == "PodGroupNotCreated" && e.value("type", "") == "Warning") return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(eventually(warned)) << kubectl({"get", "events", "--field-selector", "involvedObject.name=romeo"}).out;
+  ASSERT_EQ(kubectl({"delete", "trainingjob", "romeo", "--wait=false"}).code, 0);
 }
 
 TEST_F(OperatorE2E, Exit137RestartsWholeGangAsAttempt2) {

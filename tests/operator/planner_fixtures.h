@@ -59,6 +59,10 @@ class JobBuilder {
     job_["spec"]["runPolicy"]["schedulingPolicy"] = {{"schedulerName", name}, {"podGroup", group}};
     return *this;
   }
+  JobBuilder& scheduling(const json& policy) {
+    job_["spec"]["runPolicy"]["schedulingPolicy"] = policy;
+    return *this;
+  }
   JobBuilder& pod_template(const json& t) {
     job_["spec"]["gang"]["template"] = t;
     return *this;

@@ -272,6 +272,63 @@ TEST(Planner, TopologyAndGangScheduling) {
   EXPECT_EQ(pod["metadata"]["labels"][std::string(kLabelPodGroup)], "pg-1");
 }
 
+// The PodGroup a gang scheduler needs: created before the pods, by kind of scheduler, with minMember from
+// minAvailable (default: every worker); none without a scheduler or when the user names their own group.
+TEST(Planner, GangSchedulersGetTheirPodGroupBeforeThePods) {
+  struct GroupCase {
+    const char* name;
+    json policy;
+    const char* api_version;  // "" : no PodGroup
+    int min_member;
+    json extra;  // fields of the PodGroup's spec besides minMember
+  };
+  const std::vector<GroupCase> cases = {
+      {"no scheduler", json::object(), "", 0, json::object()},
+      {"coscheduling",
+       {{"schedulerName", "scheduler-plugins-scheduler"}},
+       "scheduling.x-k8s.io/v1alpha1",
+       4,
+       json::object()},
+      {"volcano, queue, priority, minAvailable",
+       {{"schedulerName", "volcano"}, {"queue", "research"}, {"priorityClass", "high"}, {"minAvailable", 3}},
+       "scheduling.volcano.sh/v1beta1",
+       3,
+       {{"queue", "research"}, {"priorityClassName", "high"}}},
+      {"the user's own group", {{"schedulerName", "volcano"}, {"podGroup", "shared"}}, "", 0, json::object()},
+  };
+  for (const GroupCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Plan p = plan(with_children(JobBuilder().workers(4).scheduling(c.policy).build(), {}, at(0)));
+    std::vector<const CreateAction*> groups;
+    for (const auto& a : p.creates)
+      if (a.kind == ChildKind::kPodGroup) groups.push_back(&a);
+    ASSERT_EQ(created_pods(p).size(), 4u);
+    if (std::string(c.api_version).empty()) {
+      EXPECT_TRUE(groups.empty());
+      continue;
+    }
+    ASSERT_EQ(groups.size(), 1u);
+    const json& group = groups[0]->object;
+    EXPECT_EQ(group["apiVersion"], c.api_version);
+    EXPECT_EQ(group["metadata"]["name"], "mnist");
+    EXPECT_EQ(group["metadata"]["ownerReferences"][0]["uid"], "uid-mnist");
+    json want = c.extra;
+    want["minMember"] = c.min_member;
+    EXPECT_EQ(group["spec"], want);
+    const auto group_at = std::find_if(p.creates.begin(), p.creates.end(),
+                                       [](const CreateAction& a) { return a.kind == ChildKind::kPodGroup; });
+    const auto first_pod = std::find_if(p.creates.begin(), p.creates.end(),
+                                        [](const CreateAction& a) { return a.kind == ChildKind::kPod; });
+    EXPECT_LT(group_at - p.creates.begin(), first_pod - p.creates.begin()) << "the PodGroup must precede its pods";
+    EXPECT_EQ(first_pod->object["metadata"]["labels"][std::string(kLabelPodGroup)], "mnist");
+  }
+  // A running gang needs no create at all, PodGroup included.
+  const json job = JobBuilder().workers(2).scheduling({{"schedulerName", "volcano"}}).phase("Running", 1).build();
+  Plan steady = plan(
+      with_children(job, {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).running().build()}, at(10)));
+  for (const auto& a : steady.creates) EXPECT_NE(a.kind, ChildKind::kPodGroup);
+}
+
 TEST(Planner, UserTemplateIsMergedButGangFieldsWin) {
   json worker = {{"name", "worker"}, {"env", json::array({{{"name", "EXTRA"}, {"value", "1"}}})}};
   json tmpl = {

@@ -71,6 +71,9 @@ EXPECTED_JOB_RULES = {
     ("", "secrets"): {"get", "list", "watch", "create", "delete"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
+    # A gang's PodGroup (schedulingPolicy.schedulerName): created with the job, deleted with it by the garbage collector.
+    ("scheduling.x-k8s.io", "podgroups"): {"create"},
+    ("scheduling.volcano.sh", "podgroups"): {"create"},
 }
 EXPECTED_LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 # Nodes are cluster-scoped: read for rack ordering (runPolicy.topology.key), always through a ClusterRole.
