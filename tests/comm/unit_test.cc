@@ -254,6 +254,28 @@ TEST(Bucketing, FirstBucketSmallThenCappedInBackwardOrderCoveringEveryParameter)
   EXPECT_THROW(assign_buckets(overlapping, 4, opt), InvalidArgument);
 }
 
+// Buckets start only in bucket order, each once its gradients are final; finish() starts the rest. Both gradient
+// paths (host reducer, NCCL) launch exactly what this returns.
+TEST(Bucketing, ScheduleStartsCompleteBucketsInBucketOrderOnly) {
+  // Four parameters of 1 MiB: with 1 MiB buckets each is a bucket of its own, bucket b holding parameter 3 - b.
+  std::vector<ParamSpan> params;
+  for (size_t i = 0; i < 4; ++i) params.push_back({i * 262144, 262144});
+  BucketOptions opt;
+  opt.bucket_cap_bytes = 1u << 20;
+  BucketSchedule s(params, 4 * 262144, opt);
+  ASSERT_EQ(s.buckets().size(), 4u);
+  using R = BucketSchedule::Range;
+  auto range = [](R r) { return std::make_pair(r.begin, r.end); };
+  EXPECT_EQ(range(s.mark_ready(2)), std::make_pair(size_t{0}, size_t{0}));  // bucket 1 waits for bucket 0
+  EXPECT_EQ(range(s.mark_ready(3)), std::make_pair(size_t{0}, size_t{2}));  // bucket 0 completes: 0 and 1 start
+  EXPECT_EQ(range(s.mark_ready(3)), std::make_pair(size_t{2}, size_t{2}));  // announced twice: nothing new
+  EXPECT_EQ(range(s.finish()), std::make_pair(size_t{2}, size_t{4}));       // parameters 0, 1 got no gradient
+  s.begin_step();
+  EXPECT_EQ(range(s.mark_ready(3)), std::make_pair(size_t{0}, size_t{1}));  // a new step starts from bucket 0
+  EXPECT_THROW(s.mark_ready(4), InvalidArgument);
+  EXPECT_THROW(BucketSchedule(params, 4 * 262144 - 1, opt), InvalidArgument);  // the last parameter overruns
+}
+
 // ---------------------------------------------------------------- store
 
 TcpStoreOptions client_of(const TcpStoreServer& server, const std::string& secret) {

@@ -38,23 +38,54 @@ std::vector<Bucket> assign_buckets(std::span<const ParamSpan> params, size_t ele
   return buckets;
 }
 
-GradientReducer::GradientReducer(Communicator& comm, std::span<float> arena, std::vector<ParamSpan> params,
-                                 const ReducerOptions& options)
-    : comm_(comm), arena_(arena), params_(std::move(params)), options_(options) {
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].offset + params_[i].count > arena_.size())
+BucketSchedule::BucketSchedule(std::span<const ParamSpan> params, size_t arena_elements, const BucketOptions& options) {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].offset + params[i].count > arena_elements)
       throw InvalidArgument("gradient arena: parameter " + std::to_string(i) + " ends at " +
-                            std::to_string(params_[i].offset + params_[i].count) + " but the arena has " +
-                            std::to_string(arena_.size()) + " elements");
-  buckets_ = assign_buckets(params_, sizeof(float), options_.buckets);
-  bucket_of_param_.resize(params_.size());
+                            std::to_string(params[i].offset + params[i].count) + " but the arena has " +
+                            std::to_string(arena_elements) + " elements");
+  buckets_ = assign_buckets(params, sizeof(float), options);
+  bucket_of_param_.resize(params.size());
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (size_t p : buckets_[b].params) bucket_of_param_[p] = b;
-  if (options_.compression != Compression::kNone) {
-    staging_.resize(buckets_.size());
-    for (size_t b = 0; b < buckets_.size(); ++b) staging_[b].resize(buckets_[b].end - buckets_[b].begin);
-  }
   begin_step();
+}
+
+void BucketSchedule::begin_step() {
+  pending_.resize(buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
+  ready_.assign(bucket_of_param_.size(), false);
+  next_ = 0;
+}
+
+BucketSchedule::Range BucketSchedule::mark_ready(size_t param) {
+  if (param >= ready_.size())
+    throw InvalidArgument("gradient of parameter " + std::to_string(param) + " announced, but there are " +
+                          std::to_string(ready_.size()) + " parameters");
+  if (ready_[param]) return {next_, next_};
+  ready_[param] = true;
+  --pending_[bucket_of_param_[param]];
+  return advance();
+}
+
+BucketSchedule::Range BucketSchedule::finish() {
+  for (size_t b = next_; b < buckets_.size(); ++b) pending_[b] = 0;
+  return advance();
+}
+
+BucketSchedule::Range BucketSchedule::advance() {
+  const size_t first = next_;
+  while (next_ < buckets_.size() && pending_[next_] == 0) ++next_;
+  return {first, next_};
+}
+
+GradientReducer::GradientReducer(Communicator& comm, std::span<float> arena, std::vector<ParamSpan> params,
+                                 const ReducerOptions& options)
+    : comm_(comm), arena_(arena), options_(options), schedule_(params, arena.size(), options.buckets) {
+  if (options_.compression != Compression::kNone) {
+    staging_.resize(buckets().size());
+    for (size_t b = 0; b < buckets().size(); ++b) staging_[b].resize(buckets()[b].end - buckets()[b].begin);
+  }
 }
 
 GradientReducer::~GradientReducer() {
@@ -70,36 +101,27 @@ GradientReducer::~GradientReducer() {
 
 void GradientReducer::begin_step() {
   std::lock_guard lock(mu_);
-  pending_.assign(buckets_.size(), 0);
-  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
-  ready_.assign(params_.size(), false);
-  next_launch_ = 0;
+  schedule_.begin_step();
   works_.clear();
 }
 
 void GradientReducer::mark_ready(size_t param_index) {
   std::lock_guard lock(mu_);
-  if (param_index >= params_.size())
-    throw InvalidArgument("mark_ready: parameter index " + std::to_string(param_index) + " out of range (" +
-                          std::to_string(params_.size()) + " parameters)");
-  if (ready_[param_index]) return;
-  ready_[param_index] = true;
-  --pending_[bucket_of_param_[param_index]];
-  launch_ready_locked();
+  launch(schedule_.mark_ready(param_index));
 }
 
-void GradientReducer::launch_ready_locked() {
-  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
-}
-
-void GradientReducer::launch(size_t b) {
-  const size_t bytes = (buckets_[b].end - buckets_[b].begin) *
-                       (options_.compression == Compression::kNone ? sizeof(float) : sizeof(uint16_t));
-  works_.push_back(comm_.submit("bucket_all_reduce", bytes, [this, b] { reduce_bucket(b); }));
+// With mu_ held.
+void GradientReducer::launch(BucketSchedule::Range range) {
+  for (size_t b = range.begin; b < range.end; ++b) {
+    const size_t bytes = (buckets()[b].end - buckets()[b].begin) *
+                         (options_.compression == Compression::kNone ? sizeof(float) : sizeof(uint16_t));
+    works_.push_back(comm_.submit("bucket_all_reduce", bytes, [this, b] { reduce_bucket(b); }));
+  }
 }
 
 void GradientReducer::reduce_bucket(size_t b) {
-  std::span<float> grads = arena_.subspan(buckets_[b].begin, buckets_[b].end - buckets_[b].begin);
+  const Bucket& bucket = buckets()[b];
+  std::span<float> grads = arena_.subspan(bucket.begin, bucket.end - bucket.begin);
   const double inv = 1.0 / comm_.size();
   if (options_.compression == Compression::kNone) {
     comm_.all_reduce_now(buffer_of(grads), ReduceOp::kSum);
@@ -119,8 +141,7 @@ void GradientReducer::wait() {
   std::vector<Work> works;
   {
     std::lock_guard lock(mu_);
-    for (size_t b = next_launch_; b < buckets_.size(); ++b) pending_[b] = 0;
-    launch_ready_locked();
+    launch(schedule_.finish());
     works = works_;
   }
   ReducerStepStats stats;

@@ -35,6 +35,37 @@ struct Bucket {
 std::vector<Bucket> assign_buckets(std::span<const ParamSpan> params, size_t element_bytes,
                                    const BucketOptions& options);
 
+// Which buckets may start as backward announces gradients: a bucket once all its gradients are final, and only in
+// bucket order, so every rank issues the same collectives in the same order. The host reducer below and the GPU
+// path (nccl/nccl_gradient_sync.h) both follow it. Not thread-safe: callers serialize.
+class BucketSchedule {
+ public:
+  // Checks that every parameter lies inside an arena of `arena_elements` fp32 values (InvalidArgument naming the
+  // parameter otherwise) and assigns the buckets (assign_buckets).
+  BucketSchedule(std::span<const ParamSpan> params, size_t arena_elements, const BucketOptions& options);
+
+  // Buckets [begin, end) in bucket order.
+  struct Range {
+    size_t begin = 0, end = 0;
+  };
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  void begin_step();
+  // Marks parameter `param`'s gradient final; returns the buckets that may start now (none when it was already
+  // marked, or an earlier bucket is still incomplete).
+  Range mark_ready(size_t param);
+  // Backward is over: every bucket not started yet (parameters that got no gradient keep the arena's values).
+  Range finish();
+
+ private:
+  Range advance();
+
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_param_;
+  std::vector<size_t> pending_;  // per bucket: gradients still missing this step
+  std::vector<bool> ready_;      // per parameter
+  size_t next_ = 0;              // the first bucket not started this step
+};
+
 enum class Compression { kNone, kFloat16, kBFloat16 };
 
 struct ReducerOptions {
@@ -65,26 +96,20 @@ class GradientReducer {
   // bucket and leaves the averaged gradients in the arena. Rethrows a failed collective.
   void wait();
 
-  const std::vector<Bucket>& buckets() const { return buckets_; }
+  const std::vector<Bucket>& buckets() const { return schedule_.buckets(); }
   ReducerStepStats last_step() const;
 
  private:
-  void launch_ready_locked();
-  void launch(size_t bucket);
+  void launch(BucketSchedule::Range buckets);
   void reduce_bucket(size_t bucket);
 
   Communicator& comm_;
   std::span<float> arena_;
-  std::vector<ParamSpan> params_;
   ReducerOptions options_;
-  std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_param_;
   std::vector<std::vector<uint16_t>> staging_;  // compressed copies, one per bucket (fp16/bf16 only)
 
   mutable std::mutex mu_;
-  std::vector<size_t> pending_;  // per bucket: gradients still missing this step
-  std::vector<bool> ready_;      // per parameter
-  size_t next_launch_ = 0;
+  BucketSchedule schedule_;
   std::vector<Work> works_;
   ReducerStepStats last_;
 };

@@ -32,27 +32,16 @@ NcclGradientSync::NcclGradientSync(std::unique_ptr<NcclCommunicator> comm, cudaS
     : comm_(std::move(comm)),
       compute_(compute),
       arena_(arena),
-      params_(std::move(params)),
+      schedule_(params, arena_elements, buckets),
       traffic_(std::move(traffic)) {
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].offset + params_[i].count > arena_elements)
-      throw InvalidArgument("gradient arena: parameter " + std::to_string(i) + " ends at " +
-                            std::to_string(params_[i].offset + params_[i].count) + " but the arena has " +
-                            std::to_string(arena_elements) + " elements");
-  buckets_ = assign_buckets(params_, sizeof(float), buckets);
-  bucket_of_param_.resize(params_.size());
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    for (size_t p : buckets_[b].params) bucket_of_param_[p] = b;
-    step_bytes_ += (buckets_[b].end - buckets_[b].begin) * sizeof(float);
-  }
+  for (const Bucket& b : schedule_.buckets()) step_bytes_ += (b.end - b.begin) * sizeof(float);
   if (traffic_) create_timing_events();
-  begin_step();
 }
 
 void NcclGradientSync::create_timing_events() {
   timing_.resize(kStepsInFlight + 1);
   for (auto& slot : timing_) {
-    slot.resize(buckets_.size());
+    slot.resize(schedule_.buckets().size());
     for (NcclCommunicator::Timing& t : slot) {
       CUDA_CHECK(cudaEventCreate(&t.started));
       CUDA_CHECK(cudaEventCreate(&t.finished));
@@ -79,35 +68,21 @@ NcclGradientSync::~NcclGradientSync() {
 
 void NcclGradientSync::begin_step() {
   reap(kStepsInFlight);
-  pending_.assign(buckets_.size(), 0);
-  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
-  ready_.assign(params_.size(), false);
-  next_launch_ = 0;
+  schedule_.begin_step();
 }
 
-void NcclGradientSync::grad_ready(size_t param_index) {
-  if (param_index >= params_.size())
-    throw InvalidArgument("grad_ready: parameter index " + std::to_string(param_index) + " out of range (" +
-                          std::to_string(params_.size()) + " parameters)");
-  if (ready_[param_index]) return;
-  ready_[param_index] = true;
-  --pending_[bucket_of_param_[param_index]];
-  launch_ready();
-}
+void NcclGradientSync::grad_ready(size_t param_index) { launch(schedule_.mark_ready(param_index)); }
 
-void NcclGradientSync::launch_ready() {
-  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
-    const size_t index = next_launch_++;
-    const Bucket& b = buckets_[index];
+void NcclGradientSync::launch(BucketSchedule::Range range) {
+  for (size_t index = range.begin; index < range.end; ++index) {
+    const Bucket& b = schedule_.buckets()[index];
     const NcclCommunicator::Timing* timing = timing_.empty() ? nullptr : &timing_[slot_][index];
     comm_->enqueue_all_reduce_average(Buffer{arena_ + b.begin, b.end - b.begin, DataType::kFloat32}, compute_, timing);
   }
 }
 
 void NcclGradientSync::finish_step() {
-  // Parameters that got no gradient this step keep the arena's values (like the CPU reducer): launch the rest.
-  for (size_t b = next_launch_; b < buckets_.size(); ++b) pending_[b] = 0;
-  launch_ready();
+  launch(schedule_.finish());
   comm_->order_before(compute_);
   NcclCommunicator* comm = comm_.get();
   std::vector<NcclCommunicator::Timing> timing =

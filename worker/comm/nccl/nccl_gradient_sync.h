@@ -1,6 +1,6 @@
 #pragma once
 // Gradient averaging for GPU ranks (worker/train/sync.h) over NCCL, without a host synchronization in the step.
-// The device gradient arena is bucketed exactly like the CPU reducer (assign_buckets, bucketing.h). As backward
+// The device gradient arena is bucketed exactly like the CPU reducer (BucketSchedule, bucketing.h). As backward
 // announces gradients, each complete bucket's ncclAllReduce(ncclAvg) is enqueued, in bucket order, on the
 // communicator's stream after the work queued on the compute stream so far (an event); finish_step() enqueues the
 // rest and makes the compute stream wait for the communicator's stream (an event): the SGD update queued next sees
@@ -48,13 +48,13 @@ class NcclGradientSync final : public worker::train::GradientSync {
   void grad_ready(size_t param_index) override;
   void finish_step() override;
 
-  const std::vector<Bucket>& buckets() const { return buckets_; }
+  const std::vector<Bucket>& buckets() const { return schedule_.buckets(); }
   NcclCommunicator& communicator() { return *comm_; }
   // Blocks until every enqueued reduction finished (tests, shutdown); rethrows a failure.
   void drain();
 
  private:
-  void launch_ready();
+  void launch(BucketSchedule::Range buckets);
   void create_timing_events();
   // Drops finished watches, rethrowing the first failure; waits for the oldest while more than `keep` remain.
   void reap(size_t keep);
@@ -62,12 +62,7 @@ class NcclGradientSync final : public worker::train::GradientSync {
   std::unique_ptr<NcclCommunicator> comm_;
   cudaStream_t compute_;
   float* arena_;
-  std::vector<ParamSpan> params_;
-  std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_param_;
-  std::vector<size_t> pending_;  // per bucket: gradients still missing this step
-  std::vector<bool> ready_;      // per parameter
-  size_t next_launch_ = 0;
+  BucketSchedule schedule_;
   size_t step_bytes_ = 0;
   std::deque<Work> watches_;  // one per step, oldest first
   std::shared_ptr<TrafficCounter> traffic_;
