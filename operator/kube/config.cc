@@ -1,6 +1,5 @@
 #include "operator/kube/config.h"
 
-#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
@@ -10,6 +9,7 @@
 #include <sstream>
 
 #include "common/process/supervisor.h"
+#include "common/util/base64.h"
 #include "common/util/env.h"
 #include "common/util/error.h"
 #include "common/util/rfc3339.h"
@@ -200,29 +200,16 @@ ExecCredential run_exec_plugin(const ExecPlugin& plugin) {
 }
 
 std::string base64_decode(const std::string& text, const std::string& field) {
-  std::string clean;
+  std::string clean;  // kubeconfigs may wrap long values
   for (char c : text) {
     if (c != '\n' && c != '\r' && c != ' ') clean.push_back(c);
   }
-  if (clean.size() % 4 != 0) throw InvalidArgument(field + ": must be base64 (length a multiple of 4)");
-  std::string out(clean.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(clean.data()), static_cast<int>(clean.size()));
-  if (n < 0) throw InvalidArgument(field + ": must be base64, got invalid characters");
-  // EVP_DecodeBlock counts padding as zero bytes; drop them.
-  size_t pad = 0;
-  if (!clean.empty() && clean.back() == '=') ++pad;
-  if (clean.size() > 1 && clean[clean.size() - 2] == '=') ++pad;
-  out.resize(static_cast<size_t>(n) - pad);
-  return out;
-}
-
-std::string base64_encode(const std::string& bytes) {
-  std::string out((bytes.size() + 2) / 3 * 4 + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
+  std::optional<std::string> decoded = torus::base64_decode(clean);
+  if (!decoded) {
+    throw InvalidArgument(field + ": must be base64 (the alphabet, '=' padding, length a multiple of 4), got " +
+                          std::to_string(clean.size()) + " characters that are not");
+  }
+  return *decoded;
 }
 
 }  // namespace torus::kube

@@ -57,8 +57,7 @@ ExecCredential run_exec_plugin(const ExecPlugin& plugin);
 // Parses ExecCredential JSON printed by a plugin (exposed for tests).
 ExecCredential parse_exec_credential(const std::string& json_text, const std::string& command);
 
-// RFC 4648 base64 (kubeconfig *-data fields, Secret data). Throws InvalidArgument naming `field` on bad input.
+// A kubeconfig *-data field (common/util/base64.h; line breaks ignored). Throws InvalidArgument naming `field`.
 std::string base64_decode(const std::string& text, const std::string& field);
-std::string base64_encode(const std::string& bytes);
 
 }  // namespace torus::kube

@@ -1,9 +1,9 @@
 #include "tests/apiserver/protobuf.h"
 
-#include <boost/beast/core/detail/base64.hpp>
 #include <cstdint>
 #include <functional>
 
+#include "common/util/base64.h"
 #include "tests/apiserver/api_error.h"
 
 namespace torus::standin {
@@ -73,19 +73,13 @@ class Reader {
 
 std::string text(std::string_view v) { return std::string(v); }
 
-std::string base64(std::string_view raw) {
-  std::string out(boost::beast::detail::base64::encoded_size(raw.size()), '\0');
-  out.resize(boost::beast::detail::base64::encode(out.data(), raw.data(), raw.size()));
-  return out;
-}
-
 // map<string, string|bytes> entries: key = 1, value = 2.
 void map_entry(std::string_view entry, json& into, bool value_is_bytes) {
   std::string key;
   std::string value;
   Reader(entry).fields([&](int n, std::string_view v) {
     if (n == 1) key = text(v);
-    if (n == 2) value = value_is_bytes ? base64(v) : text(v);
+    if (n == 2) value = value_is_bytes ? base64_encode(v) : text(v);
   });
   into[key] = value;
 }

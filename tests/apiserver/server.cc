@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "common/log/log.h"
+#include "common/util/base64.h"
 #include "common/util/error.h"
 #include "tests/apiserver/api_error.h"
 #include "tests/apiserver/discovery.h"
@@ -708,7 +709,7 @@ std::string ApiServer::write_kubeconfig(const std::string& path, const std::stri
     token = options_.tokens.empty() ? "" : *options_.tokens.begin();
   }
   out << "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: " << url() << "\n";
-  if (options_.tls) out << "    certificate-authority-data: " << base64(options_.tls->ca_cert_pem) << "\n";
+  if (options_.tls) out << "    certificate-authority-data: " << base64_encode(options_.tls->ca_cert_pem) << "\n";
   out << "contexts:\n- name: standin\n  context:\n    cluster: standin\n    user: standin\n    namespace: " << ns
       << "\ncurrent-context: standin\nusers:\n- name: standin\n  user:\n    token: " << (token.empty() ? "none" : token)
       << "\n";

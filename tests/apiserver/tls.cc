@@ -87,22 +87,20 @@ Cert make_cert(EVP_PKEY* key, const Subject& subject, X509* issuer, EVP_PKEY* is
   return cert;
 }
 
-std::string pem_of(X509* cert) {
+// PEM text of a certificate or a private key (PEM_write_bio_X509 / PEM_write_bio_PrivateKey).
+template <class Object, class Write>
+std::string pem_of(Object* object, Write write, const char* what) {
   Bio bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_X509(bio.get(), cert) != 1) fail("PEM encoding a certificate");
+  if (!bio || write(bio.get(), object) != 1) fail(std::string("PEM encoding ") + what);
   char* data = nullptr;
   const long n = BIO_get_mem_data(bio.get(), &data);
   return std::string(data, static_cast<size_t>(n));
 }
-
+std::string pem_of(X509* cert) { return pem_of(cert, PEM_write_bio_X509, "a certificate"); }
 std::string pem_of(EVP_PKEY* key) {
-  Bio bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
-    fail("PEM encoding a key");
-  }
-  char* data = nullptr;
-  const long n = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, static_cast<size_t>(n));
+  return pem_of(
+      key, [](BIO* b, EVP_PKEY* k) { return PEM_write_bio_PrivateKey(b, k, nullptr, nullptr, 0, nullptr, nullptr); },
+      "a key");
 }
 
 std::string alt_names(const TlsSubjects& s) {
@@ -133,28 +131,8 @@ TlsMaterial make_tls_material(const TlsSubjects& subjects) {
                            {NID_key_usage, "critical,digitalSignature,keyEncipherment"},
                            {NID_ext_key_usage, "clientAuth"},
                            {NID_authority_key_identifier, "keyid:always"}});
-  return {pem_of(ca.get()),     pem_of(server.get()),     pem_of(server_key.get()),
-          pem_of(client.get()), pem_of(client_key.get()), subjects.client_user};
-}
-
-std::string base64(const std::string& bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-std::string certificate_common_name(const std::string& cert_pem) {
-  Bio bio(BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())));
-  Cert cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  if (!cert) {
-    ERR_clear_error();
-    throw InvalidArgument("not a PEM certificate");
-  }
-  char cn[256] = "";
-  if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert.get()), NID_commonName, cn, sizeof(cn)) < 0) return "";
-  return cn;
+  return {pem_of(ca.get()), pem_of(server.get()), pem_of(server_key.get()), pem_of(client.get()),
+          pem_of(client_key.get())};
 }
 
 }  // namespace torus::standin

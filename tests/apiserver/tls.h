@@ -13,7 +13,6 @@ struct TlsMaterial {
   std::string server_key_pem;
   std::string client_cert_pem;  // CN=client_user, O=system:masters
   std::string client_key_pem;
-  std::string client_user;
 };
 
 struct TlsSubjects {
@@ -24,11 +23,5 @@ struct TlsSubjects {
 
 // A fresh CA (P-256, one day) and the two certificates it signs. Throws SystemError with OpenSSL's reason.
 TlsMaterial make_tls_material(const TlsSubjects& subjects = {});
-
-// RFC 4648 base64 of `bytes` (a kubeconfig's *-data fields), one line.
-std::string base64(const std::string& bytes);
-
-// The CN of a PEM certificate ("" when it has none). Throws InvalidArgument for text that is not one.
-std::string certificate_common_name(const std::string& cert_pem);
 
 }  // namespace torus::standin

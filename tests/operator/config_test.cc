@@ -8,6 +8,7 @@
 #include <fstream>
 #include <vector>
 
+#include "common/util/base64.h"
 #include "common/util/error.h"
 #include "operator/kube/client.h"
 #include "tests/support/temp_dir.h"
@@ -102,7 +103,7 @@ TEST(InCluster, MissingEnvironmentIsAnError) {
 
 TEST(Base64, RoundTripAndErrors) {
   for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff", 2)}) {
-    EXPECT_EQ(base64_decode(base64_encode(s), "f"), s);
+    EXPECT_EQ(base64_decode(torus::base64_encode(s), "f"), s);
   }
   EXPECT_THROW(base64_decode("abc", "users[u].client-key-data"), InvalidArgument);
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "common/util/base64.h"
 #include "common/util/rfc3339.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
@@ -48,7 +49,7 @@ class KubeClientTls : public ::testing::Test {
   // What `kubectl config view --raw` shows for a cluster entry trusting the stand-in's CA.
   std::string cluster_yaml(const std::string& ca_pem) const {
     return "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + server_->url() +
-           "\n    certificate-authority-data: " + standin::base64(ca_pem) +
+           "\n    certificate-authority-data: " + torus::base64_encode(ca_pem) +
            "\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user:\n";
   }
   ClusterConfig kubeconfig_with_user(const std::string& user_yaml, const std::string& ca_pem = "") {
@@ -140,8 +141,8 @@ TEST_F(KubeClientTls, NoCredentialsOrAWrongTokenAre401) {
 }
 
 TEST_F(KubeClientTls, AClientCertificateFromTheKubeconfigAuthenticates) {
-  Client client(kubeconfig_with_user("    client-certificate-data: " + standin::base64(tls_.client_cert_pem) +
-                                     "\n    client-key-data: " + standin::base64(tls_.client_key_pem) + "\n"),
+  Client client(kubeconfig_with_user("    client-certificate-data: " + torus::base64_encode(tls_.client_cert_pem) +
+                                     "\n    client-key-data: " + torus::base64_encode(tls_.client_key_pem) + "\n"),
                 no_retries());
   EXPECT_EQ(status_of_list(client), 200);
 }
