@@ -50,7 +50,9 @@ class TlsDiagnosis {
  public:
   static int verify(X509_STORE_CTX* store, void* self) {
     const int ok = X509_verify_cert(store);  // runs cpprestsdk's own callback (host name check) as before
-    if (ok <= 0) {
+    if (ok > 0) {
+      static_cast<TlsDiagnosis*>(self)->record("");  // a later failure must not be explained by an old reason
+    } else {
       const int error = X509_STORE_CTX_get_error(store);
       // OpenSSL found the chain good but the host name check (cpprestsdk's callback) said no: "unspecified".
       const bool host_mismatch = error == X509_V_OK || error == X509_V_ERR_UNSPECIFIED;

@@ -111,6 +111,12 @@ TelemetryOptions telemetry_options(const api::TrainingJob& job, int rank, int wo
 }
 
 #if defined(TORUS_WITH_COMM)
+std::vector<comm::ParamSpan> param_spans(const Arena& grads) {
+  std::vector<comm::ParamSpan> spans;
+  for (const ArenaEntry& e : grads.entries()) spans.push_back({e.offset, e.elements});
+  return spans;
+}
+
 // Gradient averaging for this rank's backend: the bucketed host reducer over the world communicator (Gloo, shared
 // memory) for host memory; for device memory, NCCL on its own communicator (bootstrapped through the world's store,
 // watched by the world's watchdog), while the small host collectives stay on the world communicator.
@@ -120,24 +126,20 @@ GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, cons
                                           [[maybe_unused]] const std::shared_ptr<comm::TrafficCounter>& nccl_traffic) {
   if (backend.memory_space() == MemorySpace::kHost) {
     return [&w, reducer](const Arena& grads) -> std::unique_ptr<GradientSync> {
-      std::vector<comm::ParamSpan> spans;
-      for (const ArenaEntry& e : grads.entries()) spans.push_back({e.offset, e.elements});
-      return std::make_unique<comm::CommGradientSync>(w.comm(), grads.all().span(), std::move(spans), reducer);
+      return std::make_unique<comm::CommGradientSync>(w.comm(), grads.all().span(), param_spans(grads), reducer);
     };
   }
 #if defined(TORUS_WITH_NCCL)
   auto& gpu = dynamic_cast<cuda::CudaBackend&>(backend);
   return [&w, &gpu, reducer, nccl_traffic](const Arena& grads) -> std::unique_ptr<GradientSync> {
-    std::vector<comm::ParamSpan> spans;
-    for (const ArenaEntry& e : grads.entries()) spans.push_back({e.offset, e.elements});
     // Backends get twice the watchdog's deadline, so the watchdog reports a hung step first (with its exit code).
     auto nccl = std::make_unique<comm::NcclCommunicator>(w.rank(), w.size(), w.store(), gpu.device(), w.timeout() * 2,
                                                          "nccl/gradients/id");
     nccl->set_watchdog(w.shared_watchdog());
     const Tensor all = grads.all();
     return std::make_unique<comm::NcclGradientSync>(std::move(nccl), gpu.compute_stream(), all.f32(),
-                                                    static_cast<size_t>(all.numel()), std::move(spans), reducer.buckets,
-                                                    nccl_traffic);
+                                                    static_cast<size_t>(all.numel()), param_spans(grads),
+                                                    reducer.buckets, nccl_traffic);
   };
 #else
   throw InvalidArgument("spec.gang.device: gpu with WORLD_SIZE=" + std::to_string(w.size()) +
