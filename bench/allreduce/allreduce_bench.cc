@@ -101,7 +101,9 @@ int run_rank(const Args& args, int rank, int port) {
   env.node_name = "bench-node" + std::to_string(env.node_rank);
   env.job_name = "allreduce-bench";
   env.secret = "bench";
-  WorldOptions options = WorldOptions::from_environment();
+  WorldOptions options = WorldOptions::from_tunables();
+  // A developer's timeout for the bench (the worker takes it from the job's spec.allReduce.timeoutSeconds).
+  if (auto ms = torus::tunables::process_snapshot().integer("TORUS_COMM_TIMEOUT_MS")) options.timeout = milliseconds(*ms);
   auto world = make_world(env, options);
   for (const std::string& name : args.algorithms) {
     const Algorithm a = parse_algorithm(name, "--algorithms");

@@ -21,35 +21,6 @@ int32_t global_batch_of(std::optional<int32_t> global, std::optional<int32_t> pe
   return fallback;
 }
 
-double interpolate(double x0, double y0, double x1, double y1, double x) {
-  if (x1 <= x0) return y1;
-  return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
-}
-
-double one_cycle_lr(const LrScheduleSpec& s, int32_t epochs, double epoch) {
-  const double peak = required(s.peak, "spec.training.lrSchedule.peak");
-  const double warmup = s.warmup_epochs.value_or(0.0);
-  const double initial = s.initial.value_or(0.0);
-  const double final_lr = s.final_lr.value_or(0.0);
-  if (epoch < warmup) return interpolate(0, initial, warmup, peak, epoch);
-  if (epoch >= epochs) return final_lr;
-  return interpolate(warmup, peak, epochs, final_lr, epoch);
-}
-
-double piecewise_lr(const std::vector<LrPoint>& points, double epoch) {
-  if (points.empty()) throw InvalidArgument("spec.training.lrSchedule.points: required for piecewise-linear");
-  if (epoch < points.front().epoch.value_or(0)) return points.front().lr.value_or(0);
-  // The last point at or before `epoch` starts the segment, so two points at one epoch make a step.
-  for (size_t i = points.size(); i-- > 0;) {
-    const double e0 = points[i].epoch.value_or(0);
-    if (e0 > epoch) continue;
-    if (i + 1 == points.size()) return points[i].lr.value_or(0);
-    return interpolate(e0, points[i].lr.value_or(0), points[i + 1].epoch.value_or(0), points[i + 1].lr.value_or(0),
-                       epoch);
-  }
-  return points.back().lr.value_or(0);
-}
-
 }  // namespace
 
 int32_t world_size(const TrainingJobSpec& spec) {
@@ -128,32 +99,6 @@ int64_t total_steps(const std::vector<ResolvedPhase>& phases, int64_t train_imag
   int64_t total = 0;
   for (const auto& p : phases) total += steps_per_epoch(train_images, p.global_batch) * (p.to_epoch - p.from_epoch);
   return total;
-}
-
-double schedule_lr(const TrainingSpec& training, double fractional_epoch) {
-  const LrScheduleSpec& s = training.lr_schedule;
-  const LrScheduleKind kind =
-      s.type.value_or(s.points.empty() ? LrScheduleKind::kOneCycle : LrScheduleKind::kPiecewiseLinear);
-  if (kind == LrScheduleKind::kPiecewiseLinear) return piecewise_lr(s.points, fractional_epoch);
-  return one_cycle_lr(s, required(training.epochs, "spec.training.epochs"), fractional_epoch);
-}
-
-double learning_rate(const TrainingSpec& training, double fractional_epoch, int32_t global_batch) {
-  const double lr = schedule_lr(training, fractional_epoch);
-  const auto reference = training.lr_schedule.reference_batch_size;
-  return reference && *reference > 0 ? lr * global_batch / *reference : lr;
-}
-
-double learning_rate_at_step(const TrainingJobSpec& spec, int64_t train_images, int64_t step) {
-  const auto phases = resolve_phases(spec);
-  const StepPosition pos = locate_step(phases, train_images, step);
-  return learning_rate(spec.training, pos.fractional_epoch, phase_for_epoch(phases, pos.epoch).global_batch);
-}
-
-GridShape torus_grid(const TrainingJobSpec& spec) {
-  const auto& g = spec.all_reduce.grid;
-  if (g.x && g.y) return {*g.x, *g.y};
-  return {world_size(spec), 1};
 }
 
 int32_t validation_image_size(const TrainingJobSpec& spec) {

@@ -46,20 +46,8 @@ struct StepPosition {
 StepPosition locate_step(const std::vector<ResolvedPhase>& phases, int64_t train_images, int64_t step);
 int64_t total_steps(const std::vector<ResolvedPhase>& phases, int64_t train_images);
 
-// The schedule's LR at a fractional epoch, before batch scaling.
-double schedule_lr(const TrainingSpec& training, double fractional_epoch);
-// The LR to use: schedule_lr scaled by global_batch / referenceBatchSize when the spec sets a reference.
-double learning_rate(const TrainingSpec& training, double fractional_epoch, int32_t global_batch);
-// The LR of a global step: locates the step, then its phase's batch.
-double learning_rate_at_step(const TrainingJobSpec& spec, int64_t train_images, int64_t step);
-
-// The torus2d grid (x along the fast dimension); {world, 1} when the spec gives none.
-struct GridShape {
-  int32_t x = 1;
-  int32_t y = 1;
-  bool operator==(const GridShape&) const = default;
-};
-GridShape torus_grid(const TrainingJobSpec& spec);
+// The learning rate is the worker's (worker/optim/schedule.h through worker/train/job_config.h) and the torus grid the
+// communicator's (comm::torus_grid): one formula each, not repeated here.
 
 // validationImageSize, else the last phase's image size.
 int32_t validation_image_size(const TrainingJobSpec& spec);

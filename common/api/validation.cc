@@ -140,10 +140,24 @@ void check_model(Checker& c, const ModelSpec& m, const DataSpec& d) {
     c.int_range(std::optional<int32_t>(m.widths[i]), "spec.model.widths[" + std::to_string(i) + "]", 1, 8192);
   }
   c.int_range(m.input_channels, "spec.model.inputChannels", 1, 16);
+  if (resnet9 && m.stem == Stem::kImageNet) {
+    c.add("spec.model.stem",
+          "resnet9 has no choice of stem (its 3x3 prep convolution is the cifar stem); imagenet is for resnet18/34/50");
+  }
+  if (resnet9 && m.zero_init_residual == true) {
+    c.add("spec.model.zeroInitResidual",
+          "resnet9's residual blocks end in BN + ReLU, where a zero gamma would stop their gradient for good; "
+          "zero-init is for resnet18/34/50");
+  }
   c.int_range(m.num_classes, "spec.model.numClasses", 2, 100000);
   if (!d.dataset) return;
   if (*d.dataset == Dataset::kFashionMnist && m.input_channels && *m.input_channels != 1) {
     c.add("spec.model.inputChannels", "must be 1 for fashion-mnist (grayscale), got " + show(*m.input_channels));
+  }
+  const bool rgb = *d.dataset == Dataset::kCifar10 || *d.dataset == Dataset::kImageFolder;
+  if (rgb && m.input_channels && *m.input_channels != 3) {
+    c.add("spec.model.inputChannels", "must be 3 for " + std::string(to_string(*d.dataset)) +
+                                          " (its images are decoded as RGB), got " + show(*m.input_channels));
   }
   const bool ten_classes = *d.dataset == Dataset::kFashionMnist || *d.dataset == Dataset::kCifar10;
   if (ten_classes && m.num_classes && *m.num_classes != 10) {
@@ -194,9 +208,9 @@ void check_lr_schedule(Checker& c, const TrainingSpec& t) {
   if (*s.type == LrScheduleKind::kOneCycle) {
     if (!s.peak) c.add(p + ".peak", "is required for a one-cycle schedule: the highest learning rate");
     if (!s.points.empty()) c.add(p + ".points", "is only for type piecewise-linear");
-    if (s.warmup_epochs && t.epochs && *s.warmup_epochs > *t.epochs) {
-      c.add(p + ".warmupEpochs",
-            "must not exceed training.epochs (" + show(*t.epochs) + "), got " + show(*s.warmup_epochs));
+    if (s.warmup_epochs && t.epochs && *s.warmup_epochs >= *t.epochs) {
+      c.add(p + ".warmupEpochs", "must be less than training.epochs (" + show(*t.epochs) +
+                                     ": the schedule decays after the warm-up), got " + show(*s.warmup_epochs));
     }
   } else {
     if (s.points.empty()) c.add(p + ".points", "is required for a piecewise-linear schedule: at least one point");
@@ -287,6 +301,11 @@ void check_training(Checker& c, const TrainingSpec& t, const TrainingSpec& given
   c.int_range(t.augmentation.crop_padding, p + ".augmentation.cropPadding", 0, 64);
   c.number_range(t.augmentation.random_resized_crop_min_scale, p + ".augmentation.randomResizedCropMinScale", 0,
                  Bound::kExclusive, 1, Bound::kInclusive);
+  if (t.augmentation.random_resized_crop_min_scale && t.augmentation.crop_padding.value_or(0) > 0) {
+    c.add(p + ".augmentation.cropPadding",
+          "pad-and-crop and random-resized crop are alternatives: give cropPadding or randomResizedCropMinScale, "
+          "not both");
+  }
   check_checkpoint(c, given.checkpoint, restart);
 }
 
@@ -305,6 +324,10 @@ void check_all_reduce(Checker& c, const AllReduceSpec& a, const AllReduceSpec& g
   const bool torus = a.algorithm == AllReduceAlgorithm::kTorus2d;
   if (given.grid != GridSpec{} && !torus) c.add(p + ".grid", "is only for algorithm torus2d");
   if (torus && (a.grid.x.has_value() != a.grid.y.has_value())) c.add(p + ".grid", "give both x and y");
+  if (torus && a.grid.x && a.grid.y && (*a.grid.x < 2 || *a.grid.y < 2)) {
+    c.add(p + ".grid", "torus2d needs at least 2 x 2 ranks (x along the fast dimension, y rows), got " +
+                           show(*a.grid.x) + " x " + show(*a.grid.y) + "; use ring or hierarchical");
+  }
   if (torus && a.grid.x && a.grid.y && world && *a.grid.x > 0 && *a.grid.y > 0 &&
       int64_t{*a.grid.x} * *a.grid.y != *world) {
     c.add(p + ".grid",
@@ -340,8 +363,15 @@ void check_run_policy(Checker& c, const RunPolicy& r, const GangSpec& g) {
 }
 
 void check_cross(Checker& c, const TrainingJobSpec& s) {
-  if (s.training.precision == Precision::kFp16 && s.gang.device == Device::kCpu) {
-    c.add("spec.training.precision", "fp16 needs gang.device gpu; on CPU use bf16 or fp32");
+  if (s.training.precision && *s.training.precision != Precision::kFp32 && s.gang.device == Device::kCpu) {
+    c.add("spec.training.precision", "the CPU engine trains in fp32 (it has no " +
+                                         std::string(to_string(*s.training.precision)) +
+                                         " path): use fp32, or gang.device gpu");
+  }
+  if (s.all_reduce.compression && *s.all_reduce.compression != Compression::kNone && s.gang.device == Device::kGpu) {
+    c.add("spec.allReduce.compression",
+          "GPU workers all-reduce fp32 gradients with NCCL; compression applies to gang.device cpu, got " +
+              std::string(to_string(*s.all_reduce.compression)));
   }
   if (s.training.rectangular_validation == true && s.data.dataset && *s.data.dataset != Dataset::kImageFolder) {
     c.add("spec.training.rectangularValidation", "is only for dataset imagefolder (the others are square)");

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <regex>
 #include <string>
 
 #include "common/util/error.h"
@@ -14,6 +15,16 @@ void write_termination_log(const char* reason) noexcept {
   if (f == nullptr) return;
   std::fputs(reason, f);
   std::fclose(f);
+}
+
+std::optional<ErrorReason> parse_error_line(std::string_view line) {
+  static const std::regex kFinal(R"(^[A-Za-z0-9_.-]+: error: (.+)$)");
+  static const std::regex kLogged(R"(^\S+Z E (?:\[[^\]]*\] )?\S+:\d+\] (.+)$)");
+  const std::string text(line);
+  std::smatch m;
+  if (std::regex_match(text, m, kFinal)) return ErrorReason{ErrorLine::kFinal, m[1]};
+  if (std::regex_match(text, m, kLogged)) return ErrorReason{ErrorLine::kLogged, m[1]};
+  return std::nullopt;
 }
 
 int run_main(const char* program, const std::function<int()>& body) {

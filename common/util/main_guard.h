@@ -2,6 +2,9 @@
 // The one place that catches: runs a program body, reports the reason for failure on stderr and in
 // /dev/termination-log (Kubernetes shows it in the pod status), and turns it into an exit code.
 #include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace torus {
 
@@ -9,6 +12,16 @@ namespace torus {
 // peer that never arrived: worth a gang restart), ExitCode::kFailure for anything else. (A peer that dies
 // mid-collective is handled by the comm watchdog, which exits with ExitCode::kRetryable itself.)
 int run_main(const char* program, const std::function<int()>& body);
+
+// What a failing Torus program said, read back from one line of its stderr: the reason of run_main's last line
+// ("torus-worker: error: REASON"), or the message of a TLOG error line ("...Z E [tag] file.cc:12] MESSAGE").
+// Launchers quote it in their failure reason. nullopt for any other line.
+enum class ErrorLine { kFinal, kLogged };
+struct ErrorReason {
+  ErrorLine kind = ErrorLine::kLogged;
+  std::string text;
+};
+std::optional<ErrorReason> parse_error_line(std::string_view line);
 
 // Writes `reason` to /dev/termination-log if that file exists (best effort, never throws).
 void write_termination_log(const char* reason) noexcept;

@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "common/log/log.h"
 #include "common/util/error.h"
+#include "common/util/main_guard.h"
 
 namespace torus::runtime {
 namespace {
@@ -32,10 +34,12 @@ class Attempt {
         listener_(listener),
         number_(attempt),
         sup_([this](size_t i, process::Stream s, std::string_view line) {
+          remember_error(i, line);
           listener_.on_line(static_cast<int>(i), s, line);
         }) {
     sup_.set_wakeup_fd(launch.interrupt_fd);
     workers_.resize(static_cast<size_t>(launch.world_size));
+    errors_.resize(static_cast<size_t>(launch.world_size));
     for (int rank = 0; rank < launch.world_size; ++rank) {
       process::ProcessSpec spec = launch.make_rank(rank, attempt);
       workers_[static_cast<size_t>(rank)].name = spec.name.empty() ? "rank " + std::to_string(rank) : spec.name;
@@ -56,6 +60,7 @@ class Attempt {
       w.exit_code = t.exit_code;
     }
     w.phase = t.success() ? WorkerState::Phase::kSucceeded : WorkerState::Phase::kFailed;
+    if (!t.success()) w.detail = error_of(t.index);  // the rank's own words, quoted in the failure reason
     listener_.on_worker_exit(static_cast<int>(t.index), t);
   }
 
@@ -76,8 +81,23 @@ class Attempt {
   }
 
  private:
+  // The last error a rank wrote: its final run_main reason wins over earlier logged errors.
+  void remember_error(size_t rank, std::string_view line) {
+    auto reason = parse_error_line(line);
+    if (!reason) return;
+    std::lock_guard lock(errors_mu_);
+    ErrorReason& kept = errors_.at(rank);
+    if (kept.text.empty() || reason->kind == ErrorLine::kFinal || kept.kind != ErrorLine::kFinal) kept = *reason;
+  }
+  std::string error_of(size_t rank) {
+    std::lock_guard lock(errors_mu_);
+    return errors_.at(rank).text;
+  }
+
   const GangLaunch& launch_;
   GangListener& listener_;
+  std::mutex errors_mu_;
+  std::vector<ErrorReason> errors_;
   int number_;
   process::Supervisor sup_;
   std::vector<WorkerState> workers_;

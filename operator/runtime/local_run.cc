@@ -272,6 +272,17 @@ class RunDir {
   std::string job_file_;
 };
 
+// runPolicy.suspend: true: the job exists but must not run, as the operator keeps it without pods.
+int say_suspended(const api::TrainingJob& job) {
+  std::fprintf(stderr,
+               "torus run: job %s is suspended (spec.runPolicy.suspend: true): nothing started; "
+               "run it with --set spec.runPolicy.suspend=false\n",
+               job.metadata.name.c_str());
+  std::printf("RESULT phase=Suspended restarts=0\n");
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 void apply_set(nlohmann::json& document, const std::string& assignment, api::FieldErrors& errors,
@@ -354,6 +365,7 @@ int run_local(const LocalRunOptions& options) {
     return 1;
   }
   const api::TrainingJob& job = loaded.job;
+  if (job.spec.run_policy.suspend.value_or(false)) return say_suspended(job);
   const int world = api::world_size(job.spec);
   const RunDir run_dir(job);
   const std::string& job_path = run_dir.job_file();

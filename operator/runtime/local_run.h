@@ -38,7 +38,8 @@ struct LoadedJob {
 LoadedJob load_local_job(const LocalRunOptions& options);
 
 // Runs the job; prints progress and the summary (last line `RESULT ...`) and returns the process exit code:
-// 0 Succeeded, 1 Failed or invalid, 130 interrupted (Suspended: run again to resume from the checkpoint).
+// 0 Succeeded, or a suspended job (runPolicy.suspend: nothing is started), 1 Failed or invalid, 130 interrupted
+// (Suspended: run again to resume from the checkpoint).
 int run_local(const LocalRunOptions& options);
 
 }  // namespace torus::runtime

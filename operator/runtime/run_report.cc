@@ -78,6 +78,8 @@ void RunReport::on_event(int rank, const nlohmann::json& e) {
     images_per_s_ = value_or<double>(e, "images_per_s", images_per_s_);
     busbw_gbps_ = value_or<double>(e, "busbw_gbps", busbw_gbps_);
     algorithm_ = value_or<std::string>(e, "allreduce_algorithm", algorithm_);
+    allreduce_calls_ = value_or<uint64_t>(e, "allreduce_calls", allreduce_calls_);
+    allreduce_bytes_ = value_or<uint64_t>(e, "allreduce_bytes", allreduce_bytes_);
   }
 }
 
@@ -105,6 +107,10 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
   lines.push_back("throughput: " + fixed(images_per_s_, 0) + " images/s");
   lines.push_back("all-reduce bus bandwidth: " + fixed(busbw_gbps_, 2) + " GB/s" +
                   (algorithm_.empty() ? "" : " (" + algorithm_ + ")"));
+  if (allreduce_calls_ > 0) {
+    lines.push_back("all-reduce: " + algorithm_ + ", " + std::to_string(allreduce_calls_) + " calls, " +
+                    std::to_string(allreduce_bytes_ / allreduce_calls_) + " bytes per call");
+  }
   lines.push_back("restarts: " + std::to_string(std::max(outcome.attempts - 1, 0)) +
                   (resumed_step_ ? ", resumed at step " + std::to_string(*resumed_step_) : ""));
   lines.push_back("wall time: " + format_duration(wall_seconds));
@@ -114,6 +120,8 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
          << " time_to_target_s=" << (time_to_target_s_ ? fixed(*time_to_target_s_, 1) : "nan")
          << " images_per_s=" << fixed(images_per_s_, 0) << " busbw_gbps=" << fixed(busbw_gbps_, 3)
          << " restarts=" << std::max(outcome.attempts - 1, 0);
+  if (!algorithm_.empty()) result << " allreduce_algorithm=" << algorithm_;
+  if (allreduce_calls_ > 0) result << " allreduce_bytes_per_call=" << allreduce_bytes_ / allreduce_calls_;
   if (outcome.reason != controller::Reason::kNone) result << " reason=" << controller::to_string(outcome.reason);
   lines.push_back(result.str());
   return lines;

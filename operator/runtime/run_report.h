@@ -39,6 +39,8 @@ class RunReport {
   double images_per_s_ = 0;  // from rank 0's "finished" event, else the last progress figure
   double busbw_gbps_ = 0;
   std::string algorithm_;
+  uint64_t allreduce_calls_ = 0;  // rank 0's all-reduces with algorithm_, and their bytes
+  uint64_t allreduce_bytes_ = 0;
   int attempts_ = 0;
   std::optional<int64_t> resumed_step_;
   std::vector<int> metrics_ports_;

@@ -21,20 +21,13 @@ TEST(Resolve, FashionMnistRecipe) {
   EXPECT_EQ(images, 60000);
   EXPECT_EQ(steps_per_epoch(images, 256), 234);  // 60000 / 256, the partial batch dropped
   EXPECT_EQ(total_steps(phases, images), 936);
-  // 20% linear warm-up to 0.2, then linear decay to 0.
-  EXPECT_DOUBLE_EQ(learning_rate_at_step(spec, images, 0), 0.0);
-  EXPECT_NEAR(learning_rate(spec.training, 0.4, 256), 0.1, 1e-12);
-  EXPECT_NEAR(learning_rate(spec.training, 0.8, 256), 0.2, 1e-12);
-  EXPECT_NEAR(learning_rate(spec.training, 2.4, 256), 0.1, 1e-12);
-  EXPECT_NEAR(learning_rate_at_step(spec, images, 936), 0.0, 1e-12);
   const StepPosition mid = locate_step(phases, images, 234 * 2 + 117);
   EXPECT_EQ(mid.epoch, 2);
   EXPECT_EQ(mid.step_in_epoch, 117);
   EXPECT_DOUBLE_EQ(mid.fractional_epoch, 2.5);
-  EXPECT_EQ(torus_grid(spec), (GridShape{2, 1}));
 }
 
-TEST(Resolve, ImageNetProgressiveResizingScalesBatchAndLr) {
+TEST(Resolve, ImageNetProgressiveResizingScalesTheBatch) {
   const TrainingJobSpec spec = example("imagenet-resnet50.yaml").spec;
   EXPECT_EQ(world_size(spec), 128);
   const auto phases = resolve_phases(spec);
@@ -44,25 +37,15 @@ TEST(Resolve, ImageNetProgressiveResizingScalesBatchAndLr) {
   EXPECT_EQ(phase_for_epoch(phases, 37).image_size, 288);
   EXPECT_EQ(phase_for_epoch(phases, 99).image_size, 288);
   EXPECT_EQ(validation_image_size(spec), 288);
-  // Piecewise-linear per 256 images, scaled by the phase's global batch; a repeated epoch is a step.
-  EXPECT_NEAR(schedule_lr(spec.training, 3), 0.06, 1e-12);
-  EXPECT_NEAR(schedule_lr(spec.training, 18.999), 0.1, 1e-12);
-  EXPECT_NEAR(schedule_lr(spec.training, 19), 0.03, 1e-12);
-  EXPECT_NEAR(schedule_lr(spec.training, 50), 0.0002, 1e-12);
-  EXPECT_NEAR(learning_rate(spec.training, 19, 24576), 0.03 * 96, 1e-9);
   const int64_t images = 1281167;
   const int64_t first_phase_steps = steps_per_epoch(images, 8192) * 6;
   const StepPosition pos = locate_step(phases, images, first_phase_steps);
   EXPECT_EQ(pos.epoch, 6);
   EXPECT_EQ(pos.step_in_epoch, 0);
-  EXPECT_NEAR(learning_rate_at_step(spec, images, first_phase_steps), 0.1 * 16384 / 256, 1e-9);
 }
 
-TEST(Resolve, TorusGridAndMissingValues) {
+TEST(Resolve, MissingValues) {
   TrainingJob job = example("fashion-mnist.yaml");
-  job.spec.all_reduce.algorithm = AllReduceAlgorithm::kTorus2d;
-  job.spec.all_reduce.grid = {2, 1};
-  EXPECT_EQ(torus_grid(job.spec), (GridShape{2, 1}));
   job.spec.gang.workers.reset();
   EXPECT_THROW(world_size(job.spec), InvalidArgument);
   EXPECT_THROW(steps_per_epoch(100, 0), InvalidArgument);

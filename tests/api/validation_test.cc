@@ -125,7 +125,31 @@ const Case kCases[] = {
      {"spec.data.path: is required for dataset cifar10 (the folder of the binary batches)"}},
     {"fp16_on_cpu",
      R"({"spec": {"training": {"precision": "fp16"}}})",
-     {"spec.training.precision: fp16 needs gang.device gpu; on CPU use bf16 or fp32"}},
+     {"spec.training.precision: the CPU engine trains in fp32 (it has no fp16 path): use fp32, or gang.device gpu"}},
+    {"bf16_on_cpu",
+     R"({"spec": {"training": {"precision": "bf16"}}})",
+     {"spec.training.precision: the CPU engine trains in fp32 (it has no bf16 path): use fp32, or gang.device gpu"}},
+    {"resnet9_has_no_stem_or_zero_init",
+     R"({"spec": {"model": {"stem": "imagenet", "zeroInitResidual": true}}})",
+     {"spec.model.stem: resnet9 has no choice of stem (its 3x3 prep convolution is the cifar stem); imagenet is for "
+      "resnet18/34/50",
+      "spec.model.zeroInitResidual: resnet9's residual blocks end in BN + ReLU, where a zero gamma would stop their "
+      "gradient for good; zero-init is for resnet18/34/50"}},
+    {"two_crops",
+     R"({"spec": {"training": {"augmentation": {"cropPadding": 4, "randomResizedCropMinScale": 0.35}}}})",
+     {"spec.training.augmentation.cropPadding: pad-and-crop and random-resized crop are alternatives: give "
+      "cropPadding or randomResizedCropMinScale, not both"}},
+    {"cifar_is_rgb",
+     R"({"spec": {"model": {"inputChannels": 1}, "data": {"dataset": "cifar10", "path": "/data/cifar"}}})",
+     {"spec.model.inputChannels: must be 3 for cifar10 (its images are decoded as RGB), got 1"}},
+    {"compression_on_gpu",
+     R"({"spec": {"gang": {"device": "gpu"}, "allReduce": {"compression": "fp16"}}})",
+     {"spec.allReduce.compression: GPU workers all-reduce fp32 gradients with NCCL; compression applies to "
+      "gang.device cpu, got fp16"}},
+    {"torus_needs_two_by_two",
+     R"({"spec": {"gang": {"workers": 4, "processesPerWorker": 1}, "allReduce": {"algorithm": "torus2d"}}})",
+     {"spec.allReduce.grid: torus2d needs at least 2 x 2 ranks (x along the fast dimension, y rows), got 1 x 4; use "
+      "ring or hierarchical"}},
     {"min_available",
      R"({"spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": 3}}}})",
      {"spec.runPolicy.schedulingPolicy.minAvailable: must not exceed gang.workers (2), got 3"}},

@@ -18,7 +18,11 @@ int main() {
     using namespace torus::comm;
     RankEnv env = rank_env_from_environment();
     torus::log::set_tag("rank " + std::to_string(env.rank));
-    auto world = make_world(env);
+    WorldOptions options = WorldOptions::from_tunables();
+    // The failure tests shorten the deadline as a developer would (a worker takes it from its job).
+    if (auto ms = torus::tunables::process_snapshot().integer("TORUS_COMM_TIMEOUT_MS"))
+      options.timeout = milliseconds(*ms);
+    auto world = make_world(env, options);
     const int64_t iterations = torus::env::get_int_or("TORUS_TEST_ITERATIONS", 3);
     const auto count = static_cast<size_t>(torus::env::get_int_or("TORUS_TEST_COUNT", 100000));
     const int64_t hang_rank = torus::env::get_int_or("TORUS_TEST_HANG_RANK", -1);

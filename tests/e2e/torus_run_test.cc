@@ -16,6 +16,7 @@
 
 #include "common/process/supervisor.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/torus_cli.h"
 
 namespace torus {
 namespace {
@@ -23,71 +24,11 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::seconds;
 
-const std::string kTorus = std::string(TORUS_BINARY_DIR) + "/bin/torus";
 const std::string kExample = std::string(TORUS_SOURCE_DIR) + "/examples/fashion-mnist.yaml";
 
-struct RunOutput {
-  int exit_code = -1;
-  std::vector<std::string> lines;  // stdout and stderr, in arrival order
-  std::string text() const {
-    std::string all;
-    for (const auto& l : lines) all += l + "\n";
-    return all;
-  }
-  std::string result_line() const {
-    for (auto it = lines.rbegin(); it != lines.rend(); ++it)
-      if (it->rfind("RESULT ", 0) == 0) return *it;
-    return "";
-  }
-  // RESULT field value, e.g. field("accuracy").
-  std::string field(const std::string& name) const {
-    std::smatch m;
-    const std::string r = result_line();
-    if (std::regex_search(r, m, std::regex(name + "=([^ ]+)"))) return m[1];
-    return "";
-  }
-};
-
-// Runs `torus args...` to completion (or `deadline`), calling `on_line` for every line as it arrives.
-RunOutput run_torus(std::vector<std::string> args, seconds deadline,
-                    const std::function<void(pid_t torus_pid, const std::string& line)>& on_line = nullptr) {
-  RunOutput out;
-  std::mutex mu;
-  pid_t pid = 0;
-  process::Supervisor sup([&](size_t, process::Stream, std::string_view line) {
-    std::lock_guard<std::mutex> lock(mu);
-    out.lines.emplace_back(line);
-    if (on_line) on_line(pid, std::string(line));
-  });
-  args.insert(args.begin(), kTorus);
-  pid = sup.pid(sup.start(process::ProcessSpec{"torus", args, {{"TORUS_LOG_LEVEL", "info"}}}));
-  auto t = sup.wait_any(std::chrono::duration_cast<std::chrono::milliseconds>(deadline));
-  if (!t) {
-    ADD_FAILURE() << "torus did not finish within " << deadline.count() << " s";
-    sup.stop_all(std::chrono::milliseconds(5000));
-    return out;
-  }
-  out.exit_code = t->shell_code();
-  return out;
-}
-
-// The worker process of `rank` under the `torus` process `parent` (found through /proc: its RANK variable).
-std::optional<pid_t> worker_pid(pid_t parent, int rank) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string pid, comm, state;
-    pid_t ppid = 0;
-    if (!(stat >> pid >> comm >> state >> ppid) || ppid != parent) continue;
-    std::ifstream environ(entry.path() / "environ");
-    std::string var;
-    while (std::getline(environ, var, '\0')) {
-      if (var == "RANK=" + std::to_string(rank)) return static_cast<pid_t>(std::stoi(name));
-    }
-  }
-  return std::nullopt;
-}
+using test::run_torus;
+using test::RunOutput;
+using test::worker_pid;
 
 std::vector<std::string> one_epoch_args(int workers, const fs::path& ckpt) {
   return {"run",       kExample,

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace torus::runtime {
 namespace {
 
@@ -36,6 +38,20 @@ TEST(RunReport, SummaryEndsWithMachineReadableResult) {
             "RESULT phase=Succeeded accuracy=0.9310 time_to_target_s=101.3 images_per_s=2210 busbw_gbps=3.500 "
             "restarts=1");
   EXPECT_EQ(r.metrics_ports(), (std::vector<int>{9401, 9402}));
+}
+
+TEST(RunReport, SummaryNamesTheAlgorithmThatRanAndItsBytesPerCall) {
+  RunReport r;
+  r.on_attempt_start(0);
+  r.on_event(0, {{"event", "finished"},
+                 {"busbw_gbps", 1.25},
+                 {"allreduce_algorithm", "ring"},
+                 {"allreduce_calls", 8},
+                 {"allreduce_bytes", 8000}});
+  const auto lines = r.summary(GangOutcome{GangPhase::kSucceeded, controller::Reason::kNone, "", 1}, 10);
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "all-reduce: ring, 8 calls, 1000 bytes per call"), lines.end());
+  EXPECT_NE(lines.back().find(" allreduce_algorithm=ring allreduce_bytes_per_call=1000"), std::string::npos)
+      << lines.back();
 }
 
 TEST(RunReport, FailureCarriesTheReason) {

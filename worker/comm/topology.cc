@@ -10,7 +10,6 @@
 #include <set>
 #include <sstream>
 
-#include "common/util/env.h"
 #include "common/util/error.h"
 
 namespace torus::comm {
@@ -173,19 +172,19 @@ Algorithm parse_algorithm(const std::string& name, const std::string& source) {
   throw InvalidArgument(source + ": expected one of auto, ring, hierarchical, torus2d; got '" + name + "'");
 }
 
-CostModel CostModel::from_environment() {
+CostModel CostModel::from_tunables(const tunables::Snapshot& env) {
   CostModel c;
-  c.shm.latency_s = env::get_double_or("TORUS_COST_SHM_LATENCY_US", c.shm.latency_s * 1e6) * 1e-6;
-  c.shm.bytes_per_s = env::get_double_or("TORUS_COST_SHM_GBPS", c.shm.bytes_per_s / 1e9) * 1e9;
-  c.net.latency_s = env::get_double_or("TORUS_COST_NET_LATENCY_US", c.net.latency_s * 1e6) * 1e-6;
-  c.net.bytes_per_s = env::get_double_or("TORUS_COST_NET_GBPS", c.net.bytes_per_s / 1e9) * 1e9;
+  c.shm.latency_s = env.number("TORUS_COST_SHM_LATENCY_US").value_or(c.shm.latency_s * 1e6) * 1e-6;
+  c.shm.bytes_per_s = env.number("TORUS_COST_SHM_GBPS").value_or(c.shm.bytes_per_s / 1e9) * 1e9;
+  c.net.latency_s = env.number("TORUS_COST_NET_LATENCY_US").value_or(c.net.latency_s * 1e6) * 1e-6;
+  c.net.bytes_per_s = env.number("TORUS_COST_NET_GBPS").value_or(c.net.bytes_per_s / 1e9) * 1e9;
   return c;
 }
 
 Grid torus_grid(int world_size, int requested_x) {
   if (requested_x > 0) {
     if (world_size % requested_x != 0)
-      throw InvalidArgument("TORUS_TORUS_X: must divide the world size " + std::to_string(world_size) + ", got " +
+      throw InvalidArgument("spec.allReduce.grid.x: must divide the world size " + std::to_string(world_size) + ", got " +
                             std::to_string(requested_x));
     return {requested_x, world_size / requested_x};
   }
@@ -289,13 +288,13 @@ std::string Planner::describe() const {
      << cost_.net.bytes_per_s / 1e9 << " GB/s\n";
   os << std::setw(10) << "bytes";
   for (Algorithm a : {Algorithm::kRing, Algorithm::kHierarchical, Algorithm::kTorus2D})
-    os << std::setw(14) << to_string(a) + "_ms";
+    os << ' ' << std::setw(15) << to_string(a) + "_ms";  // "hierarchical_ms" is 15 wide: keep a space before it
   os << "  choice\n";
   for (size_t bytes : {size_t{4} << 10, size_t{1} << 20, size_t{25} << 20, size_t{256} << 20}) {
     os << std::setw(10) << bytes;
     for (Algorithm a : {Algorithm::kRing, Algorithm::kHierarchical, Algorithm::kTorus2D}) {
       const double t = predict(a, bytes);
-      os << std::setw(14);
+      os << ' ' << std::setw(15);
       if (std::isinf(t))
         os << "-";
       else

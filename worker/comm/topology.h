@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/util/tunables.h"
 #include "worker/comm/rank_env.h"
 #include "worker/comm/store.h"
 
@@ -58,16 +59,16 @@ struct LinkCost {
 
 // The cost model that `auto` uses: ring steps cost the backend's link (TCP), the intra-host level costs shared
 // memory. Figures from this machine class (platform-notes.md): loopback/network TCP ~0.85 GB/s, shm ~4 GB/s.
-// Overridable via TORUS_COST_{SHM,NET}_{LATENCY_US,GBPS}.
+// Overridable via TORUS_COST_{SHM,NET}_{LATENCY_US,GBPS} (common/util/tunables.h).
 struct CostModel {
   LinkCost shm{5e-6, 4.0e9};
   LinkCost net{60e-6, 0.85e9};
 
-  static CostModel from_environment();
+  static CostModel from_tunables(const tunables::Snapshot& env);
 };
 
-// The 2D-torus grid: X ranks per row (consecutive in ring order), Y rows. X from TORUS_TORUS_X if set, else the
-// divisor of n nearest sqrt(n) (X >= Y). X == n or X == 1 means no real grid.
+// The 2D-torus grid: X ranks per row (consecutive in ring order), Y rows. X as requested (spec.allReduce.grid.x) when
+// > 0, else the divisor of n nearest sqrt(n) (X >= Y). X == n or X == 1 means no real grid. The one grid formula.
 struct Grid {
   int x = 1;
   int y = 1;

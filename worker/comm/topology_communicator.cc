@@ -21,7 +21,7 @@ TopologyCommunicator::TopologyCommunicator(int rank, Planner planner, std::share
       shm_(shm),
       algorithm_(algorithm) {
   if (algorithm_ != Algorithm::kAuto && !planner_.applicable(algorithm_))
-    throw InvalidArgument("TORUS_ALLREDUCE_ALGO: " + to_string(algorithm_) + " does not apply to this world (" +
+    throw InvalidArgument("spec.allReduce.algorithm: " + to_string(algorithm_) + " does not apply to this world (" +
                           std::to_string(size()) + " ranks, " + std::to_string(planner_.topology().node_count()) +
                           " nodes)");
   world_ = std::make_unique<GlooCommunicator>(rank, size(), std::make_shared<PrefixStore>("world", store_), gloo_);

@@ -3,7 +3,6 @@
 #include <csignal>
 
 #include "common/log/log.h"
-#include "common/util/env.h"
 #include "common/util/error.h"
 
 namespace torus::comm {
@@ -14,21 +13,19 @@ bool is_loopback(const std::string& host) { return host == "localhost" || host.r
 
 }  // namespace
 
-WorldOptions WorldOptions::from_environment() {
+WorldOptions WorldOptions::from_tunables(const tunables::Snapshot& env) {
   WorldOptions o;
-  o.timeout = milliseconds(env::get_int_or("TORUS_COMM_TIMEOUT_MS", o.timeout.count()));
-  o.rendezvous_timeout = milliseconds(env::get_int_or("TORUS_RENDEZVOUS_TIMEOUT_MS", o.rendezvous_timeout.count()));
-  o.algorithm = parse_algorithm(env::get_or("TORUS_ALLREDUCE_ALGO", "auto"), "TORUS_ALLREDUCE_ALGO");
-  o.shared_memory = env::get_int_or("TORUS_SHM", 1) != 0;
-  o.shm_slot_bytes =
-      static_cast<size_t>(env::get_int_or("TORUS_SHM_SLOT_BYTES", static_cast<int64_t>(o.shm_slot_bytes)));
-  o.torus_x = static_cast<int>(env::get_int_or("TORUS_TORUS_X", 0));
-  o.bind_host = env::get_or("TORUS_COMM_BIND_ADDR", "");
-  if (o.timeout.count() <= 0) throw InvalidArgument("TORUS_COMM_TIMEOUT_MS: must be positive");
+  o.rendezvous_timeout = milliseconds(env.integer("TORUS_RENDEZVOUS_TIMEOUT_MS").value_or(o.rendezvous_timeout.count()));
+  o.shared_memory = env.integer("TORUS_SHM").value_or(1) != 0;
+  o.shm_slot_bytes = static_cast<size_t>(
+      env.integer("TORUS_SHM_SLOT_BYTES").value_or(static_cast<int64_t>(o.shm_slot_bytes)));
+  o.bind_host = env.text("TORUS_COMM_BIND_ADDR").value_or("");
+  o.cost = CostModel::from_tunables(env);
   return o;
 }
 
 World::World(RankEnv env, WorldOptions options) : env_(std::move(env)), options_(std::move(options)) {
+  if (options_.timeout.count() <= 0) throw InvalidArgument("world: the collective timeout must be positive");
   // A peer that dies mid-collective must become an error on this rank (reported by the watchdog), not a SIGPIPE
   // that kills it silently: Gloo writes to sockets without MSG_NOSIGNAL.
   ::signal(SIGPIPE, SIG_IGN);
@@ -47,7 +44,7 @@ World::World(RankEnv env, WorldOptions options) : env_(std::move(env)), options_
   store_ = std::make_shared<PrefixStore>(env_.store_prefix(), std::make_shared<TcpStore>(store_options));
   join();
   Topology topology = gather_topology(*store_, env_, options_.rendezvous_timeout);
-  Planner planner(std::move(topology), CostModel::from_environment(), torus_grid(env_.world_size, options_.torus_x),
+  Planner planner(std::move(topology), options_.cost, torus_grid(env_.world_size, options_.torus_x),
                   options_.shared_memory);
   if (env_.rank == 0) {
     TLOG(Info) << planner.describe();

@@ -1,12 +1,13 @@
 #pragma once
 // One call from the rank environment to a ready world: rendezvous store (served by rank 0), authenticated join with
 // missing-rank errors, topology, cost model printed once, the topology-aware world communicator and its watchdog.
-//   auto world = torus::comm::make_world(torus::comm::rank_env_from_environment());
+//   auto world = torus::comm::make_world(torus::comm::rank_env_from_environment(), options);
 //   world->comm().all_reduce(buffer_of(grads)).wait(world->timeout());
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "common/util/tunables.h"
 #include "worker/comm/rank_env.h"
 #include "worker/comm/store.h"
 #include "worker/comm/topology.h"
@@ -18,25 +19,28 @@ namespace torus::comm {
 // Who serves the rendezvous store: rank 0's process (production), or someone else (tests, an external launcher).
 enum class StoreServing { kRankZero, kExternal };
 
+// The job's knobs (timeout, algorithm, torus_x) come from the TrainingJob (worker/train/run_options.h); the rest are
+// developer tunables (common/util/tunables.h).
 struct WorldOptions {
-  // Per-collective timeout (watchdog and backends). TORUS_COMM_TIMEOUT_MS, default 5 minutes.
+  // Per-collective timeout (watchdog and backends): spec.allReduce.timeoutSeconds.
   milliseconds timeout{300000};
   // How long ranks wait for each other (and for rank 0's store) at start-up. TORUS_RENDEZVOUS_TIMEOUT_MS.
   milliseconds rendezvous_timeout{120000};
-  Algorithm algorithm = Algorithm::kAuto;  // TORUS_ALLREDUCE_ALGO
+  Algorithm algorithm = Algorithm::kAuto;  // spec.allReduce.algorithm
   bool shared_memory = true;               // TORUS_SHM=0 turns the host-local fast path off
   // TORUS_SHM_SLOT_BYTES: the window reduced at a time. Small enough that both ranks' slices stay in cache
   // (measured here at 64 MiB, 2 ranks: 16 MiB windows 2.3 GB/s bus bandwidth, 2 MiB 3.0, 512 KiB 3.9).
   size_t shm_slot_bytes = 512u << 10;
-  int torus_x = 0;  // TORUS_TORUS_X, 0 = automatic
+  int torus_x = 0;  // spec.allReduce.grid.x, 0 = automatic
+  CostModel cost;   // TORUS_COST_*
   TimeoutAction on_timeout = TimeoutAction::kExitProcess;
   StoreServing store_serving = StoreServing::kRankZero;
   // Address this rank's Gloo device binds (TORUS_COMM_BIND_ADDR); default: loopback when MASTER_ADDR is loopback,
   // else the host name.
   std::string bind_host;
 
-  // Reads the tunables above from the environment once.
-  static WorldOptions from_environment();
+  // The developer tunables above (not the job's knobs) from `env`.
+  static WorldOptions from_tunables(const tunables::Snapshot& env = tunables::process_snapshot());
 };
 
 class World {
@@ -69,6 +73,6 @@ class World {
   std::unique_ptr<TopologyCommunicator> comm_;
 };
 
-std::unique_ptr<World> make_world(const RankEnv& env, const WorldOptions& options = WorldOptions::from_environment());
+std::unique_ptr<World> make_world(const RankEnv& env, const WorldOptions& options = WorldOptions::from_tunables());
 
 }  // namespace torus::comm

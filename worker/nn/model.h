@@ -29,7 +29,7 @@ struct ModelConfig {
   std::vector<int64_t> widths;
   Stem stem = Stem::kCifar;
   int64_t in_channels = 3;
-  int64_t num_classes = 10;
+  int64_t num_classes = 10;  // the trainer reads 0 as "the training set's class count"
   PoolKind head_pool = PoolKind::kMax;  // global pooling before the classifier
   ZeroInitResidual zero_init_residual = ZeroInitResidual::kOn;
   // The input the model is laid out for (backend weight layouts); other sizes run too.

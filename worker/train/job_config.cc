@@ -36,7 +36,8 @@ nn::ModelConfig model_config(const api::ModelSpec& m) {
   c.head_pool = m.pooling.value_or(api::Pooling::kMax) == api::Pooling::kAvg ? PoolKind::kAvg : PoolKind::kMax;
   c.zero_init_residual = m.zero_init_residual.value_or(true) ? nn::ZeroInitResidual::kOn : nn::ZeroInitResidual::kOff;
   if (m.input_channels) c.in_channels = *m.input_channels;
-  if (m.num_classes) c.num_classes = *m.num_classes;
+  // Unset (imagefolder): one class per class folder, which the trainer learns from the data set.
+  c.num_classes = m.num_classes.value_or(0);
   return c;
 }
 
@@ -104,10 +105,6 @@ int threads_for(const api::TrainingJobSpec& spec) {
 TrainConfig to_train_config(const api::TrainingJobSpec& spec, int world_size) {
   if (world_size <= 0) throw InvalidArgument("WORLD_SIZE: must be a positive integer");
   const api::TrainingSpec& t = spec.training;
-  if (t.precision.value_or(api::Precision::kFp32) != api::Precision::kFp32 &&
-      spec.gang.device.value_or(api::Device::kCpu) == api::Device::kCpu)
-    throw InvalidArgument("spec.training.precision: the CPU engine trains in fp32, got " +
-                          std::string(api::to_string(*t.precision)));
   TrainConfig c;
   c.model = model_config(spec.model);
   c.data = data_config(spec);
@@ -129,6 +126,7 @@ TrainConfig to_train_config(const api::TrainingJobSpec& spec, int world_size) {
   c.label_smoothing = static_cast<float>(t.label_smoothing.value_or(0));
   c.target_accuracy = t.target_accuracy.value_or(0);
   c.seed = static_cast<uint64_t>(t.seed.value_or(0));
+  c.model.seed = c.seed;  // the weights' initialization as well as the data order
   c.checkpoint.dir = t.checkpoint.dir;
   if (t.checkpoint.every_epochs) c.checkpoint.every_epochs = *t.checkpoint.every_epochs;
   if (t.checkpoint.every_steps) c.checkpoint.every_steps = *t.checkpoint.every_steps;

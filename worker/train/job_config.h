@@ -6,7 +6,7 @@
 namespace torus::worker::train {
 
 // `spec` is defaulted and valid (api::apply_defaults, api::validate); world_size is the gang's rank count.
-// Throws InvalidArgument naming the spec field when the CPU engine cannot honour it.
+// The communicator's and engine's options come with it in run_options.h.
 TrainConfig to_train_config(const api::TrainingJobSpec& spec, int world_size);
 
 // CPU math threads for one rank: spec.gang.threadsPerProcess, else TORUS_NUM_THREADS / the cgroup quota.

@@ -180,6 +180,19 @@ void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::strin
                           {"reached_target", r.reached_target}};
   if (r.last_eval.samples > 0) event["accuracy"] = r.last_eval.top1;  // no evaluation ran: no accuracy to report
   if (!algorithm.empty()) event["allreduce_algorithm"] = algorithm;
+  // What the algorithm carried over the whole run (read now: the last periodic sample may be a second old).
+  uint64_t calls = 0, bytes = 0;
+  if (sampler_ && !algorithm.empty()) {
+    for (const CollectiveSample& s : sampler_()) {
+      if (s.level != "global" || s.algorithm != algorithm) continue;
+      calls += s.calls;
+      bytes += s.bytes;
+    }
+  }
+  if (calls > 0) {
+    event["allreduce_calls"] = calls;
+    event["allreduce_bytes"] = bytes;
+  }
   if (r.reached_target) event["time_to_target_s"] = r.seconds_to_target;
   process::emit_event(event);
 }

@@ -124,6 +124,7 @@ Trainer::Trainer(Backend& backend, TrainConfig config, Datasets data, Collective
   config_.model.batch_size = first.batch_size;
   config_.model.image_size = first.image_size;
   config_.model.in_channels = data_.train->channels();
+  if (config_.model.num_classes == 0) config_.model.num_classes = data_.train->num_classes();
   if (config_.model.num_classes < data_.train->num_classes())
     throw InvalidArgument("model.numClasses: " + std::to_string(config_.model.num_classes) + " is fewer than the " +
                           std::to_string(data_.train->num_classes()) + " classes of " + data_.train->describe());

@@ -11,7 +11,9 @@
 #include "common/util/error.h"
 #include "common/util/exit_codes.h"
 #include "worker/backend/cpu/cpu_backend.h"
+#include "common/util/tunables.h"
 #include "worker/train/job_config.h"
+#include "worker/train/run_options.h"
 #include "worker/train/telemetry.h"
 
 #if defined(TORUS_HAVE_CUDA)
@@ -23,6 +25,7 @@
 #include "worker/comm/traffic.h"
 #include "worker/comm/train_adapters.h"
 #include "worker/comm/world.h"
+#include "worker/train/comm_plan.h"
 #endif
 
 #if defined(TORUS_WITH_NCCL)
@@ -148,6 +151,16 @@ GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, cons
 }
 #endif
 
+// Every rank that runs with a developer override says so; rank 0 logs the effective configuration in one block.
+void log_run_options(const RunOptions& run, int rank, int world, const std::vector<std::string>& plan) {
+  for (const AppliedOverride& o : run.overrides) TLOG(Warn) << "environment override: " << describe(o);
+  if (rank != 0) return;
+  std::string block = "effective configuration:";
+  for (const std::string& line : describe(run, world)) block += "\n  " + line;
+  for (const std::string& line : plan) block += "\n  " + line;
+  TLOG(Info) << block;
+}
+
 }  // namespace
 
 WorkerOptions parse_worker_args(int argc, char** argv) {
@@ -196,21 +209,20 @@ int run_worker(const WorkerOptions& options) {
   LogObserver log_observer;
   Telemetry telemetry(telemetry_options(job, rank, world));
   FanOut observers(log_observer, telemetry);
+  const RunOptions run = run_options(job.spec, world, tunables::process_snapshot());
   RunResult r;
   if (world == 1) {
+    log_run_options(run, rank, world, {});
     LocalCollectives alone;
     r = train_job(job, alone, nullptr, &observers, &telemetry);
     telemetry.finished(r, 0, "");
   } else {
 #if defined(TORUS_WITH_COMM)
-    auto w = comm::make_world(comm::rank_env_from_environment());
+    auto w = comm::make_world(comm::rank_env_from_environment(), world_options(run.comm, tunables::process_snapshot()));
     log::set_tag("rank " + std::to_string(w->rank()));
+    log_run_options(run, w->rank(), world, describe_plan(w->comm().planner(), run.comm));
     comm::CommCollectives collectives(w->comm());
-    comm::ReducerOptions reducer;
-    if (job.spec.all_reduce.bucket_size_mb)
-      reducer.buckets.bucket_cap_bytes = static_cast<size_t>(*job.spec.all_reduce.bucket_size_mb * (1 << 20));
-    if (job.spec.all_reduce.first_bucket_size_mb)
-      reducer.buckets.first_bucket_bytes = static_cast<size_t>(*job.spec.all_reduce.first_bucket_size_mb * (1 << 20));
+    const comm::ReducerOptions reducer = reducer_options(run.comm);
     auto backend = make_backend(job.spec);
     auto nccl_traffic = std::make_shared<comm::TrafficCounter>();
     const GradientSyncFactory factory = gradient_sync_factory(*w, *backend, reducer, nccl_traffic);

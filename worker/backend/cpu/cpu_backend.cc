@@ -12,6 +12,7 @@
 
 #include "common/log/log.h"
 #include "common/util/env.h"
+#include "common/util/tunables.h"
 #include "common/util/error.h"
 
 namespace torus::worker::cpu {
@@ -556,7 +557,9 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-int default_threads() { return static_cast<int>(env::get_int_or("TORUS_NUM_THREADS", env::available_cpus())); }
+int default_threads() {
+  return static_cast<int>(tunables::process_snapshot().integer("TORUS_NUM_THREADS").value_or(env::available_cpus()));
+}
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
   if (threads <= 0) threads = default_threads();

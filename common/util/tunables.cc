@@ -1,0 +1,131 @@
+#include "common/util/tunables.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+
+#include "common/util/error.h"
+
+namespace torus::tunables {
+namespace {
+
+constexpr std::array kTable = std::to_array<Tunable>({
+    {"TORUS_ALLREDUCE_ALGO", Type::kString, "", "spec.allReduce.algorithm",
+     "all-reduce algorithm for every bucket: auto, ring, hierarchical or torus2d"},
+    {"TORUS_TORUS_X", Type::kInteger, "", "spec.allReduce.grid.x",
+     "torus2d grid width (ranks along the fast dimension); must divide the world size"},
+    {"TORUS_COMM_TIMEOUT_MS", Type::kInteger, "", "spec.allReduce.timeoutSeconds",
+     "per-collective deadline in milliseconds (watchdog; backends get twice that)"},
+    {"TORUS_COMPRESSION", Type::kString, "", "spec.allReduce.compression",
+     "gradient compression on the wire: none, fp16 or bf16"},
+    {"TORUS_RENDEZVOUS_TIMEOUT_MS", Type::kInteger, "120000", "",
+     "how long ranks wait for each other (and rank 0's store) at start-up"},
+    {"TORUS_SHM", Type::kInteger, "1", "", "0 turns the shared-memory level off (host-local ranks use TCP)"},
+    {"TORUS_SHM_SLOT_BYTES", Type::kInteger, "524288", "", "the shared-memory window reduced at a time"},
+    {"TORUS_COMM_BIND_ADDR", Type::kString, "", "",
+     "address the Gloo device binds; default loopback when MASTER_ADDR is loopback, else the host name"},
+    {"TORUS_COST_SHM_LATENCY_US", Type::kNumber, "5", "", "cost model: shared-memory latency per step"},
+    {"TORUS_COST_SHM_GBPS", Type::kNumber, "4", "", "cost model: shared-memory bandwidth"},
+    {"TORUS_COST_NET_LATENCY_US", Type::kNumber, "60", "", "cost model: TCP latency per step"},
+    {"TORUS_COST_NET_GBPS", Type::kNumber, "0.85", "", "cost model: TCP bandwidth"},
+    {"TORUS_NUM_THREADS", Type::kInteger, "", "",
+     "CPU math threads of a rank when spec.gang.threadsPerProcess is unset; default the CPUs it may use"},
+});
+
+bool well_typed(Type type, const std::string& value) {
+  if (type == Type::kString) return true;
+  try {
+    size_t used = 0;
+    if (type == Type::kInteger)
+      (void)std::stoll(value, &used);
+    else
+      (void)std::stod(value, &used);
+    return used == value.size();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void check(const Tunable& t, const std::string& value) {
+  if (!well_typed(t.type, value))
+    throw InvalidArgument("environment variable " + std::string(t.name) + ": expected " +
+                          (t.type == Type::kInteger ? "an integer" : "a number") + ", got '" + value + "'");
+}
+
+}  // namespace
+
+std::span<const Tunable> table() { return kTable; }
+
+const Tunable& declared(std::string_view name) {
+  const auto it = std::find_if(kTable.begin(), kTable.end(), [&](const Tunable& t) { return t.name == name; });
+  if (it == kTable.end())
+    throw InvalidArgument("tunable " + std::string(name) + ": not declared in common/util/tunables.cc");
+  return *it;
+}
+
+std::string_view to_string(Type type) {
+  switch (type) {
+    case Type::kInteger:
+      return "integer";
+    case Type::kNumber:
+      return "number";
+    case Type::kString:
+      return "string";
+  }
+  return "?";
+}
+
+Snapshot Snapshot::from_environment() {
+  Snapshot s;
+  for (const Tunable& t : kTable) {
+    const char* v = std::getenv(std::string(t.name).c_str());
+    if (v == nullptr || *v == '\0') continue;
+    check(t, v);
+    s.values_.emplace(std::string(t.name), v);
+  }
+  return s;
+}
+
+Snapshot Snapshot::of(std::map<std::string, std::string> values) {
+  Snapshot s;
+  for (auto& [name, value] : values) {
+    check(declared(name), value);
+    s.values_.emplace(name, std::move(value));
+  }
+  return s;
+}
+
+std::optional<std::string> Snapshot::text(std::string_view name) const {
+  declared(name);
+  const auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<int64_t> Snapshot::integer(std::string_view name) const {
+  const auto v = text(name);
+  if (!v) return std::nullopt;
+  return std::stoll(*v);
+}
+
+std::optional<double> Snapshot::number(std::string_view name) const {
+  const auto v = text(name);
+  if (!v) return std::nullopt;
+  return std::stod(*v);
+}
+
+std::vector<std::string> Snapshot::describe() const {
+  std::vector<std::string> out;
+  for (const Tunable& t : kTable) {
+    const auto it = values_.find(t.name);
+    if (it != values_.end()) out.push_back(std::string(t.name) + "=" + it->second);
+  }
+  return out;
+}
+
+const Snapshot& process_snapshot() {
+  static const Snapshot snapshot = Snapshot::from_environment();
+  return snapshot;
+}
+
+}  // namespace torus::tunables

@@ -1,0 +1,58 @@
+// The one table of developer overrides: read with their types, refused when undeclared or malformed, and listed in
+// docs/tunables.md exactly as declared.
+#include "common/util/tunables.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/util/error.h"
+#include "common/util/main_guard.h"
+
+namespace torus::tunables {
+namespace {
+
+TEST(Tunables, SnapshotReadsDeclaredValuesWithTheirTypes) {
+  const Snapshot s = Snapshot::of({{"TORUS_COMM_TIMEOUT_MS", "2500"}, {"TORUS_COST_NET_GBPS", "1.5"}});
+  EXPECT_EQ(s.integer("TORUS_COMM_TIMEOUT_MS"), 2500);
+  EXPECT_DOUBLE_EQ(s.number("TORUS_COST_NET_GBPS").value(), 1.5);
+  EXPECT_FALSE(s.text("TORUS_ALLREDUCE_ALGO").has_value());
+  EXPECT_EQ(s.describe(), (std::vector<std::string>{"TORUS_COMM_TIMEOUT_MS=2500", "TORUS_COST_NET_GBPS=1.5"}));
+  EXPECT_THROW(s.text("TORUS_NEVER_DECLARED"), InvalidArgument) << "reading an undeclared name is a bug";
+  try {
+    Snapshot::of({{"TORUS_SHM_SLOT_BYTES", "64k"}});
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "environment variable TORUS_SHM_SLOT_BYTES: expected an integer, got '64k'");
+  }
+}
+
+TEST(Tunables, DocsListEveryTunableAsDeclared) {
+  std::ifstream in(std::string(TORUS_SOURCE_DIR) + "/docs/tunables.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const Tunable& t : table()) {
+    const std::string row = "| `" + std::string(t.name) + "` | " + std::string(to_string(t.type)) + " | ";
+    EXPECT_NE(text.str().find(row), std::string::npos) << t.name << ": docs/tunables.md lacks the row " << row;
+    if (!t.overrides.empty()) {
+      EXPECT_NE(text.str().find("`" + std::string(t.overrides) + "`"), std::string::npos) << t.name;
+    }
+  }
+}
+
+TEST(ErrorLine, ReadsTheFinalReasonAndLoggedErrors) {
+  auto final_line = parse_error_line("torus-worker: error: /data/x.bin: truncated: 100 bytes");
+  ASSERT_TRUE(final_line);
+  EXPECT_EQ(final_line->kind, ErrorLine::kFinal);
+  EXPECT_EQ(final_line->text, "/data/x.bin: truncated: 100 bytes");
+  auto logged = parse_error_line("2026-11-23T09:17:56.594Z E [rank 1] ../worker/comm/watchdog.cc:117] watchdog: late");
+  ASSERT_TRUE(logged);
+  EXPECT_EQ(logged->kind, ErrorLine::kLogged);
+  EXPECT_EQ(logged->text, "watchdog: late");
+  EXPECT_FALSE(parse_error_line("2026-11-23T09:17:56.594Z I [rank 1] ../worker/x.cc:1] fine"));
+  EXPECT_FALSE(parse_error_line("epoch 1: validation accuracy 21.87%"));
+}
+
+}  // namespace
+}  // namespace torus::tunables

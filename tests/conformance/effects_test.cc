@@ -1,0 +1,167 @@
+// Each TrainingJob field that `torus run` carries to the ranks, shown from outside: the real `torus` and
+// `torus-worker` binaries run tiny synthetic jobs (2 ranks, seconds each) and the tests read what a person reads:
+// the summary and its RESULT line, the exit code, the ranks' logs, the checkpoint files.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/temp_dir.h"
+#include "tests/support/torus_cli.h"
+#include "worker/checkpoint/checkpoint.h"
+
+namespace torus {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+using test::run_torus;
+using test::RunOutput;
+
+// 2 ranks of a ResNet-9 a few thousand parameters wide on 8x8 synthetic images: a few seconds on 2 cores.
+// `extra` is appended under `spec:` (two-space indented YAML).
+fs::path write_job(const fs::path& dir, const std::string& name, const std::string& extra,
+                   const std::string& training_extra = "") {
+  const fs::path file = dir / (name + ".yaml");
+  std::ofstream(file) << "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: " << name
+                      << "}\nspec:\n"
+                         "  gang: {workers: 2, threadsPerProcess: 1}\n"
+                         "  model: {arch: resnet9, widths: [8, 8, 16, 16]}\n"
+                         "  data:\n"
+                         "    dataset: synthetic\n"
+                         "    imageSize: 8\n"
+                         "    loaderThreads: 1\n"
+                         "    synthetic: {trainImages: 64, validationImages: 32, numClasses: 4}\n"
+                         "  training:\n"
+                         "    epochs: 1\n"
+                         "    batchSize: 16\n"
+                         "    lrSchedule: {peak: 0.1}\n"
+                      << training_extra << extra;
+  return file;
+}
+
+RunOutput run(const fs::path& job, std::vector<std::string> sets = {}) {
+  std::vector<std::string> args = {"run", job.string()};
+  for (auto& s : sets) {
+    args.push_back("--set");
+    args.push_back(std::move(s));
+  }
+  return run_torus(args, seconds(180));
+}
+
+bool has(const RunOutput& out, const std::string& text) { return out.text().find(text) != std::string::npos; }
+
+TEST(Conformance, AllReduceAlgorithmIsWhatRuns) {
+  const test::TempDir tmp("conformance-algorithm");
+  // On one host `auto` picks hierarchical (shared memory) for gradient buckets; the job asks for ring.
+  const RunOutput ring = run(write_job(tmp.path(), "ring", "  allReduce: {algorithm: ring}\n"));
+  ASSERT_EQ(ring.exit_code, 0) << ring.text();
+  EXPECT_EQ(ring.field("allreduce_algorithm"), "ring") << ring.text();
+  EXPECT_TRUE(has(ring, "(spec.allReduce.algorithm)")) << "rank 0's effective configuration names the field";
+  const RunOutput hierarchical = run(write_job(tmp.path(), "hier", "  allReduce: {algorithm: hierarchical}\n"));
+  ASSERT_EQ(hierarchical.exit_code, 0) << hierarchical.text();
+  EXPECT_EQ(hierarchical.field("allreduce_algorithm"), "hierarchical") << hierarchical.text();
+}
+
+TEST(Conformance, Fp16CompressionHalvesTheBytesPerAllReduce) {
+  const test::TempDir tmp("conformance-compression");
+  const RunOutput plain = run(write_job(tmp.path(), "plain", "  allReduce: {algorithm: ring, compression: none}\n"));
+  const RunOutput fp16 = run(write_job(tmp.path(), "fp16", "  allReduce: {algorithm: ring, compression: fp16}\n"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.text();
+  ASSERT_EQ(fp16.exit_code, 0) << fp16.text();
+  ASSERT_FALSE(plain.field("allreduce_bytes_per_call").empty()) << plain.text();
+  ASSERT_FALSE(fp16.field("allreduce_bytes_per_call").empty()) << fp16.text();
+  const double ratio =
+      std::stod(fp16.field("allreduce_bytes_per_call")) / std::stod(plain.field("allreduce_bytes_per_call"));
+  // Gradients travel as 2-byte halves; the few fp32 scalar reductions (stop agreement, metrics) stay 4 bytes.
+  EXPECT_NEAR(ratio, 0.5, 0.03) << plain.result_line() << "\n" << fp16.result_line();
+}
+
+TEST(Conformance, TimeoutSecondsTurnsAPausedPeerIntoACollectiveTimeout) {
+  const test::TempDir tmp("conformance-timeout");
+  // Long enough that rank 1 is paused while training (many steps), short enough to finish if it were not.
+  const fs::path job = write_job(tmp.path(), "stall", "  allReduce: {algorithm: ring, timeoutSeconds: 2}\n");
+  std::atomic<pid_t> paused{0};
+  const RunOutput out = run_torus(
+      {"run", job.string(), "--set", "spec.data.synthetic.trainImages=4096", "--set", "spec.training.epochs=20"},
+      seconds(120), [&](pid_t torus, const std::string& line) {
+        if (paused.load() != 0 || line.find("effective configuration") == std::string::npos) return;
+        if (auto pid = test::worker_pid(torus, 1)) {
+          ::kill(*pid, SIGSTOP);  // a peer that hangs: alive, silent
+          paused.store(*pid);
+        }
+      });
+  ASSERT_NE(paused.load(), 0) << out.text();
+  EXPECT_EQ(out.field("phase"), "Failed") << out.text();
+  EXPECT_TRUE(has(out, "rank 0 exited with code 43")) << "43: CollectiveTimeout\n" << out.text();
+  EXPECT_TRUE(has(out, "did not finish within 2000 ms")) << out.text();
+}
+
+std::vector<std::byte> initial_params(const fs::path& dir, const std::string& name, int seed) {
+  // lr 0 at step 0 (one-cycle from initial 0): the step-1 checkpoint holds the initial weights, untouched.
+  const fs::path ckpt = dir / (name + "-ckpt");
+  const RunOutput out = run(write_job(dir, name, "",
+                                      "    seed: " + std::to_string(seed) +
+                                          "\n    checkpoint: {dir: " + ckpt.string() + ", everySteps: 1, keep: 8}\n"),
+                            {"spec.training.lrSchedule={peak: 0.1, initial: 0, warmupEpochs: 0.5}"});
+  EXPECT_EQ(out.exit_code, 0) << out.text();
+  const fs::path first = ckpt / "ckpt-1.torus";
+  if (!fs::exists(first)) {
+    ADD_FAILURE() << "no " << first << "\n" << out.text();
+    return {};
+  }
+  const worker::checkpoint::CheckpointReader reader(first.string());
+  const auto params = reader.section("params");
+  return {params.begin(), params.end()};
+}
+
+TEST(Conformance, SeedInitializesTheWeights) {
+  const test::TempDir tmp("conformance-seed");
+  const auto a = initial_params(tmp.path(), "seed-a", 1);
+  const auto again = initial_params(tmp.path(), "seed-again", 1);
+  const auto b = initial_params(tmp.path(), "seed-b", 2);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, again) << "the same seed gives the same initial weights";
+  EXPECT_NE(a, b) << "another seed gives other initial weights";
+}
+
+TEST(Conformance, SuspendStartsNothing) {
+  const test::TempDir tmp("conformance-suspend");
+  const RunOutput out = run(write_job(tmp.path(), "held", "  runPolicy: {suspend: true}\n"));
+  EXPECT_EQ(out.exit_code, 0) << out.text();
+  EXPECT_EQ(out.field("phase"), "Suspended") << out.text();
+  EXPECT_TRUE(has(out, "nothing started")) << out.text();
+  EXPECT_FALSE(has(out, "torus run: job held, 2 rank(s)")) << "a worker was started:\n" << out.text();
+}
+
+TEST(Conformance, AFailingRanksOwnErrorIsTheSummarysReason) {
+  const test::TempDir tmp("conformance-error");
+  const fs::path data = tmp.path() / "cifar";
+  fs::create_directories(data);
+  for (const char* f : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                        "data_batch_5.bin", "test_batch.bin"})
+    std::ofstream(data / f) << std::string(3073 + 100, '\1');  // one record and a piece of the next
+  const RunOutput out =
+      run(write_job(tmp.path(), "truncated", ""),
+          {"spec.data={dataset: cifar10, path: " + data.string() + "}", "spec.model.inputChannels=3"});
+  EXPECT_EQ(out.field("phase"), "Failed") << out.text();
+  std::string phase_line;
+  for (const auto& l : out.lines)
+    if (l.rfind("phase: ", 0) == 0) phase_line = l;
+  EXPECT_NE(phase_line.find("truncated"), std::string::npos) << "the summary quotes the rank:\n" << out.text();
+}
+
+TEST(Conformance, BadCombinationsAreRefusedBeforeAnythingStarts) {
+  const test::TempDir tmp("conformance-refused");
+  const RunOutput out = run(write_job(tmp.path(), "refused", "", "    precision: bf16\n"));
+  EXPECT_EQ(out.exit_code, 1) << out.text();
+  EXPECT_TRUE(has(out, "spec.training.precision: the CPU engine trains in fp32")) << out.text();
+  EXPECT_FALSE(has(out, "torus run: job refused")) << "a worker was started:\n" << out.text();
+}
+
+}  // namespace
+}  // namespace torus

@@ -1,0 +1,126 @@
+#pragma once
+// One row per leaf field of the TrainingJob schema (crds/trainingjobs.torus.dev.yaml): which launcher it applies
+// to, and the test that shows its effect. fields_test fails when a schema field has no row, a row names no schema
+// field, or a row's test does not exist. docs/trainingjob.md ("Where each field acts") is the prose of this table.
+#include <array>
+#include <string_view>
+
+namespace torus::conformance {
+
+// kBoth: `torus run` and the operator's pods (the worker reads it from the job file either way).
+// kOperator: only the operator acts on it; `torus run` runs processes on this machine and has nothing to apply it to.
+enum class Launchers { kBoth, kOperator };
+// How the named test observes the effect: the real binaries from outside (exit code, summary, logs, checkpoint files,
+// the operator's objects on the API stand-in), or in-process through the same functions the binaries call.
+enum class Evidence { kBinaries, kInProcess };
+
+struct FieldRow {
+  std::string_view path;  // list elements as "[]"
+  Launchers launchers;
+  Evidence evidence;
+  std::string_view test;  // "Suite.Name"
+};
+
+using L = Launchers;
+using E = Evidence;
+
+inline constexpr auto kFields = std::to_array<FieldRow>({
+    {"spec.gang.workers", L::kBoth, E::kBinaries, "TorusRun.OneTwoAndFourWorkersLearnTheSame"},
+    {"spec.gang.processesPerWorker", L::kBoth, E::kInProcess, "Planner.WorkerPodCarriesRankEnvironment"},
+    {"spec.gang.device", L::kBoth, E::kInProcess, "Planner.GpuWorkersAskForGpusAndOnePodPerNode"},
+    {"spec.gang.threadsPerProcess", L::kBoth, E::kInProcess, "RunOptions.CommunicatorAndEngineComeFromTheSpec"},
+    {"spec.gang.image", L::kOperator, E::kBinaries, "OperatorE2E.JobCreatesServiceConfigMapSecretAndPods"},
+    {"spec.gang.resources", L::kOperator, E::kInProcess, "Planner.GpuWorkersAskForGpusAndOnePodPerNode"},
+    {"spec.gang.template", L::kOperator, E::kInProcess, "Planner.UserTemplateIsMergedButGangFieldsWin"},
+    {"spec.model.arch", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.model.widths", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.model.stem", L::kBoth, E::kInProcess, "ValidationCase.ReportsExactlyTheseErrors"},
+    {"spec.model.inputChannels", L::kBoth, E::kInProcess, "ValidationCase.ReportsExactlyTheseErrors"},
+    {"spec.model.numClasses", L::kBoth, E::kInProcess, "RunOptions.UnsetNumClassesOnAnImageFolderIsLearnedFromTheData"},
+    {"spec.model.pooling", L::kBoth, E::kInProcess, "LayerGradTest.GlobalMaxAndAvgPool"},
+    {"spec.model.zeroInitResidual", L::kBoth, E::kInProcess, "Model.ZeroInitResidualZeroesTheLastGammaOfEachBlock"},
+    {"spec.data.dataset", L::kBoth, E::kBinaries, "TorusRun.OneTwoAndFourWorkersLearnTheSame"},
+    {"spec.data.path", L::kBoth, E::kBinaries, "TorusRun.AlwaysFailingWorkerExhaustsTheBackoffLimit"},
+    {"spec.data.imageSize", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.data.loaderThreads", L::kBoth, E::kInProcess, "Loader.DeterministicAcrossThreadCountsAndEpochsDiffer"},
+    {"spec.data.synthetic.trainImages", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.data.synthetic.validationImages", L::kBoth, E::kInProcess, "WorkerMain.RunsOneRankOfASyntheticJobToItsTarget"},
+    {"spec.data.synthetic.numClasses", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.training.epochs", L::kBoth, E::kBinaries, "TorusRun.OneTwoAndFourWorkersLearnTheSame"},
+    {"spec.training.batchSize", L::kBoth, E::kInProcess, "JobConfig.PerRankBatchDividesTheGlobalBatch"},
+    {"spec.training.perRankBatchSize", L::kBoth, E::kInProcess, "Resolve.ImageNetProgressiveResizingScalesTheBatch"},
+    {"spec.training.optimizer.type", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.training.optimizer.momentum", L::kBoth, E::kInProcess, "SgdMath.NesterovAndPlainMomentumStepsByHand"},
+    {"spec.training.optimizer.nesterov", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.training.optimizer.weightDecay", L::kBoth, E::kInProcess, "Sgd.WeightDecayOnlyTouchesConvAndLinearWeights"},
+    {"spec.training.optimizer.noDecayOnNormAndBias", L::kBoth, E::kInProcess,
+     "Sgd.WeightDecayOnlyTouchesConvAndLinearWeights"},
+    {"spec.training.lrSchedule.type", L::kBoth, E::kInProcess, "RunOptions.TheWorkersScheduleIsTheOneLearningRateFormula"},
+    {"spec.training.lrSchedule.peak", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.training.lrSchedule.warmupEpochs", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.training.lrSchedule.initial", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.training.lrSchedule.final", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.training.lrSchedule.points[].epoch", L::kBoth, E::kInProcess,
+     "RunOptions.TheWorkersScheduleIsTheOneLearningRateFormula"},
+    {"spec.training.lrSchedule.points[].lr", L::kBoth, E::kInProcess,
+     "RunOptions.TheWorkersScheduleIsTheOneLearningRateFormula"},
+    {"spec.training.lrSchedule.referenceBatchSize", L::kBoth, E::kInProcess,
+     "RunOptions.TheWorkersScheduleIsTheOneLearningRateFormula"},
+    {"spec.training.labelSmoothing", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.training.precision", L::kBoth, E::kBinaries, "Conformance.BadCombinationsAreRefusedBeforeAnythingStarts"},
+    {"spec.training.phases[].fromEpoch", L::kBoth, E::kInProcess, "Resolve.ImageNetProgressiveResizingScalesTheBatch"},
+    {"spec.training.phases[].toEpoch", L::kBoth, E::kInProcess, "Resolve.ImageNetProgressiveResizingScalesTheBatch"},
+    {"spec.training.phases[].imageSize", L::kBoth, E::kInProcess,
+     "Telemetry.ImagesCountWhatEachStepTrainedOnNotTheFirstPhaseBatch"},
+    {"spec.training.phases[].batchSize", L::kBoth, E::kInProcess, "Resolve.ImageNetProgressiveResizingScalesTheBatch"},
+    {"spec.training.phases[].perRankBatchSize", L::kBoth, E::kInProcess,
+     "Resolve.ImageNetProgressiveResizingScalesTheBatch"},
+    {"spec.training.rectangularValidation", L::kBoth, E::kInProcess,
+     "RectangularEval.ATrainingJobEvaluatesItsEpochOnRectangularBatches"},
+    {"spec.training.validationImageSize", L::kBoth, E::kInProcess, "RectangularEval.TheSpecFieldReachesTheTrainConfig"},
+    {"spec.training.targetAccuracy", L::kBoth, E::kInProcess, "WorkerMain.RunsOneRankOfASyntheticJobToItsTarget"},
+    {"spec.training.seed", L::kBoth, E::kBinaries, "Conformance.SeedInitializesTheWeights"},
+    {"spec.training.augmentation.flip", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
+    {"spec.training.augmentation.cropPadding", L::kBoth, E::kInProcess, "ValidationCase.ReportsExactlyTheseErrors"},
+    {"spec.training.augmentation.randomResizedCropMinScale", L::kBoth, E::kInProcess,
+     "Transform.RandomResizedCropStaysInBoundsWithScaleAndAspect"},
+    {"spec.training.checkpoint.dir", L::kBoth, E::kBinaries,
+     "TorusRun.SigkilledWorkerIsFollowedByAttemptTwoFromTheCheckpoint"},
+    {"spec.training.checkpoint.everyEpochs", L::kBoth, E::kBinaries,
+     "TorusRun.SigkilledWorkerIsFollowedByAttemptTwoFromTheCheckpoint"},
+    {"spec.training.checkpoint.everySteps", L::kBoth, E::kBinaries, "Conformance.SeedInitializesTheWeights"},
+    {"spec.training.checkpoint.keep", L::kBoth, E::kInProcess, "CheckpointDir.KeepsLastKAndRemovesStaleTemps"},
+    {"spec.allReduce.algorithm", L::kBoth, E::kBinaries, "Conformance.AllReduceAlgorithmIsWhatRuns"},
+    {"spec.allReduce.bucketSizeMB", L::kBoth, E::kInProcess, "RunOptions.CommunicatorAndEngineComeFromTheSpec"},
+    {"spec.allReduce.firstBucketSizeMB", L::kBoth, E::kInProcess, "RunOptions.CommunicatorAndEngineComeFromTheSpec"},
+    {"spec.allReduce.compression", L::kBoth, E::kBinaries, "Conformance.Fp16CompressionHalvesTheBytesPerAllReduce"},
+    {"spec.allReduce.grid.x", L::kBoth, E::kInProcess, "RunOptions.CommunicatorAndEngineComeFromTheSpec"},
+    {"spec.allReduce.grid.y", L::kBoth, E::kInProcess, "ValidationCase.ReportsExactlyTheseErrors"},
+    {"spec.allReduce.timeoutSeconds", L::kBoth, E::kBinaries,
+     "Conformance.TimeoutSecondsTurnsAPausedPeerIntoACollectiveTimeout"},
+    {"spec.runPolicy.restartPolicy", L::kBoth, E::kBinaries,
+     "TorusRun.SigkilledWorkerIsFollowedByAttemptTwoFromTheCheckpoint"},
+    {"spec.runPolicy.backoffLimit", L::kBoth, E::kBinaries, "TorusRun.AlwaysFailingWorkerExhaustsTheBackoffLimit"},
+    {"spec.runPolicy.activeDeadlineSeconds", L::kBoth, E::kBinaries, "OperatorE2E.ActiveDeadlineFailsTheJob"},
+    {"spec.runPolicy.runningDeadlineSeconds", L::kOperator, E::kInProcess, "Planner.DeadlinesRequeue"},
+    {"spec.runPolicy.ttlSecondsAfterFinished", L::kOperator, E::kBinaries, "OperatorE2E.TtlDeletesFinishedJob"},
+    {"spec.runPolicy.cleanPodPolicy", L::kOperator, E::kBinaries, "OperatorE2E.Exit1FailsTheJob"},
+    {"spec.runPolicy.suspend", L::kBoth, E::kBinaries, "Conformance.SuspendStartsNothing"},
+    {"spec.runPolicy.managedBy", L::kOperator, E::kInProcess, "PlannerTable.Actions"},
+    {"spec.runPolicy.schedulingPolicy.schedulerName", L::kOperator, E::kBinaries,
+     "OperatorE2E.AGangSchedulerGetsAPodGroupOwnedByTheJob"},
+    {"spec.runPolicy.schedulingPolicy.podGroup", L::kOperator, E::kInProcess,
+     "Planner.GangSchedulersGetTheirPodGroupBeforeThePods"},
+    {"spec.runPolicy.schedulingPolicy.minAvailable", L::kOperator, E::kInProcess,
+     "Planner.GangSchedulersGetTheirPodGroupBeforeThePods"},
+    {"spec.runPolicy.schedulingPolicy.queue", L::kOperator, E::kInProcess,
+     "Planner.GangSchedulersGetTheirPodGroupBeforeThePods"},
+    {"spec.runPolicy.schedulingPolicy.priorityClass", L::kOperator, E::kInProcess, "Planner.TopologyAndGangScheduling"},
+    {"spec.runPolicy.topology.key", L::kOperator, E::kBinaries,
+     "OperatorE2E.TopologyKeyMapsNodesToRacksForWorkersAndStatus"},
+    {"spec.runPolicy.topology.placement", L::kOperator, E::kInProcess, "Planner.TopologyAndGangScheduling"},
+    {"spec.metricsPort", L::kOperator, E::kInProcess, "Planner.WorkerPodCarriesRankEnvironment"},
+    {"spec.rendezvousPort", L::kOperator, E::kInProcess, "Planner.WorkerPodCarriesRankEnvironment"},
+});
+
+}  // namespace torus::conformance

@@ -1,0 +1,82 @@
+// TrainingJob -> RunOptions: every communicator and engine knob comes from the spec; an environment override replaces
+// a job value only when declared, and is recorded for the rank's log.
+#include "worker/train/run_options.h"
+
+#include <gtest/gtest.h>
+
+#include "common/api/validation.h"
+#include "common/util/error.h"
+#include "tests/api/corpus.h"
+#include "worker/optim/schedule.h"
+
+namespace torus::worker::train {
+namespace {
+
+api::TrainingJob example(const char* name) {
+  return api::load_job_file((api::testing::source_dir() / "examples" / name).string());
+}
+
+TEST(RunOptions, CommunicatorAndEngineComeFromTheSpec) {
+  api::TrainingJob job = example("fashion-mnist.yaml");
+  job.spec.all_reduce.algorithm = api::AllReduceAlgorithm::kTorus2d;
+  job.spec.all_reduce.grid = {2, 1};
+  job.spec.all_reduce.timeout_seconds = 2;
+  job.spec.all_reduce.compression = api::Compression::kFp16;
+  job.spec.all_reduce.first_bucket_size_mb = 0.5;
+  job.spec.all_reduce.bucket_size_mb = 4;
+  job.spec.training.seed = 7;
+  job.spec.gang.threads_per_process = 3;
+  const RunOptions r = run_options(job.spec, 2, tunables::Snapshot{});
+  EXPECT_EQ(r.comm.algorithm, api::AllReduceAlgorithm::kTorus2d);
+  EXPECT_EQ(r.comm.grid_x, 2);
+  EXPECT_EQ(r.comm.timeout, std::chrono::milliseconds(2000));
+  EXPECT_EQ(r.comm.compression, api::Compression::kFp16);
+  EXPECT_EQ(r.comm.first_bucket_bytes, size_t{512} << 10);
+  EXPECT_EQ(r.comm.bucket_cap_bytes, size_t{4} << 20);
+  EXPECT_EQ(r.engine.seed, 7u);
+  EXPECT_EQ(r.train.model.seed, 7u) << "the seed initializes the weights too";
+  EXPECT_EQ(r.engine.threads, 3);
+  EXPECT_EQ(r.engine.precision, api::Precision::kFp32);
+  EXPECT_TRUE(r.overrides.empty());
+}
+
+TEST(RunOptions, EnvironmentOverridesAreRecorded) {
+  const api::TrainingJob job = example("fashion-mnist.yaml");  // algorithm: ring, timeoutSeconds default 300
+  const auto env = tunables::Snapshot::of({{"TORUS_ALLREDUCE_ALGO", "hierarchical"}, {"TORUS_COMM_TIMEOUT_MS", "1500"}});
+  const RunOptions r = run_options(job.spec, 2, env);
+  EXPECT_EQ(r.comm.algorithm, api::AllReduceAlgorithm::kHierarchical);
+  EXPECT_EQ(r.comm.timeout, std::chrono::milliseconds(1500));
+  ASSERT_EQ(r.overrides.size(), 2u);
+  EXPECT_EQ(describe(r.overrides[0]),
+            "TORUS_ALLREDUCE_ALGO=hierarchical overrides spec.allReduce.algorithm (job: ring)");
+  EXPECT_EQ(describe(r.overrides[1]), "TORUS_COMM_TIMEOUT_MS=1500 overrides spec.allReduce.timeoutSeconds (job: 300 s)");
+  bool logged = false;
+  for (const std::string& line : describe(r, 2)) logged = logged || line.find("TORUS_ALLREDUCE_ALGO=") != std::string::npos;
+  EXPECT_TRUE(logged);
+  EXPECT_THROW(run_options(job.spec, 2, tunables::Snapshot::of({{"TORUS_ALLREDUCE_ALGO", "tree"}})), InvalidArgument);
+  EXPECT_THROW(tunables::Snapshot::of({{"TORUS_COMM_TIMEOUT_MS", "soon"}}), InvalidArgument);
+  EXPECT_THROW(tunables::Snapshot::of({{"TORUS_NOT_DECLARED", "1"}}), InvalidArgument);
+}
+
+TEST(RunOptions, TheWorkersScheduleIsTheOneLearningRateFormula) {
+  // ImageNet's piecewise-linear schedule is per 256 images: the trainer scales it by the phase's global batch.
+  const RunOptions r = run_options(example("imagenet-resnet50.yaml").spec, 128, tunables::Snapshot{});
+  const optim::LrSchedule lr(r.train.lr_points);
+  EXPECT_NEAR(lr.at(3), 0.06, 1e-12);
+  EXPECT_NEAR(lr.at(18.999), 0.1, 1e-9);
+  EXPECT_NEAR(lr.at(19), 0.03, 1e-12);
+  EXPECT_NEAR(lr.at(50), 0.0002, 1e-12);
+  EXPECT_EQ(r.train.lr_reference_batch, 256);
+}
+
+TEST(RunOptions, UnsetNumClassesOnAnImageFolderIsLearnedFromTheData) {
+  api::TrainingJob job = example("fashion-mnist.yaml");
+  job.spec.data.dataset = api::Dataset::kImageFolder;
+  job.spec.data.path = "/data/folders";
+  job.spec.model.num_classes.reset();
+  EXPECT_EQ(run_options(job.spec, 2, tunables::Snapshot{}).train.model.num_classes, 0)
+      << "0: the trainer takes the class folders' count";
+}
+
+}  // namespace
+}  // namespace torus::worker::train

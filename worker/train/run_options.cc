@@ -1,0 +1,129 @@
+#include "worker/train/run_options.h"
+
+#include <sstream>
+
+#include "common/api/resolve.h"
+#include "common/util/error.h"
+#include "worker/train/job_config.h"
+
+namespace torus::worker::train {
+namespace {
+
+size_t mebibytes(double mb) { return static_cast<size_t>(mb * (1 << 20)); }
+
+template <class E>
+E parse_override(const std::string& variable, const std::string& value) {
+  if (auto v = api::parse_enum<E>(value)) return *v;
+  throw InvalidArgument("environment variable " + variable + ": expected one of " + api::enum_choices<E>() +
+                        ", got '" + value + "'");
+}
+
+class Overrider {
+ public:
+  Overrider(const tunables::Snapshot& env, std::vector<AppliedOverride>& applied) : env_(env), applied_(applied) {}
+
+  template <class E>
+  void enumeration(E& target, const char* variable) {
+    const auto v = env_.text(variable);
+    if (!v) return;
+    const std::string before(api::to_string(target));
+    target = parse_override<E>(variable, *v);
+    record(variable, *v, before);
+  }
+
+  void integer(int& target, const char* variable, const std::string& job_value) {
+    const auto v = env_.integer(variable);
+    if (!v) return;
+    target = static_cast<int>(*v);
+    record(variable, std::to_string(*v), job_value);
+  }
+
+  void millis(std::chrono::milliseconds& target, const char* variable) {
+    const auto v = env_.integer(variable);
+    if (!v) return;
+    if (*v <= 0) throw InvalidArgument(std::string("environment variable ") + variable + ": must be positive");
+    const std::string before = std::to_string(target.count() / 1000) + " s";
+    target = std::chrono::milliseconds(*v);
+    record(variable, std::to_string(*v), before);
+  }
+
+ private:
+  void record(const char* variable, const std::string& value, const std::string& job_value) {
+    applied_.push_back({variable, value, std::string(tunables::declared(variable).overrides), job_value});
+  }
+
+  const tunables::Snapshot& env_;
+  std::vector<AppliedOverride>& applied_;
+};
+
+CommRunOptions comm_options(const api::AllReduceSpec& a, Overrider& env) {
+  CommRunOptions c;
+  c.algorithm = a.algorithm.value_or(api::AllReduceAlgorithm::kAuto);
+  c.grid_x = a.grid.x.value_or(0);
+  c.timeout = std::chrono::seconds(a.timeout_seconds.value_or(300));
+  c.compression = a.compression.value_or(api::Compression::kNone);
+  if (a.first_bucket_size_mb) c.first_bucket_bytes = mebibytes(*a.first_bucket_size_mb);
+  if (a.bucket_size_mb) c.bucket_cap_bytes = mebibytes(*a.bucket_size_mb);
+  env.enumeration(c.algorithm, "TORUS_ALLREDUCE_ALGO");
+  env.integer(c.grid_x, "TORUS_TORUS_X", c.grid_x == 0 ? "automatic" : std::to_string(c.grid_x));
+  env.millis(c.timeout, "TORUS_COMM_TIMEOUT_MS");
+  env.enumeration(c.compression, "TORUS_COMPRESSION");
+  return c;
+}
+
+std::string mib(size_t bytes) {
+  std::ostringstream os;
+  os << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return os.str();
+}
+
+}  // namespace
+
+RunOptions run_options(const api::TrainingJobSpec& spec, int world_size, const tunables::Snapshot& env) {
+  RunOptions r;
+  r.train = to_train_config(spec, world_size);
+  Overrider overrider(env, r.overrides);
+  r.comm = comm_options(spec.all_reduce, overrider);
+  r.engine.device = spec.gang.device.value_or(api::Device::kCpu);
+  r.engine.precision = spec.training.precision.value_or(api::Precision::kFp32);
+  r.engine.threads = spec.gang.threads_per_process.value_or(0);
+  r.engine.seed = r.train.seed;
+  return r;
+}
+
+std::string describe(const AppliedOverride& o) {
+  return o.variable + "=" + o.value + " overrides " + o.field + " (job: " + o.job_value + ")";
+}
+
+std::vector<std::string> describe(const RunOptions& run, int world_size) {
+  const TrainConfig& t = run.train;
+  std::vector<std::string> out;
+  out.push_back("world: " + std::to_string(world_size) + " rank(s)");
+  for (size_t i = 0; i < t.phases.size(); ++i) {
+    const optim::Phase& p = t.phases[i];
+    const int64_t to = i + 1 < t.phases.size() ? t.phases[i + 1].start_epoch : t.epochs;
+    out.push_back("phase " + std::to_string(i) + ": epochs [" + std::to_string(p.start_epoch) + ", " +
+                  std::to_string(to) + "), per-rank batch " + std::to_string(p.batch_size) + ", image " +
+                  std::to_string(p.image_size));
+  }
+  out.push_back("engine: " + std::string(api::to_string(run.engine.device)) + ", precision " +
+                std::string(api::to_string(run.engine.precision)) + ", threads " +
+                (run.engine.threads > 0 ? std::to_string(run.engine.threads) : std::string("automatic")));
+  out.push_back("seed: " + std::to_string(run.engine.seed) + " (weights and data order)");
+  out.push_back("checkpoints: " + (t.checkpoint.dir.empty()
+                                       ? std::string("off")
+                                       : t.checkpoint.dir + ", every " +
+                                             (t.checkpoint.every_steps > 0
+                                                  ? std::to_string(t.checkpoint.every_steps) + " steps"
+                                                  : std::to_string(t.checkpoint.every_epochs) + " epoch(s)") +
+                                             ", keep " + std::to_string(t.checkpoint.keep)));
+  out.push_back("all-reduce: " + std::string(api::to_string(run.comm.algorithm)) + ", compression " +
+                std::string(api::to_string(run.comm.compression)) + ", buckets " + mib(run.comm.first_bucket_bytes) +
+                " first then " + mib(run.comm.bucket_cap_bytes) + ", collective timeout " +
+                std::to_string(run.comm.timeout.count()) + " ms");
+  if (run.overrides.empty()) out.push_back("environment overrides: none");
+  for (const AppliedOverride& o : run.overrides) out.push_back("environment override: " + describe(o));
+  return out;
+}
+
+}  // namespace torus::worker::train
