@@ -1,5 +1,5 @@
-// The one table of developer overrides: read with their types, refused when undeclared or malformed, and listed in
-// docs/tunables.md exactly as declared.
+// The one table of developer overrides (common/util/tunables.h): read with their types, refused when undeclared or
+// malformed, and listed in docs/tunables.md exactly as declared; and the error lines launchers quote (main_guard.h).
 #include "common/util/tunables.h"
 
 #include <gtest/gtest.h>
