@@ -105,8 +105,8 @@ std::vector<std::byte> initial_params(const fs::path& dir, const std::string& na
   // lr 0 at step 0 (one-cycle from initial 0): the step-1 checkpoint holds the initial weights, untouched.
   const fs::path ckpt = dir / (name + "-ckpt");
   const RunOutput out = run(write_job(dir, name, "",
-                                      "    seed: " + std::to_string(seed) +
-                                          "\n    checkpoint: {dir: " + ckpt.string() + ", everySteps: 1, keep: 8}\n"),
+                                      "    seed: " + std::to_string(seed) + "\n    checkpoint: {dir: " + ckpt.string() +
+                                          ", everySteps: 1, keep: 8}\n"),
                             {"spec.training.lrSchedule={peak: 0.1, initial: 0, warmupEpochs: 0.5}"});
   EXPECT_EQ(out.exit_code, 0) << out.text();
   const fs::path first = ckpt / "ckpt-1.torus";
@@ -127,6 +127,55 @@ TEST(Conformance, SeedInitializesTheWeights) {
   ASSERT_FALSE(a.empty());
   EXPECT_EQ(a, again) << "the same seed gives the same initial weights";
   EXPECT_NE(a, b) << "another seed gives other initial weights";
+}
+
+TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
+  const test::TempDir tmp("conformance-effective");
+  const fs::path ckpt = tmp.path() / "ckpt";
+  const fs::path job = tmp.path() / "effective.yaml";
+  std::ofstream(job) << "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: effective}\nspec:\n"
+                        "  gang: {workers: 1, processesPerWorker: 2, threadsPerProcess: 1}\n"
+                        "  model: {arch: resnet9, widths: [8, 8, 16, 16]}\n"
+                        "  data:\n"
+                        "    dataset: synthetic\n"
+                        "    imageSize: 8\n"
+                        "    loaderThreads: 1\n"
+                        "    synthetic: {trainImages: 64, validationImages: 32, numClasses: 4}\n"
+                        "  training:\n"
+                        "    epochs: 2\n"
+                        "    batchSize: 16\n"
+                        "    seed: 3\n"
+                        "    lrSchedule: {peak: 0.1}\n"
+                        "    phases:\n"
+                        "    - {fromEpoch: 0, toEpoch: 1}\n"
+                        "    - {fromEpoch: 1, toEpoch: 2, imageSize: 12, perRankBatchSize: 4}\n"
+                        "    checkpoint: {dir: "
+                     << ckpt.string()
+                     << ", everyEpochs: 1, keep: 1}\n"
+                        "  allReduce: {bucketSizeMB: 2, firstBucketSizeMB: 0.5, timeoutSeconds: 30}\n";
+  const RunOutput out = run_torus({"run", job.string()}, seconds(180), nullptr, {{"TORUS_ALLREDUCE_ALGO", "ring"}});
+  ASSERT_EQ(out.exit_code, 0) << out.text();
+  for (const char* line :
+       {"world: 2 rank(s)", "phase 0: epochs [0, 1), per-rank batch 8, image 8",
+        "phase 1: epochs [1, 2), per-rank batch 4, image 12", "engine: cpu, precision fp32, threads 1",
+        "seed: 3 (weights and data order)", "buckets 0.5 MiB first then 2 MiB", "collective timeout 30000 ms"}) {
+    EXPECT_TRUE(has(out, line)) << "rank 0's effective configuration lacks \"" << line << "\"\n" << out.text();
+  }
+  EXPECT_TRUE(has(out, "checkpoints: " + ckpt.string() + ", every 1 epoch(s), keep 1")) << out.text();
+  for (const char* rank : {"[rank 0]", "[rank 1]"}) {
+    bool said = false;
+    for (const auto& l : out.lines) {
+      said = said || (l.rfind(rank, 0) == 0 &&
+                      l.find("environment override: TORUS_ALLREDUCE_ALGO=ring overrides spec.allReduce.algorithm "
+                             "(job: auto)") != std::string::npos);
+    }
+    EXPECT_TRUE(said) << rank << " did not log its override\n" << out.text();
+  }
+  EXPECT_EQ(out.field("allreduce_algorithm"), "ring") << out.text();
+  // keep: 1 over two epoch checkpoints leaves the newest only.
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(ckpt)) kept.push_back(e.path().filename().string());
+  EXPECT_EQ(kept.size(), 1u) << out.text();
 }
 
 TEST(Conformance, SuspendStartsNothing) {
