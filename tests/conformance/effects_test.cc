@@ -13,6 +13,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/torus_cli.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/data/jpeg_folder.h"
 
 namespace torus {
 namespace {
@@ -176,6 +177,33 @@ TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
   std::vector<std::string> kept;
   for (const auto& e : fs::directory_iterator(ckpt)) kept.push_back(e.path().filename().string());
   EXPECT_EQ(kept.size(), 1u) << out.text();
+}
+
+// root/{train,val}/class-NN/*.jpg: `classes` folders of small flat-colored JPEGs.
+void write_image_folder(const fs::path& root, int classes) {
+  for (const auto& [split, per_class] : {std::pair<const char*, int>{"train", 2}, {"val", 1}}) {
+    for (int c = 0; c < classes; ++c) {
+      const fs::path dir = root / split / ("class-" + std::to_string(100 + c));
+      fs::create_directories(dir);
+      for (int i = 0; i < per_class; ++i) {
+        const std::vector<uint8_t> rgb(16 * 16 * 3, static_cast<uint8_t>(10 + 20 * c + i));
+        const std::vector<uint8_t> jpeg = worker::data::encode_jpeg(rgb.data(), 16, 16, 90);
+        std::ofstream(dir / (std::to_string(i) + ".jpg"), std::ios::binary)
+            .write(reinterpret_cast<const char*>(jpeg.data()), static_cast<std::streamsize>(jpeg.size()));
+      }
+    }
+  }
+}
+
+TEST(Conformance, ImageFolderClassesDefaultToItsClassFolders) {
+  const test::TempDir tmp("conformance-classes");
+  write_image_folder(tmp.path() / "photos", 12);  // more than the 10 a fixed default would give
+  const RunOutput out = run(write_job(tmp.path(), "folders", ""),
+                            {"spec.data={dataset: imagefolder, path: " + (tmp.path() / "photos").string() +
+                                 ", imageSize: 16, loaderThreads: 1}",
+                             "spec.training.batchSize=8"});
+  EXPECT_EQ(out.exit_code, 0) << out.text();
+  EXPECT_EQ(out.field("phase"), "Succeeded") << out.text();
 }
 
 TEST(Conformance, SuspendStartsNothing) {

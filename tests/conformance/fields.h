@@ -38,7 +38,7 @@ inline constexpr auto kFields = std::to_array<FieldRow>({
     {"spec.model.widths", L::kBoth, E::kInProcess, "JobConfig.MapsTheTrainingJobFields"},
     {"spec.model.stem", L::kBoth, E::kInProcess, "ValidationCase.ReportsExactlyTheseErrors"},
     {"spec.model.inputChannels", L::kBoth, E::kInProcess, "ValidationCase.ReportsExactlyTheseErrors"},
-    {"spec.model.numClasses", L::kBoth, E::kInProcess, "RunOptions.UnsetNumClassesOnAnImageFolderIsLearnedFromTheData"},
+    {"spec.model.numClasses", L::kBoth, E::kBinaries, "Conformance.ImageFolderClassesDefaultToItsClassFolders"},
     {"spec.model.pooling", L::kBoth, E::kInProcess, "LayerGradTest.GlobalMaxAndAvgPool"},
     {"spec.model.zeroInitResidual", L::kBoth, E::kInProcess, "Model.ZeroInitResidualZeroesTheLastGammaOfEachBlock"},
     {"spec.data.dataset", L::kBoth, E::kBinaries, "TorusRun.OneTwoAndFourWorkersLearnTheSame"},
