@@ -70,7 +70,7 @@ std::vector<std::string> describe_plan(const comm::Planner& planner, const CommR
                                          std::pair<const char*, size_t>{"other buckets", c.bucket_cap_bytes}}) {
     const size_t bytes = fp32_bytes / 4 * element;  // what goes on the wire
     std::ostringstream os;
-    os << "all-reduce of the " << what << " (" << bytes << " bytes on the wire): ";
+    os << "all-reduce of the " << what << " (up to " << bytes << " bytes on the wire): ";
     if (c.algorithm != api::AllReduceAlgorithm::kAuto) {
       os << api::to_string(c.algorithm) << " (spec.allReduce.algorithm)";
     } else {

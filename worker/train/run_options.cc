@@ -14,8 +14,8 @@ size_t mebibytes(double mb) { return static_cast<size_t>(mb * (1 << 20)); }
 template <class E>
 E parse_override(const std::string& variable, const std::string& value) {
   if (auto v = api::parse_enum<E>(value)) return *v;
-  throw InvalidArgument("environment variable " + variable + ": expected one of " + api::enum_choices<E>() +
-                        ", got '" + value + "'");
+  throw InvalidArgument("environment variable " + variable + ": expected one of " + api::enum_choices<E>() + ", got '" +
+                        value + "'");
 }
 
 class Overrider {
@@ -88,6 +88,7 @@ RunOptions run_options(const api::TrainingJobSpec& spec, int world_size, const t
   r.engine.precision = spec.training.precision.value_or(api::Precision::kFp32);
   r.engine.threads = spec.gang.threads_per_process.value_or(0);
   r.engine.seed = r.train.seed;
+  r.tunables = env.describe();
   return r;
 }
 
@@ -110,19 +111,24 @@ std::vector<std::string> describe(const RunOptions& run, int world_size) {
                 std::string(api::to_string(run.engine.precision)) + ", threads " +
                 (run.engine.threads > 0 ? std::to_string(run.engine.threads) : std::string("automatic")));
   out.push_back("seed: " + std::to_string(run.engine.seed) + " (weights and data order)");
-  out.push_back("checkpoints: " + (t.checkpoint.dir.empty()
-                                       ? std::string("off")
-                                       : t.checkpoint.dir + ", every " +
-                                             (t.checkpoint.every_steps > 0
-                                                  ? std::to_string(t.checkpoint.every_steps) + " steps"
-                                                  : std::to_string(t.checkpoint.every_epochs) + " epoch(s)") +
-                                             ", keep " + std::to_string(t.checkpoint.keep)));
+  out.push_back("checkpoints: " +
+                (t.checkpoint.dir.empty()
+                     ? std::string("off")
+                     : t.checkpoint.dir + ", every " +
+                           (t.checkpoint.every_steps > 0 ? std::to_string(t.checkpoint.every_steps) + " steps"
+                                                         : std::to_string(t.checkpoint.every_epochs) + " epoch(s)") +
+                           ", keep " + std::to_string(t.checkpoint.keep)));
   out.push_back("all-reduce: " + std::string(api::to_string(run.comm.algorithm)) + ", compression " +
                 std::string(api::to_string(run.comm.compression)) + ", buckets " + mib(run.comm.first_bucket_bytes) +
                 " first then " + mib(run.comm.bucket_cap_bytes) + ", collective timeout " +
                 std::to_string(run.comm.timeout.count()) + " ms");
   if (run.overrides.empty()) out.push_back("environment overrides: none");
   for (const AppliedOverride& o : run.overrides) out.push_back("environment override: " + describe(o));
+  if (!run.tunables.empty()) {
+    std::string set;
+    for (const std::string& tunable : run.tunables) set += (set.empty() ? "" : ", ") + tunable;
+    out.push_back("developer tunables set: " + set + " (docs/tunables.md)");
+  }
   return out;
 }
 

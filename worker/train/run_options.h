@@ -43,6 +43,7 @@ struct RunOptions {
   CommRunOptions comm;
   EngineRunOptions engine;
   std::vector<AppliedOverride> overrides;
+  std::vector<std::string> tunables;  // every developer tunable set ("TORUS_SHM=0"), overriding a job field or not
 };
 
 // `spec` is defaulted and valid; world_size is the gang's rank count; `env` the developer overrides.
