@@ -87,10 +87,12 @@ TEST(Conformance, TimeoutSecondsTurnsAPausedPeerIntoACollectiveTimeout) {
   // Long enough that rank 1 is paused while training (many steps), short enough to finish if it were not.
   const fs::path job = write_job(tmp.path(), "stall", "  allReduce: {algorithm: ring, timeoutSeconds: 2}\n");
   std::atomic<pid_t> paused{0};
+  bool training = false;  // rank 0 logged its effective configuration: every rank has joined
   const RunOutput out = run_torus(
       {"run", job.string(), "--set", "spec.data.synthetic.trainImages=4096", "--set", "spec.training.epochs=20"},
       seconds(120), [&](pid_t torus, const std::string& line) {
-        if (paused.load() != 0 || line.find("effective configuration") == std::string::npos) return;
+        training = training || line.find("effective configuration") != std::string::npos;
+        if (!training || paused.load() != 0) return;
         if (auto pid = test::worker_pid(torus, 1)) {
           ::kill(*pid, SIGSTOP);  // a peer that hangs: alive, silent
           paused.store(*pid);
