@@ -63,9 +63,12 @@ TEST(Conformance, AllReduceAlgorithmIsWhatRuns) {
   ASSERT_EQ(ring.exit_code, 0) << ring.text();
   EXPECT_EQ(ring.field("allreduce_algorithm"), "ring") << ring.text();
   EXPECT_TRUE(has(ring, "(spec.allReduce.algorithm)")) << "rank 0's effective configuration names the field";
-  const RunOutput hierarchical = run(write_job(tmp.path(), "hier", "  allReduce: {algorithm: hierarchical}\n"));
+  // This one also gives its batch per rank instead of globally.
+  const RunOutput hierarchical = run(write_job(tmp.path(), "hier", "  allReduce: {algorithm: hierarchical}\n"),
+                                     {"spec.training.batchSize=null", "spec.training.perRankBatchSize=4"});
   ASSERT_EQ(hierarchical.exit_code, 0) << hierarchical.text();
   EXPECT_EQ(hierarchical.field("allreduce_algorithm"), "hierarchical") << hierarchical.text();
+  EXPECT_TRUE(has(hierarchical, "phase 0: epochs [0, 1), per-rank batch 4, image 8")) << hierarchical.text();
 }
 
 TEST(Conformance, Fp16CompressionHalvesTheBytesPerAllReduce) {
@@ -136,33 +139,47 @@ TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
   const test::TempDir tmp("conformance-effective");
   const fs::path ckpt = tmp.path() / "ckpt";
   const fs::path job = tmp.path() / "effective.yaml";
-  std::ofstream(job) << "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: effective}\nspec:\n"
-                        "  gang: {workers: 1, processesPerWorker: 2, threadsPerProcess: 1}\n"
-                        "  model: {arch: resnet9, widths: [8, 8, 16, 16]}\n"
-                        "  data:\n"
-                        "    dataset: synthetic\n"
-                        "    imageSize: 8\n"
-                        "    loaderThreads: 1\n"
-                        "    synthetic: {trainImages: 64, validationImages: 32, numClasses: 4}\n"
-                        "  training:\n"
-                        "    epochs: 2\n"
-                        "    batchSize: 16\n"
-                        "    seed: 3\n"
-                        "    lrSchedule: {peak: 0.1}\n"
-                        "    phases:\n"
-                        "    - {fromEpoch: 0, toEpoch: 1}\n"
-                        "    - {fromEpoch: 1, toEpoch: 2, imageSize: 12, perRankBatchSize: 4}\n"
-                        "    checkpoint: {dir: "
-                     << ckpt.string()
-                     << ", everyEpochs: 1, keep: 1}\n"
-                        "  allReduce: {bucketSizeMB: 2, firstBucketSizeMB: 0.5, timeoutSeconds: 30}\n";
+  std::ofstream(job)
+      << "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: effective}\nspec:\n"
+         "  gang: {workers: 1, processesPerWorker: 2, threadsPerProcess: 1}\n"
+         "  model: {arch: resnet9, widths: [8, 8, 16, 16], pooling: avg}\n"
+         "  data:\n"
+         "    dataset: synthetic\n"
+         "    imageSize: 8\n"
+         "    loaderThreads: 1\n"
+         "    synthetic: {trainImages: 64, validationImages: 32, numClasses: 4}\n"
+         "  training:\n"
+         "    epochs: 2\n"
+         "    batchSize: 16\n"
+         "    seed: 3\n"
+         "    optimizer: {momentum: 0.8, nesterov: true, weightDecay: 0.001, noDecayOnNormAndBias: false}\n"
+         "    labelSmoothing: 0.1\n"
+         "    lrSchedule: {peak: 0.2, warmupEpochs: 1, initial: 0.02, final: 0.001, referenceBatchSize: 8}\n"
+         "    targetAccuracy: 1.0\n"
+         "    validationImageSize: 12\n"
+         "    augmentation: {flip: false, cropPadding: 2}\n"
+         "    phases:\n"
+         "    - {fromEpoch: 0, toEpoch: 1, batchSize: 32}\n"
+         "    - {fromEpoch: 1, toEpoch: 2, imageSize: 12, perRankBatchSize: 4}\n"
+         "    checkpoint: {dir: "
+      << ckpt.string()
+      << ", everyEpochs: 1, keep: 1}\n"
+         "  allReduce: {bucketSizeMB: 2, firstBucketSizeMB: 0.5, timeoutSeconds: 30}\n";
   const RunOutput out = run_torus({"run", job.string()}, seconds(180), nullptr, {{"TORUS_ALLREDUCE_ALGO", "ring"}});
   ASSERT_EQ(out.exit_code, 0) << out.text();
-  for (const char* line :
-       {"world: 2 rank(s)", "phase 0: epochs [0, 1), per-rank batch 8, image 8",
-        "phase 1: epochs [1, 2), per-rank batch 4, image 12", "engine: cpu, precision fp32, threads 1",
-        "seed: 3 (weights and data order)", "buckets 0.5 MiB first then 2 MiB", "collective timeout 30000 ms"}) {
-    EXPECT_TRUE(has(out, line)) << "rank 0's effective configuration lacks \"" << line << "\"\n" << out.text();
+  for (const char* line : {
+           "world: 2 rank(s)",
+           "model: resnet9, widths [8, 8, 16, 16], stem cifar, pooling avg, zero-init residual off, classes 4",
+           "data: synthetic, loader threads 1, flip off, crop pad 2 and crop, validation image 12",
+           "optimizer: sgd, momentum 0.8, nesterov on, weight decay 0.001 (all), label smoothing 0.1",
+           "learning rate through (epoch, lr): (0, 0.02) (1, 0.2) (2, 0.001), times the phase's global batch / 8; "
+           "stop at top-1 1",
+           "phase 0: epochs [0, 1), per-rank batch 16, image 8", "phase 1: epochs [1, 2), per-rank batch 4, image 12",
+           "engine: cpu, precision fp32, threads 1", "seed: 3 (weights and data order)",
+           "buckets 0.5 MiB first then 2 MiB", "collective timeout 30000 ms",
+           "finished: 2 epochs, 10 steps",  // 64 images: 2 global batches of 32, then 8 of 2 x 4
+       }) {
+    EXPECT_TRUE(has(out, line)) << "rank 0 did not say \"" << line << "\"\n" << out.text();
   }
   EXPECT_TRUE(has(out, "checkpoints: " + ckpt.string() + ", every 1 epoch(s), keep 1")) << out.text();
   for (const char* rank : {"[rank 0]", "[rank 1]"}) {
@@ -178,7 +195,7 @@ TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
   // keep: 1 over two epoch checkpoints leaves the newest only.
   std::vector<std::string> kept;
   for (const auto& e : fs::directory_iterator(ckpt)) kept.push_back(e.path().filename().string());
-  EXPECT_EQ(kept.size(), 1u) << out.text();
+  EXPECT_EQ(kept, (std::vector<std::string>{"ckpt-10.torus"})) << out.text();
 }
 
 // root/{train,val}/class-NN/*.jpg: `classes` folders of small flat-colored JPEGs.
@@ -236,9 +253,17 @@ TEST(Conformance, AFailingRanksOwnErrorIsTheSummarysReason) {
 
 TEST(Conformance, BadCombinationsAreRefusedBeforeAnythingStarts) {
   const test::TempDir tmp("conformance-refused");
-  const RunOutput out = run(write_job(tmp.path(), "refused", "", "    precision: bf16\n"));
+  const RunOutput out = run(write_job(tmp.path(), "refused", "", "    precision: bf16\n"),
+                            {"spec.model.stem=imagenet", "spec.model.zeroInitResidual=true",
+                             "spec.training.augmentation={cropPadding: 4, randomResizedCropMinScale: 0.5}",
+                             "spec.data={dataset: cifar10, path: /nonexistent}", "spec.model.inputChannels=1"});
   EXPECT_EQ(out.exit_code, 1) << out.text();
-  EXPECT_TRUE(has(out, "spec.training.precision: the CPU engine trains in fp32")) << out.text();
+  for (const char* refusal : {"spec.training.precision: the CPU engine trains in fp32", "spec.model.stem: resnet9 has",
+                              "spec.model.zeroInitResidual: resnet9's residual blocks",
+                              "spec.training.augmentation.cropPadding: pad-and-crop and random-resized crop",
+                              "spec.model.inputChannels: must be 3 for cifar10"}) {
+    EXPECT_TRUE(has(out, refusal)) << refusal << "\n" << out.text();
+  }
   EXPECT_FALSE(has(out, "torus run: job refused")) << "a worker was started:\n" << out.text();
 }
 

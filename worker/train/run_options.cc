@@ -77,6 +77,62 @@ std::string mib(size_t bytes) {
   return os.str();
 }
 
+std::string number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+std::string dataset_name(DatasetKind d) {
+  switch (d) {
+    case DatasetKind::kFashionMnist:
+      return "fashion-mnist";
+    case DatasetKind::kCifar10:
+      return "cifar10";
+    case DatasetKind::kImageFolder:
+      return "imagefolder";
+    case DatasetKind::kSynthetic:
+      return "synthetic";
+  }
+  return "?";
+}
+
+std::string model_line(const nn::ModelConfig& m) {
+  std::string widths;
+  for (int64_t w : m.widths) widths += (widths.empty() ? "" : ", ") + std::to_string(w);
+  return "model: " + nn::arch_name(m.arch) + ", widths [" + widths + "], stem " +
+         (m.stem == nn::Stem::kImageNet ? "imagenet" : "cifar") + ", pooling " +
+         (m.head_pool == PoolKind::kAvg ? "avg" : "max") + ", zero-init residual " +
+         (m.zero_init_residual == nn::ZeroInitResidual::kOn ? "on" : "off") + ", classes " +
+         (m.num_classes > 0 ? std::to_string(m.num_classes) : std::string("one per class folder"));
+}
+
+std::string data_line(const DataConfig& d) {
+  const data::Transform& t = d.transform;
+  std::string crop = "none";
+  if (t.train_crop == data::TrainCrop::PadCrop) crop = "pad " + std::to_string(t.pad) + " and crop";
+  if (t.train_crop == data::TrainCrop::RandomResizedCrop) crop = "random-resized, min scale " + number(t.scale_min);
+  return "data: " + dataset_name(d.dataset) + ", loader threads " + std::to_string(d.loader_threads) + ", flip " +
+         (t.flip == data::Flip::Horizontal ? "on" : "off") + ", crop " + crop + ", validation image " +
+         (d.validation_image_size > 0 ? std::to_string(d.validation_image_size) : std::string("native")) +
+         (d.rectangular_validation == data::Rectangular::On ? " (rectangular)" : "");
+}
+
+std::string optimizer_line(const TrainConfig& t) {
+  return "optimizer: sgd, momentum " + number(t.sgd.momentum) + ", nesterov " +
+         (t.sgd.nesterov == math::Nesterov::kOn ? "on" : "off") + ", weight decay " + number(t.sgd.weight_decay) +
+         (t.sgd.decay_scope == optim::DecayScope::kWeightsOnly ? " (conv and linear weights only)" : " (all)") +
+         ", label smoothing " + number(t.label_smoothing);
+}
+
+std::string lr_line(const TrainConfig& t) {
+  std::string out = "learning rate through (epoch, lr):";
+  for (const optim::LrPoint& p : t.lr_points) out += " (" + number(p.epoch) + ", " + number(p.lr) + ")";
+  if (t.lr_reference_batch > 0) out += ", times the phase's global batch / " + std::to_string(t.lr_reference_batch);
+  if (t.target_accuracy > 0) out += "; stop at top-1 " + number(t.target_accuracy);
+  return out;
+}
+
 }  // namespace
 
 RunOptions run_options(const api::TrainingJobSpec& spec, int world_size, const tunables::Snapshot& env) {
@@ -100,6 +156,10 @@ std::vector<std::string> describe(const RunOptions& run, int world_size) {
   const TrainConfig& t = run.train;
   std::vector<std::string> out;
   out.push_back("world: " + std::to_string(world_size) + " rank(s)");
+  out.push_back(model_line(t.model));
+  out.push_back(data_line(t.data));
+  out.push_back(optimizer_line(t));
+  out.push_back(lr_line(t));
   for (size_t i = 0; i < t.phases.size(); ++i) {
     const optim::Phase& p = t.phases[i];
     const int64_t to = i + 1 < t.phases.size() ? t.phases[i + 1].start_epoch : t.epochs;
