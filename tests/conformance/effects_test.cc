@@ -71,6 +71,21 @@ TEST(Conformance, AllReduceAlgorithmIsWhatRuns) {
   EXPECT_TRUE(has(hierarchical, "phase 0: epochs [0, 1), per-rank batch 4, image 8")) << hierarchical.text();
 }
 
+TEST(Conformance, Torus2dRunsOnTheJobsGrid) {
+  const test::TempDir tmp("conformance-grid");
+  // 6 ranks: the grid formula alone would pick 3x2, the defaults (x = processesPerWorker) 2x3; each given grid wins.
+  for (const char* grid : {"2x3", "3x2"}) {
+    const std::string x(1, grid[0]), y(1, grid[2]);
+    const RunOutput out =
+        run(write_job(tmp.path(), std::string("grid-") + grid,
+                      "  allReduce: {algorithm: torus2d, grid: {x: " + x + ", y: " + y + "}}\n"),
+            {"spec.gang={workers: 3, processesPerWorker: 2, threadsPerProcess: 1}", "spec.training.batchSize=24"});
+    ASSERT_EQ(out.exit_code, 0) << out.text();
+    EXPECT_EQ(out.field("allreduce_algorithm"), "torus2d") << out.text();
+    EXPECT_TRUE(has(out, std::string("torus grid ") + grid)) << out.text();
+  }
+}
+
 TEST(Conformance, Fp16CompressionHalvesTheBytesPerAllReduce) {
   const test::TempDir tmp("conformance-compression");
   const RunOutput plain = run(write_job(tmp.path(), "plain", "  allReduce: {algorithm: ring, compression: none}\n"));
