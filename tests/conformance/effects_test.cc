@@ -63,12 +63,15 @@ TEST(Conformance, AllReduceAlgorithmIsWhatRuns) {
   ASSERT_EQ(ring.exit_code, 0) << ring.text();
   EXPECT_EQ(ring.field("allreduce_algorithm"), "ring") << ring.text();
   EXPECT_TRUE(has(ring, "(spec.allReduce.algorithm)")) << "rank 0's effective configuration names the field";
-  // This one also gives its batch per rank instead of globally.
-  const RunOutput hierarchical = run(write_job(tmp.path(), "hier", "  allReduce: {algorithm: hierarchical}\n"),
-                                     {"spec.training.batchSize=null", "spec.training.perRankBatchSize=4"});
+  // This one also gives its batch per rank instead of globally, and a piecewise-linear schedule.
+  const RunOutput hierarchical =
+      run(write_job(tmp.path(), "hier", "  allReduce: {algorithm: hierarchical}\n"),
+          {"spec.training.batchSize=null", "spec.training.perRankBatchSize=4",
+           "spec.training.lrSchedule={points: [{epoch: 0, lr: 0.05}, {epoch: 1, lr: 0.01}]}"});
   ASSERT_EQ(hierarchical.exit_code, 0) << hierarchical.text();
   EXPECT_EQ(hierarchical.field("allreduce_algorithm"), "hierarchical") << hierarchical.text();
   EXPECT_TRUE(has(hierarchical, "phase 0: epochs [0, 1), per-rank batch 4, image 8")) << hierarchical.text();
+  EXPECT_TRUE(has(hierarchical, "learning rate through (epoch, lr): (0, 0.05) (1, 0.01)")) << hierarchical.text();
 }
 
 TEST(Conformance, Torus2dRunsOnTheJobsGrid) {
@@ -159,7 +162,7 @@ TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
   std::ofstream(job)
       << "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: effective}\nspec:\n"
          "  gang: {workers: 1, processesPerWorker: 2, threadsPerProcess: 1}\n"
-         "  model: {arch: resnet9, widths: [8, 8, 16, 16], pooling: avg}\n"
+         "  model: {arch: resnet9, widths: [8, 8, 16, 16], pooling: avg, inputChannels: 1}\n"
          "  data:\n"
          "    dataset: synthetic\n"
          "    imageSize: 8\n"
@@ -187,7 +190,9 @@ TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
   for (const char* line : {
            "world: 2 rank(s)",
            "model: resnet9, widths [8, 8, 16, 16], stem cifar, pooling avg, zero-init residual off, classes 4",
-           "data: synthetic, loader threads 1, flip off, crop pad 2 and crop, validation image 12",
+           "data: synthetic (64 training and 32 validation images, 1 channel(s)), loader threads 1, flip off, crop pad "
+           "2 "
+           "and crop, validation image 12",
            "optimizer: sgd, momentum 0.8, nesterov on, weight decay 0.001 (all), label smoothing 0.1",
            "learning rate through (epoch, lr): (0, 0.02) (1, 0.2) (2, 0.001), times the phase's global batch / 8; "
            "stop at top-1 1",

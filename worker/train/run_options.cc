@@ -112,8 +112,13 @@ std::string data_line(const DataConfig& d) {
   std::string crop = "none";
   if (t.train_crop == data::TrainCrop::PadCrop) crop = "pad " + std::to_string(t.pad) + " and crop";
   if (t.train_crop == data::TrainCrop::RandomResizedCrop) crop = "random-resized, min scale " + number(t.scale_min);
-  return "data: " + dataset_name(d.dataset) + ", loader threads " + std::to_string(d.loader_threads) + ", flip " +
-         (t.flip == data::Flip::Horizontal ? "on" : "off") + ", crop " + crop + ", validation image " +
+  const std::string synthetic = d.dataset == DatasetKind::kSynthetic
+                                    ? " (" + std::to_string(d.synthetic_train) + " training and " +
+                                          std::to_string(d.synthetic_val) + " validation images, " +
+                                          std::to_string(d.synthetic_channels) + " channel(s))"
+                                    : "";
+  return "data: " + dataset_name(d.dataset) + synthetic + ", loader threads " + std::to_string(d.loader_threads) +
+         ", flip " + (t.flip == data::Flip::Horizontal ? "on" : "off") + ", crop " + crop + ", validation image " +
          (d.validation_image_size > 0 ? std::to_string(d.validation_image_size) : std::string("native")) +
          (d.rectangular_validation == data::Rectangular::On ? " (rectangular)" : "");
 }
