@@ -239,12 +239,23 @@ void write_image_folder(const fs::path& root, int classes) {
 TEST(Conformance, ImageFolderClassesDefaultToItsClassFolders) {
   const test::TempDir tmp("conformance-classes");
   write_image_folder(tmp.path() / "photos", 12);  // more than the 10 a fixed default would give
-  const RunOutput out = run(write_job(tmp.path(), "folders", ""),
-                            {"spec.data={dataset: imagefolder, path: " + (tmp.path() / "photos").string() +
-                                 ", imageSize: 16, loaderThreads: 1}",
-                             "spec.training.batchSize=8"});
+  // A ResNet-18 with the ImageNet stem and zero-init residuals, random-resized crops and rectangular validation.
+  const RunOutput out =
+      run(write_job(tmp.path(), "folders", ""),
+          {"spec.data={dataset: imagefolder, path: " + (tmp.path() / "photos").string() +
+               ", imageSize: 32, loaderThreads: 1}",
+           "spec.model={arch: resnet18, widths: [8, 8, 8, 8], stem: imagenet, zeroInitResidual: true}",
+           "spec.training.batchSize=8", "spec.training.augmentation={randomResizedCropMinScale: 0.5}",
+           "spec.training.rectangularValidation=true", "spec.training.validationImageSize=24"});
   EXPECT_EQ(out.exit_code, 0) << out.text();
   EXPECT_EQ(out.field("phase"), "Succeeded") << out.text();
+  for (const char* line :
+       {"model: resnet18, widths [8, 8, 8, 8], stem imagenet, pooling avg, zero-init residual on, classes one per "
+        "class folder",
+        "data: imagefolder, loader threads 1, flip on, crop random-resized, min scale 0.5, validation image 24 "
+        "(rectangular)"}) {
+    EXPECT_TRUE(has(out, line)) << "rank 0 did not say \"" << line << "\"\n" << out.text();
+  }
 }
 
 TEST(Conformance, SuspendStartsNothing) {
