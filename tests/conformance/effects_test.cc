@@ -158,34 +158,25 @@ TEST(Conformance, SeedInitializesTheWeights) {
 TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
   const test::TempDir tmp("conformance-effective");
   const fs::path ckpt = tmp.path() / "ckpt";
-  const fs::path job = tmp.path() / "effective.yaml";
-  std::ofstream(job)
-      << "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: effective}\nspec:\n"
-         "  gang: {workers: 1, processesPerWorker: 2, threadsPerProcess: 1}\n"
-         "  model: {arch: resnet9, widths: [8, 8, 16, 16], pooling: avg, inputChannels: 1}\n"
-         "  data:\n"
-         "    dataset: synthetic\n"
-         "    imageSize: 8\n"
-         "    loaderThreads: 1\n"
-         "    synthetic: {trainImages: 64, validationImages: 32, numClasses: 4}\n"
-         "  training:\n"
-         "    epochs: 2\n"
-         "    batchSize: 16\n"
-         "    seed: 3\n"
-         "    optimizer: {momentum: 0.8, nesterov: true, weightDecay: 0.001, noDecayOnNormAndBias: false}\n"
-         "    labelSmoothing: 0.1\n"
-         "    lrSchedule: {peak: 0.2, warmupEpochs: 1, initial: 0.02, final: 0.001, referenceBatchSize: 8}\n"
-         "    targetAccuracy: 1.0\n"
-         "    validationImageSize: 12\n"
-         "    augmentation: {flip: false, cropPadding: 2}\n"
-         "    phases:\n"
-         "    - {fromEpoch: 0, toEpoch: 1, batchSize: 32}\n"
-         "    - {fromEpoch: 1, toEpoch: 2, imageSize: 12, perRankBatchSize: 4}\n"
-         "    checkpoint: {dir: "
-      << ckpt.string()
-      << ", everyEpochs: 1, keep: 1}\n"
-         "  allReduce: {bucketSizeMB: 2, firstBucketSizeMB: 0.5, timeoutSeconds: 30}\n";
-  const RunOutput out = run_torus({"run", job.string()}, seconds(180), nullptr, {{"TORUS_ALLREDUCE_ALGO", "ring"}});
+  const fs::path job =
+      write_job(tmp.path(), "effective", "  allReduce: {bucketSizeMB: 2, firstBucketSizeMB: 0.5, timeoutSeconds: 30}\n",
+                "    seed: 3\n"
+                "    optimizer: {momentum: 0.8, nesterov: true, weightDecay: 0.001, noDecayOnNormAndBias: false}\n"
+                "    labelSmoothing: 0.1\n"
+                "    targetAccuracy: 1.0\n"
+                "    validationImageSize: 12\n"
+                "    augmentation: {flip: false, cropPadding: 2}\n"
+                "    phases:\n"
+                "    - {fromEpoch: 0, toEpoch: 1, batchSize: 32}\n"
+                "    - {fromEpoch: 1, toEpoch: 2, imageSize: 12, perRankBatchSize: 4}\n"
+                "    checkpoint: {dir: " +
+                    ckpt.string() + ", everyEpochs: 1, keep: 1}\n");
+  const RunOutput out = run_torus(
+      {"run", job.string(), "--set", "spec.gang={workers: 1, processesPerWorker: 2, threadsPerProcess: 1}", "--set",
+       "spec.model={arch: resnet9, widths: [8, 8, 16, 16], pooling: avg, inputChannels: 1}", "--set",
+       "spec.training.epochs=2", "--set",
+       "spec.training.lrSchedule={peak: 0.2, warmupEpochs: 1, initial: 0.02, final: 0.001, referenceBatchSize: 8}"},
+      seconds(180), nullptr, {{"TORUS_ALLREDUCE_ALGO", "ring"}});
   ASSERT_EQ(out.exit_code, 0) << out.text();
   for (const char* line : {
            "world: 2 rank(s)",
