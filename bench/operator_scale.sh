@@ -46,7 +46,8 @@ run_once() {
   local standin=$!
   PIDS+=("$standin")
   await_file "$dir/kubeconfig"
-  TORUS_LOG_LEVEL=warn "$BUILD/bin/torus" operator --kubeconfig "$dir/kubeconfig" --metrics-addr 127.0.0.1:0 \
+  # Benchmarks, like tests, connect only to loopback (the stand-in hands out 127.x.y.z pod IPs).
+  TORUS_LOOPBACK_ONLY=1 TORUS_LOG_LEVEL=warn "$BUILD/bin/torus" operator --kubeconfig "$dir/kubeconfig" --metrics-addr 127.0.0.1:0 \
     --qps "$qps" --burst "$burst" --workers "$OPERATOR_WORKERS" >"$dir/operator.log" 2>&1 &
   local op=$!
   PIDS+=("$op")

@@ -30,6 +30,8 @@ constexpr std::array kTable = std::to_array<Tunable>({
     {"TORUS_COST_NET_GBPS", Type::kNumber, "0.85", "", "cost model: TCP bandwidth"},
     {"TORUS_NUM_THREADS", Type::kInteger, "", "",
      "CPU math threads of a rank when spec.gang.threadsPerProcess is unset; default the CPUs it may use"},
+    {"TORUS_LOOPBACK_ONLY", Type::kInteger, "0", "",
+     "1 refuses every connection outside loopback (127.0.0.0/8, ::1); every test runs with it"},
 });
 
 bool well_typed(Type type, const std::string& value) {

@@ -4,6 +4,7 @@
 
 #include <boost/asio/ssl.hpp>
 
+#include "common/util/destination.h"
 #include "operator/kube/transport.h"
 
 namespace torus::kube {
@@ -186,6 +187,7 @@ std::unique_ptr<Transport> make_http_transport(const ClusterConfig& config, cons
   if (config.server.rfind("http://", 0) != 0 && config.server.rfind("https://", 0) != 0) {
     throw InvalidArgument("cluster server: must be an http:// or https:// URL, got '" + config.server + "'");
   }
+  net::check_destination(web::uri(utility::conversions::to_string_t(config.server)).host(), config.server);
   return std::make_unique<CppRestTransport>(config, options);
 }
 

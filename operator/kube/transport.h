@@ -69,7 +69,8 @@ struct TransportOptions {
   std::chrono::seconds timeout{30};
 };
 
-// cpprestsdk over HTTP or HTTPS (CA, client certificate, or insecure skip verify from `config`).
+// cpprestsdk over HTTP or HTTPS (CA, client certificate, or insecure skip verify from `config`). Throws
+// net::DestinationRefused when the process's destination policy forbids the server (common/util/destination.h).
 std::unique_ptr<Transport> make_http_transport(const ClusterConfig& config, const TransportOptions& options);
 
 }  // namespace torus::kube

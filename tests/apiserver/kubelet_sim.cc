@@ -12,6 +12,12 @@ namespace {
 
 std::string pod_key(const json& pod) { return object_key(namespace_of(pod), name_of(pod)); }
 
+// Every address the simulation hands out is loopback (the whole 127.0.0.0/8 is local on Linux), so a client that
+// connects to a node or pod IP, as the operator does to scrape rank 0, stays on this machine; distinct addresses
+// still let pods bind the same ports. Node i is 127.1.x.y, its pods 127.(2 + i / 256).(i % 256).2-251.
+std::string node_ip(int i) { return "127.1." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1); }
+std::string pod_subnet(int i) { return "127." + std::to_string(2 + i / 256) + "." + std::to_string(i % 256); }
+
 int gpus_requested(const json& pod) {
   int total = 0;
   for (const json& c : pod["spec"].value("containers", json::array())) {
@@ -94,14 +100,14 @@ void KubeletSim::create_nodes() {
                    {"kubernetes.io/os", "linux"},
                    {"kubernetes.io/arch", "amd64"},
                    {options_.pool.rack_label, "rack-" + std::to_string(i / per_rack)}};
-    std::string ip = "192.168.0." + std::to_string(10 + i);
+    std::string ip = node_ip(i);
     json capacity = {{"cpu", "16"},
                      {"memory", "64Gi"},
                      {"pods", "110"},
                      {"nvidia.com/gpu", std::to_string(options_.pool.gpus_per_node)}};
     json object = {
         {"metadata", {{"name", node.name}, {"labels", node.labels}}},
-        {"spec", {{"podCIDR", "10.244." + std::to_string(i) + ".0/24"}}},
+        {"spec", {{"podCIDR", pod_subnet(i) + ".0/24"}}},
         {"status",
          {{"capacity", capacity},
           {"allocatable", capacity},
@@ -290,8 +296,8 @@ void KubeletSim::start(const std::string& ns, const std::string& name) {
     json& status = pod["status"];
     std::string now = now_rfc3339();
     status["phase"] = "Running";
-    status["hostIP"] = "192.168.0." + std::to_string(10 + index);
-    status["podIP"] = "10.244." + std::to_string(index) + "." + std::to_string(host);
+    status["hostIP"] = node_ip(index);
+    status["podIP"] = pod_subnet(index) + "." + std::to_string(host);
     status["podIPs"] = json::array({{{"ip", status["podIP"]}}});
     status["startTime"] = now;
     status["conditions"] = json::array({condition("PodReadyToStartContainers", "True"),

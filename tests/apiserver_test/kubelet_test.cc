@@ -1,7 +1,10 @@
 // The simulated kubelet: pods scheduled and run, terminated with exit codes, held Pending; via kubectl and the
 // control endpoint.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include "tests/apiserver_test/standin_fixture.h"
 
@@ -32,6 +35,34 @@ TEST_F(KubeletTest, PodsAreScheduledAndRun) {
   EXPECT_EQ(nodes["items"].size(), 2u);
   EXPECT_NE(get_json({"get", "pod", "p1", "-o", "json"})["spec"]["nodeName"], pod["spec"]["nodeName"])
       << "pods spread over the least loaded nodes";
+}
+
+// Tests must never reach beyond this machine: every pod, host and node address the simulation hands out is
+// loopback, and two pods never share one (they bind the same ports).
+TEST_F(KubeletTest, EveryAddressIsLoopbackAndPodsDiffer) {
+  ok({"apply", "-f", write_file("p.yaml", pod_yaml("p0") + "---\n" + pod_yaml("p1"))});
+  ok({"wait", "--for=condition=Ready", "pod/p0", "pod/p1", "--timeout=10s"});
+  auto loopback = [](const std::string& ip) {
+    in_addr a{};
+    return ::inet_pton(AF_INET, ip.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+  };
+  std::set<std::string> pod_ips;
+  for (const char* name : {"p0", "p1"}) {
+    json status = get_json({"get", "pod", name, "-o", "json"})["status"];
+    EXPECT_TRUE(loopback(status["podIP"])) << status["podIP"];
+    EXPECT_TRUE(loopback(status["hostIP"])) << status["hostIP"];
+    EXPECT_EQ(status["podIPs"][0]["ip"], status["podIP"]);
+    pod_ips.insert(status["podIP"].get<std::string>());
+  }
+  EXPECT_EQ(pod_ips.size(), 2u);
+  for (const json& node : get_json({"get", "nodes", "-o", "json"})["items"]) {
+    for (const json& a : node["status"]["addresses"]) {
+      if (a["type"] == "InternalIP") {
+        EXPECT_TRUE(loopback(a["address"])) << a["address"];
+      }
+    }
+    EXPECT_EQ(node["spec"]["podCIDR"].get<std::string>().rfind("127.", 0), 0u) << node["spec"]["podCIDR"];
+  }
 }
 
 TEST_F(KubeletTest, TerminatedContainerSetsPhaseAndExitCode) {

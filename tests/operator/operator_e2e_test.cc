@@ -111,6 +111,17 @@ bool all_running(const std::vector<json>& pods, int workers, int attempt) {
   return true;
 }
 
+// Every daemon runs with TORUS_LOOPBACK_ONLY=1: a connection it tried beyond loopback (say, a scrape of a pod IP
+// outside 127.0.0.0/8) was refused and logged, and fails the test here.
+void expect_stayed_on_loopback(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".log") continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);)
+      if (line.find("refusing to connect") != std::string::npos) ADD_FAILURE() << entry.path() << ": " << line;
+  }
+}
+
 // A failed test leaves the daemons' logs behind and says where.
 void keep_logs_if_failed(test::TempDir& dir) {
   if (::testing::UnitTest::GetInstance()->failed_test_count() == 0 && !::testing::Test::HasFailure()) return;
@@ -153,6 +164,7 @@ class OperatorE2E : public ::testing::Test {
     operators_.clear();
     standin_.reset();
     client_.reset();
+    if (tmp_) expect_stayed_on_loopback(dir_);
     if (tmp_) keep_logs_if_failed(*tmp_);
     tmp_.reset();
   }
@@ -585,6 +597,7 @@ class NamespacedOperatorE2E : public ::testing::Test {
     operator_.reset();
     standin_.reset();
     client_.reset();
+    if (tmp_) expect_stayed_on_loopback(dir_);
     if (tmp_) keep_logs_if_failed(*tmp_);
   }
 

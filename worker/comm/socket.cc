@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/util/destination.h"
 #include "common/util/error.h"
 
 namespace torus::comm {
@@ -91,6 +92,7 @@ Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline) {
   AddrInfo addrs = resolve(host, port, 0);
   std::string last_error = "no address";
   for (addrinfo* a = addrs.get(); a != nullptr; a = a->ai_next) {
+    net::check_destination(a->ai_addr, "connect to " + host + ":" + std::to_string(port));
     Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
     if (!fd.valid()) continue;
     int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
