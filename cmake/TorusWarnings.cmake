@@ -37,10 +37,23 @@ function(torus_add_subdirs)
   endforeach()
 endfunction()
 
-# torus_gtest(<name> SOURCES <files...> LIBS <targets...> [LABELS <labels...>] [RESOURCE_LOCK <names...>])
+# torus_gtest(<name> SOURCES <files...> LIBS <targets...> [LABELS <labels...>] [RESOURCE_LOCK <names...>]
+#             [TIMEOUT <s>] [ISA <isa>] [ALSO_ISA <isa>])
 # One GoogleTest binary; each TEST becomes a CTest test. GTEST_SKIP() shows up as "skipped" in CTest.
+# ISA pins oneDNN's instruction set (ONEDNN_MAX_CPU_ISA) for every test of the binary; ALSO_ISA registers each test
+# a second time, suffixed ".<isa>", under that instruction set: machines differ (an AMD EPYC has AVX2 and no
+# AVX-512) and oneDNN picks other kernels on each, so the CPU engine's tests run the kernels of both kinds.
+# TORUS_ONLY_TESTS (a list of binaries) registers only those; the others stay defined but unbuilt (the sanitizer
+# lane runs the CPU code's unit tests, not the end-to-end ones).
+set(TORUS_ONLY_TESTS "" CACHE STRING "Test binaries to register (empty: all)")
 function(torus_gtest name)
-  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS;RESOURCE_LOCK" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT;ISA;ALSO_ISA" "SOURCES;LIBS;LABELS;RESOURCE_LOCK" ${ARGN})
+  if(TORUS_ONLY_TESTS AND NOT name IN_LIST TORUS_ONLY_TESTS)
+    add_executable(${name} EXCLUDE_FROM_ALL ${T_SOURCES})
+    torus_target(${name})
+    target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
+    return()
+  endif()
   add_executable(${name} ${T_SOURCES})
   torus_target(${name})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
@@ -50,13 +63,23 @@ function(torus_gtest name)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
-  set(props TIMEOUT ${T_TIMEOUT})
+  # No test may reach beyond this machine: every connection the code under test opens is checked against
+  # loopback (common/util/destination.h), in the test process and in every process it starts.
+  set(props TIMEOUT ${T_TIMEOUT} ENVIRONMENT TORUS_LOOPBACK_ONLY=1)
   if(T_LABELS)
     list(APPEND props LABELS "${T_LABELS}")
   endif()
   if(T_RESOURCE_LOCK)
     list(APPEND props RESOURCE_LOCK "${T_RESOURCE_LOCK}")
   endif()
+  if(T_ISA)
+    list(APPEND props ENVIRONMENT_MODIFICATION ONEDNN_MAX_CPU_ISA=set:${T_ISA})
+  endif()
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
                        PROPERTIES ${props})
+  if(T_ALSO_ISA)
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST WORKING_DIRECTORY ${PROJECT_BINARY_DIR} TEST_SUFFIX
+                         ".${T_ALSO_ISA}" PROPERTIES ${props} ENVIRONMENT_MODIFICATION
+                         ONEDNN_MAX_CPU_ISA=set:${T_ALSO_ISA})
+  endif()
 endfunction()

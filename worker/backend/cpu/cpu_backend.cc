@@ -8,6 +8,7 @@
 #include <dnnl.hpp>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "common/log/log.h"
@@ -88,6 +89,31 @@ struct EltwisePlan {
   dnnl::eltwise_forward fwd;
   dnnl::eltwise_backward bwd;
 };
+
+// oneDNN 2.6.3's jit_1x1:avx2 convolution writes past its scratchpad (the reduce-to-unit-stride copy of the input)
+// in backward data and backward weights when the stride is above 1 and the input channels are not a multiple of the
+// 8-float AVX2 vector: valgrind shows writes 8-20 bytes past a block from dnnl_primitive_create, and glibc aborts
+// later ("munmap_chunk(): invalid pointer"). Reproduced with oneDNN alone (ic 1-7, stride 2-3, 6x6 to 33x33);
+// AVX-512 and SSE4.1 pick other kernels. Such a geometry takes oneDNN's next implementation (jit:avx2), which
+// valgrind finds clean. tests/worker/cpu_backend_test.cc runs these geometries under ONEDNN_MAX_CPU_ISA=AVX2.
+bool overruns_its_scratchpad(const ConvGeometry& g, std::string_view impl) {
+  constexpr int64_t kAvx2Floats = 8;
+  return g.kh == 1 && g.kw == 1 && g.stride > 1 && g.c_in % kAvx2Floats != 0 && impl.starts_with("jit_1x1:avx2");
+}
+
+// The first implementation of `desc` that is not known to overrun, as a primitive descriptor of its own (the
+// iterator behind next_impl() points into `desc`, which must outlive it: the copy returned does not).
+template <class PrimitiveDesc, class OpDesc>
+PrimitiveDesc safe_backward(const OpDesc& desc, const dnnl::engine& engine,
+                            const dnnl::convolution_forward::primitive_desc& hint, const ConvGeometry& g) {
+  PrimitiveDesc pd(desc, engine, hint);
+  while (overruns_its_scratchpad(g, pd.impl_info_str())) {
+    if (!pd.next_impl())
+      throw InvalidArgument("conv " + g.input_shape().str() + ": oneDNN offers only " + pd.impl_info_str() +
+                            ", which overruns its buffers for this geometry");
+  }
+  return PrimitiveDesc(pd.get());
+}
 
 // Conv weight layouts are fixed per weight shape and conv hyper-parameters, not per batch or image size.
 ConvGeometry weight_key(ConvGeometry g) {
@@ -431,9 +457,12 @@ class CpuBackend final : public Backend {
     memory::dims strides = {g.stride, g.stride}, pad = {g.pad, g.pad};
     auto alg = dnnl::algorithm::convolution_direct;
     ConvBackward b;
-    b.bwd_data_pd = {{alg, src, any_w, dst, strides, pad, pad}, engine_, p.fwd_pd};
+    const dnnl::convolution_backward_data::desc data_desc(alg, src, any_w, dst, strides, pad, pad);
+    b.bwd_data_pd = safe_backward<dnnl::convolution_backward_data::primitive_desc>(data_desc, engine_, p.fwd_pd, g);
     b.bwd_data = dnnl::convolution_backward_data(b.bwd_data_pd);
-    b.bwd_w_pd = {{alg, src, any_w, dst, strides, pad, pad}, engine_, p.fwd_pd};
+    const dnnl::convolution_backward_weights::desc weights_desc(alg, src, any_w, dst, strides, pad, pad);
+    b.bwd_w_pd =
+        safe_backward<dnnl::convolution_backward_weights::primitive_desc>(weights_desc, engine_, p.fwd_pd, g);
     b.bwd_w = dnnl::convolution_backward_weights(b.bwd_w_pd);
     const memory::desc native = native_weight(g);
     b.bwd_data_w = converter(native, b.bwd_data_pd.weights_desc());
