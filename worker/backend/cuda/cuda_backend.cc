@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/log/log.h"
-#include "common/util/env.h"
 #include "common/util/error.h"
+#include "common/util/tunables.h"
 
 namespace torus::worker::cuda {
 namespace {
@@ -134,8 +134,10 @@ int select_device(int local_rank, int gpus_per_worker) {
 CudaOptions cuda_options_for_rank(int local_rank, int gpus_per_worker) {
   CudaOptions o;
   o.device = select_device(local_rank, gpus_per_worker);
-  auto flag = [](const char* name, int fallback) {
-    const int64_t v = env::get_int_or(name, fallback);
+  // Read now, not from the process snapshot: tests change these between calls.
+  const tunables::Snapshot vars = tunables::Snapshot::from_environment();
+  auto flag = [&vars](const char* name, int fallback) {
+    const int64_t v = vars.integer(name).value_or(fallback);
     if (v != 0 && v != 1) throw InvalidArgument(std::string(name) + ": expected 0 or 1, got " + std::to_string(v));
     return v == 1;
   };
@@ -143,7 +145,7 @@ CudaOptions cuda_options_for_rank(int local_rank, int gpus_per_worker) {
   o.conv_search = flag("TORUS_CUDNN_BENCHMARK", 0) ? ConvSearch::kBenchmark : ConvSearch::kHeuristic;
   o.determinism = flag("TORUS_CUDNN_DETERMINISTIC", 0) ? Determinism::kRequired : Determinism::kAny;
   o.bn_fusion = flag("TORUS_CUDNN_BN_FUSION", 1) ? BnFusion::kCudnn : BnFusion::kOff;
-  const int64_t mb = env::get_int_or("TORUS_CUDNN_WORKSPACE_MB", static_cast<int64_t>(o.workspace_limit >> 20));
+  const int64_t mb = vars.integer("TORUS_CUDNN_WORKSPACE_MB").value_or(static_cast<int64_t>(o.workspace_limit >> 20));
   if (mb <= 0) throw InvalidArgument("TORUS_CUDNN_WORKSPACE_MB: must be a positive integer, got " + std::to_string(mb));
   o.workspace_limit = static_cast<size_t>(mb) << 20;
   return o;

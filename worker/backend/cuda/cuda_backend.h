@@ -52,8 +52,8 @@ struct CudaOptions {
 // InvalidArgument naming the request and what is visible when the job asks for GPUs (`gpus_per_worker` ranks with
 // spec.gang.device = gpu) and this process sees none, fewer than `gpus_per_worker`, or none at `local_rank`.
 int select_device(int local_rank, int gpus_per_worker);
-// This rank's options: device = select_device(local_rank, gpus_per_worker); tunables from the environment (read
-// once, common/util/env.h): TORUS_CUDA_TF32 (1: allow, 0: deny), TORUS_CUDNN_BENCHMARK (1: time conv algorithms),
+// This rank's options: device = select_device(local_rank, gpus_per_worker); tunables from the environment (declared
+// in common/util/tunables.cc, listed in docs/tunables.md): TORUS_CUDA_TF32 (1: allow, 0: deny), TORUS_CUDNN_BENCHMARK (1: time conv algorithms),
 // TORUS_CUDNN_DETERMINISTIC (1: deterministic algorithms only), TORUS_CUDNN_BN_FUSION (0: off),
 // TORUS_CUDNN_WORKSPACE_MB (per-algorithm workspace limit).
 CudaOptions cuda_options_for_rank(int local_rank, int gpus_per_worker);
