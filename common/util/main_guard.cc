@@ -5,8 +5,8 @@
 #include <regex>
 #include <string>
 
+#include "common/launch/exit_codes.h"
 #include "common/util/error.h"
-#include "common/util/exit_codes.h"
 
 namespace torus {
 

@@ -11,7 +11,7 @@ struct Command {
   std::string_view name;
   std::string_view summary;  // one line for `torus --help`
   std::string_view usage;    // the full help for `torus <name> --help`
-  // Runs with the arguments after the subcommand's name; returns the exit code (common/util/exit_codes.h).
+  // Runs with the arguments after the subcommand's name; returns the exit code (common/launch/exit_codes.h).
   int (*run)(const std::vector<std::string>& args);
 };
 

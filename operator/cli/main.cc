@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "common/util/exit_codes.h"
+#include "common/launch/exit_codes.h"
 #include "common/util/main_guard.h"
 #include "operator/cli/command.h"
 #include "operator/cli/operator_command.h"

@@ -8,11 +8,11 @@
 #include <optional>
 #include <thread>
 
+#include "common/launch/exit_codes.h"
 #include "common/log/log.h"
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/operator_metrics.h"
 #include "common/util/error.h"
-#include "common/util/exit_codes.h"
 #include "operator/cli/operator_flags.h"
 #include "operator/controller/controller.h"
 #include "operator/kube/config.h"

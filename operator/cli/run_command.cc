@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "common/util/exit_codes.h"
+#include "common/launch/exit_codes.h"
 #include "operator/runtime/local_run.h"
 
 namespace torus::cli {

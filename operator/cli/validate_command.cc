@@ -5,7 +5,7 @@
 #include "common/api/codec.h"
 #include "common/api/defaults.h"
 #include "common/api/validation.h"
-#include "common/util/exit_codes.h"
+#include "common/launch/exit_codes.h"
 
 namespace torus::cli {
 

@@ -31,30 +31,11 @@ bool is_named_list(const json& v) {
   return true;
 }
 
+// The launch contract's one writer renders the rank environment; the downward API fills in node and pod IP.
 json rank_env(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks) {
-  const auto& gang = job.spec.gang;
-  int ppw = gang.processes_per_worker.value_or(1);
-  json env = json::array({
-      env_var("MASTER_ADDR", master_address(job)),
-      env_var("MASTER_PORT", std::to_string(job.spec.rendezvous_port.value_or(29500))),
-      env_var("WORLD_SIZE", std::to_string(api::world_size(job.spec))),
-      env_var("NODE_RANK", std::to_string(index)),
-      env_var("LOCAL_WORLD_SIZE", std::to_string(ppw)),
-      env_var("TORUS_ATTEMPT", std::to_string(attempt)),
-      env_var("TORUS_JOB_NAME", job.metadata.name),
-      env_var("TORUS_METRICS_PORT", std::to_string(job.spec.metrics_port.value_or(9090))),
-      env_var("TORUS_JOB_FILE", str(kJobFileDir) + "/" + str(kJobFileName)),
-      env_var("TORUS_RENDEZVOUS_SECRET_FILE", str(kSecretDir) + "/" + str(kSecretKey)),
-      field_env("TORUS_NODE_NAME", "spec.nodeName"),
-      field_env("POD_NAME", "metadata.name"),
-      field_env("POD_NAMESPACE", "metadata.namespace"),
-  });
-  // A single-process pod is exactly one rank; multi-process pods start their local ranks in the supervisor.
-  if (ppw == 1) env.push_back(env_var("RANK", std::to_string(index)));
-  // The worker looks its node (TORUS_NODE_NAME) up in the map: pods cannot read their node's labels.
-  if (blocks.ordering == RackOrdering::kMounted) {
-    env.push_back(env_var("TORUS_TOPOLOGY_KEY", job.spec.run_policy.topology.key));
-    env.push_back(env_var("TORUS_TOPOLOGY_BLOCKS_FILE", str(kJobFileDir) + "/" + str(kBlocksFileName)));
+  json env = json::array();
+  for (const launch::EnvVar& v : launch::to_env(pod_rank_env(job, index, attempt, blocks), launch::Target::kPod)) {
+    env.push_back(v.field_path.empty() ? env_var(v.name, v.value) : field_env(v.name, v.field_path));
   }
   return env;
 }
@@ -104,7 +85,6 @@ json worker_container(const api::TrainingJob& job, int index, int attempt, const
   return {{"name", str(kWorkerContainer)},
           {"image", job.spec.gang.image},
           {"command", {"torus-worker"}},
-          {"args", {"--job", str(kJobFileDir) + "/" + str(kJobFileName)}},
           {"env", rank_env(job, index, attempt, blocks)},
           {"resources", worker_resources(job)},
           {"ports",
@@ -116,6 +96,31 @@ json worker_container(const api::TrainingJob& job, int index, int attempt, const
 }
 
 }  // namespace
+
+launch::RankEnv pod_rank_env(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks) {
+  const int ppw = job.spec.gang.processes_per_worker.value_or(1);
+  launch::RankEnv e;
+  e.job_name = job.metadata.name;
+  e.ns = job.metadata.namespace_;
+  e.attempt = attempt;
+  e.world_size = api::world_size(job.spec);
+  e.job_file = str(kJobFileDir) + "/" + str(kJobFileName);
+  e.master_addr = master_address(job);
+  e.master_port = job.spec.rendezvous_port.value_or(29500);
+  e.secret_file = str(kSecretDir) + "/" + str(kSecretKey);
+  // A single-process pod is exactly one rank; a pod of several starts its local ranks itself (torus-worker).
+  e.launch = ppw == 1 ? launch::Launch::kRank : launch::Launch::kLocalRanks;
+  e.node_rank = index;
+  e.rank = index * ppw;
+  e.local_world_size = ppw;
+  e.metrics_port = job.spec.metrics_port.value_or(9090);
+  // The worker looks its node (TORUS_NODE_NAME) up in the map: pods cannot read their node's labels.
+  if (blocks.ordering == RackOrdering::kMounted) {
+    e.topology_key = job.spec.run_policy.topology.key;
+    e.topology_blocks_file = str(kJobFileDir) + "/" + str(kBlocksFileName);
+  }
+  return e;
+}
 
 json owner_reference(const api::TrainingJob& job) {
   return {{"apiVersion", str(api::kApiVersion)},

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "common/api/training_job.h"
+#include "common/launch/rank_env.h"
 #include "operator/controller/topology_blocks.h"
 
 namespace torus::controller {
@@ -36,6 +37,10 @@ json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const
 // gang's workers). nullopt when no PodGroup is wanted.
 std::optional<json> build_pod_group(const api::TrainingJob& job, int attempt);
 inline constexpr std::string_view kVolcanoScheduler = "volcano";
+
+// The launch contract's rank environment of worker pod `index` (common/launch/rank_env.h): one rank when
+// processesPerWorker is 1, else the pod's LOCAL_WORLD_SIZE local ranks, started by torus-worker in the pod.
+launch::RankEnv pod_rank_env(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks = {});
 
 // rank 0's stable DNS name through the headless service: <job>-worker-0.<job>.<ns>.svc
 std::string master_address(const api::TrainingJob& job);

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/launch/exit_codes.h"
 #include "common/util/error.h"
-#include "common/util/exit_codes.h"
 
 namespace torus::controller {
 namespace {

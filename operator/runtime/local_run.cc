@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +20,8 @@
 #include "common/api/defaults.h"
 #include "common/api/resolve.h"
 #include "common/api/validation.h"
+#include "common/launch/rank_env.h"
+#include "common/process/interrupt_fd.h"
 #include "common/process/worker_events.h"
 #include "common/util/env.h"
 #include "common/util/error.h"
@@ -107,31 +108,6 @@ std::string host_name() {
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
   return buf;
 }
-
-// ---- Ctrl-C ----------------------------------------------------------------------------------------------
-
-// Blocks SIGINT/SIGTERM and reads them from a signalfd, so the gang loop sees Ctrl-C as a readable fd.
-class InterruptFd {
- public:
-  InterruptFd() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    ::sigprocmask(SIG_BLOCK, &set_, &old_);
-    fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
-  }
-  ~InterruptFd() {
-    if (fd_ >= 0) ::close(fd_);
-    ::sigprocmask(SIG_SETMASK, &old_, nullptr);
-  }
-  InterruptFd(const InterruptFd&) = delete;
-  InterruptFd& operator=(const InterruptFd&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  sigset_t set_{}, old_{};
-  int fd_ = -1;
-};
 
 // ---- what a person sees ------------------------------------------------------------------------------------
 
@@ -285,6 +261,27 @@ int say_suspended(const api::TrainingJob& job) {
 
 }  // namespace
 
+launch::RankEnv torus_run_rank_env(const api::TrainingJob& job, int rank, int attempt, const LocalGang& gang) {
+  launch::RankEnv e;
+  e.job_name = job.metadata.name;
+  e.ns = job.metadata.namespace_.empty() ? "local" : job.metadata.namespace_;
+  e.attempt = attempt;
+  e.world_size = api::world_size(job.spec);
+  e.job_file = gang.job_file;
+  e.master_addr = "127.0.0.1";
+  e.master_port = gang.master_port;
+  e.secret = gang.secret;
+  // One host: every rank is a local rank of node 0 (on a GPU machine, LOCAL_RANK picks the rank's device).
+  e.rank = rank;
+  e.local_rank = rank;
+  e.local_world_size = e.world_size;
+  e.node_rank = 0;
+  e.node_name = gang.node_name;
+  e.bind_address = "127.0.0.1";
+  e.metrics_port = 0;  // any free port: the started event says which
+  return e;
+}
+
 void apply_set(nlohmann::json& document, const std::string& assignment, api::FieldErrors& errors,
                api::SourceMap* sources) {
   const std::string where = "--set " + assignment;
@@ -381,27 +378,15 @@ int run_local(const LocalRunOptions& options) {
     if (!master_port_of_attempt.count(attempt)) master_port_of_attempt[attempt] = free_local_port();
     process::ProcessSpec spec;
     spec.name = "rank " + std::to_string(rank);
-    spec.argv = {binary, "--job", job_path};
-    spec.env = {{"MASTER_ADDR", "127.0.0.1"},
-                {"MASTER_PORT", std::to_string(master_port_of_attempt[attempt])},
-                {"WORLD_SIZE", std::to_string(world)},
-                {"RANK", std::to_string(rank)},
-                {"LOCAL_RANK", std::to_string(rank)},
-                {"LOCAL_WORLD_SIZE", std::to_string(world)},
-                {"NODE_RANK", "0"},
-                {"TORUS_ATTEMPT", std::to_string(attempt)},
-                {"TORUS_JOB_NAME", job.metadata.name},
-                {"TORUS_NAMESPACE", job.metadata.namespace_.empty() ? "local" : job.metadata.namespace_},
-                {"TORUS_NODE_NAME", node},
-                {"TORUS_METRICS_PORT", "0"},
-                {"TORUS_RENDEZVOUS_SECRET", secret},
-                {"TORUS_LOG_LEVEL", env::get_or("TORUS_LOG_LEVEL", "info")},
-                // Several ranks share this machine's cores: OpenMP threads that spin while waiting steal them.
-                {"OMP_WAIT_POLICY", env::get_or("OMP_WAIT_POLICY", "passive")},
-                {"TORUS_METRICS_HOST", "127.0.0.1"}};
+    spec.argv = {binary};
+    spec.env = launch::to_process_env(
+        torus_run_rank_env(job, rank, attempt, {job_path, node, master_port_of_attempt[attempt], secret}));
+    spec.env["TORUS_LOG_LEVEL"] = env::get_or("TORUS_LOG_LEVEL", "info");
+    // Several ranks share this machine's cores: OpenMP threads that spin while waiting steal them.
+    spec.env["OMP_WAIT_POLICY"] = env::get_or("OMP_WAIT_POLICY", "passive");
     return spec;
   };
-  InterruptFd interrupt;
+  process::InterruptFd interrupt;
   launch.interrupt_fd = interrupt.fd();
 
   Console console(options.verbosity, world);

@@ -9,6 +9,7 @@
 #include "common/api/field_error.h"
 #include "common/api/source_map.h"
 #include "common/api/training_job.h"
+#include "common/launch/rank_env.h"
 #include "operator/controller/gang_policy.h"
 
 namespace torus::runtime {
@@ -36,6 +37,17 @@ struct LoadedJob {
   api::FieldErrors errors;
 };
 LoadedJob load_local_job(const LocalRunOptions& options);
+
+// What the ranks of one local attempt share.
+struct LocalGang {
+  std::string job_file;   // the resolved job (the local analogue of the operator's ConfigMap)
+  std::string node_name;  // this host
+  int master_port = 0;    // rank 0's store, a free port per attempt
+  std::string secret;     // the run's rendezvous secret
+};
+// The launch contract's rank environment of `rank` in `attempt` (common/launch/rank_env.h): every rank is a local
+// rank of this one host, served on loopback.
+launch::RankEnv torus_run_rank_env(const api::TrainingJob& job, int rank, int attempt, const LocalGang& gang);
 
 // Runs the job; prints progress and the summary (last line `RESULT ...`) and returns the process exit code:
 // 0 Succeeded, or a suspended job (runPolicy.suspend: nothing is started), 1 Failed or invalid, 130 interrupted

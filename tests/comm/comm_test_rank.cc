@@ -6,17 +6,17 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/launch/rank_env.h"
 #include "common/log/log.h"
 #include "common/util/env.h"
 #include "common/util/error.h"
 #include "common/util/main_guard.h"
-#include "worker/comm/rank_env.h"
 #include "worker/comm/world.h"
 
 int main() {
   return torus::run_main("comm_test_rank", [] {
     using namespace torus::comm;
-    RankEnv env = rank_env_from_environment();
+    RankEnv env = torus::launch::rank_env_from_environment();
     torus::log::set_tag("rank " + std::to_string(env.rank));
     WorldOptions options = WorldOptions::from_tunables();
     // The failure tests shorten the deadline as a developer would (a worker takes it from its job).

@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/launch/rank_env.h"
 #include "tests/support/run_ranks.h"
-#include "worker/comm/rank_env.h"
 #include "worker/comm/world.h"
 
 namespace torus::comm::testing {

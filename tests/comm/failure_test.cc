@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/launch/exit_codes.h"
 #include "common/process/supervisor.h"
-#include "common/util/exit_codes.h"
 #include "worker/comm/socket.h"
 
 namespace torus::comm {

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <thread>
 
+#include "common/launch/rank_env.h"
 #include "common/util/error.h"
 #include "worker/comm/bucketing.h"
-#include "worker/comm/rank_env.h"
 #include "worker/comm/socket.h"
 #include "worker/comm/store.h"
 #include "worker/comm/topology.h"
@@ -59,97 +59,11 @@ TEST(Reduce, ManyInputsMatchPairwiseSums) {
   EXPECT_EQ(m, (std::vector<int32_t>{4, 5, -1}));
 }
 
-TEST(RankEnv, ParsesTheRankEnvironment) {
-  RankEnv e = rank_env_from({{"MASTER_ADDR", "10.0.0.1"},
-                             {"MASTER_PORT", "1234"},
-                             {"WORLD_SIZE", "8"},
-                             {"RANK", "5"},
-                             {"LOCAL_RANK", "1"},
-                             {"LOCAL_WORLD_SIZE", "4"},
-                             {"NODE_RANK", "1"},
-                             {"TORUS_ATTEMPT", "3"},
-                             {"TORUS_JOB_NAME", "mnist"},
-                             {"TORUS_NODE_NAME", "n1"},
-                             {"TORUS_TOPOLOGY_BLOCK", "rack-a"},
-                             {"TORUS_RENDEZVOUS_SECRET", "s3"}});
-  EXPECT_EQ(e.master_addr, "10.0.0.1");
-  EXPECT_EQ(e.master_port, 1234);
-  EXPECT_EQ(e.world_size, 8);
-  EXPECT_EQ(e.rank, 5);
-  EXPECT_EQ(e.local_rank, 1);
-  EXPECT_EQ(e.node_rank, 1);
-  EXPECT_EQ(e.store_prefix(), "mnist/3");
-  EXPECT_EQ(e.topology_block, "rack-a");
-  EXPECT_EQ(e.secret, "s3");
-}
-
-void expect_invalid(const std::map<std::string, std::string>& vars, const std::string& needle) {
-  try {
-    rank_env_from(vars);
-    FAIL() << "expected InvalidArgument mentioning " << needle;
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
-TEST(RankEnv, ErrorsNameTheVariable) {
-  expect_invalid({{"WORLD_SIZE", "two"}}, "WORLD_SIZE");
-  expect_invalid({{"WORLD_SIZE", "2"}, {"RANK", "2"}}, "RANK: must be below WORLD_SIZE");
-  expect_invalid({{"MASTER_PORT", "70000"}}, "MASTER_PORT");
-  expect_invalid({{"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "3"}}, "LOCAL_RANK");
-  expect_invalid({{"TORUS_RENDEZVOUS_SECRET_FILE", "/nonexistent/secret"}}, "TORUS_RENDEZVOUS_SECRET_FILE");
-  expect_invalid({{"TORUS_JOB_NAME", "a/b"}}, "TORUS_JOB_NAME");
-}
-
-TEST(RankEnv, ReadsTheSecretFromAFile) {
-  const std::string path = ::testing::TempDir() + "/torus_secret";
-  std::ofstream(path) << "from-file\n";
-  EXPECT_EQ(rank_env_from({{"TORUS_RENDEZVOUS_SECRET_FILE", path}}).secret, "from-file");
-  std::remove(path.c_str());
-}
-
 // The node -> block map the operator mounts (TORUS_TOPOLOGY_BLOCKS_FILE), written to a temporary file.
 std::string write_blocks_file(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + "/" + name;
   std::ofstream(path) << text;
   return path;
-}
-
-TEST(RankEnv, LooksUpTheNodesBlockInTheBlocksFile) {
-  const std::string path = write_blocks_file("torus_blocks.json", R"({"node-0": "rack-0", "node-1": "rack-1"})");
-  struct Case {
-    std::map<std::string, std::string> vars;
-    std::string block;
-  };
-  const std::vector<Case> cases = {
-      {{{"TORUS_NODE_NAME", "node-1"}, {"TORUS_TOPOLOGY_BLOCKS_FILE", path}}, "rack-1"},
-      {{{"TORUS_NODE_NAME", "node-0"}, {"TORUS_TOPOLOGY_BLOCKS_FILE", path}}, "rack-0"},
-      // Labelled after the map was written: no block (a warning), not an error.
-      {{{"TORUS_NODE_NAME", "node-9"}, {"TORUS_TOPOLOGY_BLOCKS_FILE", path}, {"TORUS_TOPOLOGY_KEY", "rack"}}, ""},
-      // An explicit block wins over the map.
-      {{{"TORUS_NODE_NAME", "node-1"}, {"TORUS_TOPOLOGY_BLOCKS_FILE", path}, {"TORUS_TOPOLOGY_BLOCK", "mine"}}, "mine"},
-      {{{"TORUS_NODE_NAME", "node-1"}}, ""},
-  };
-  for (const auto& c : cases) {
-    RankEnv e = rank_env_from(c.vars);
-    EXPECT_EQ(e.topology_block, c.block) << c.vars.at("TORUS_NODE_NAME");
-  }
-  EXPECT_EQ(rank_env_from({{"TORUS_TOPOLOGY_KEY", "topology.torus.dev/rack"}}).topology_key, "topology.torus.dev/rack");
-  std::remove(path.c_str());
-}
-
-TEST(RankEnv, MalformedBlocksFileIsAnErrorNamingIt) {
-  for (const std::string text : {"{not json", R"(["node-0"])", R"({"node-0": 3})"}) {
-    const std::string path = write_blocks_file("torus_bad_blocks.json", text);
-    try {
-      rank_env_from({{"TORUS_NODE_NAME", "node-0"}, {"TORUS_TOPOLOGY_BLOCKS_FILE", path}});
-      FAIL() << "accepted " << text;
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    }
-    std::remove(path.c_str());
-  }
-  expect_invalid({{"TORUS_TOPOLOGY_BLOCKS_FILE", "/nonexistent/blocks.json"}}, "/nonexistent/blocks.json");
 }
 
 TEST(Topology, RingOrderGroupsRanksByTheBlocksReadFromTheFile) {
@@ -158,11 +72,11 @@ TEST(Topology, RingOrderGroupsRanksByTheBlocksReadFromTheFile) {
                                              R"({"n0": "rack-b", "n1": "rack-a", "n2": "rack-b", "n3": "rack-a"})");
   Topology t;
   for (int r = 0; r < 4; ++r) {
-    RankEnv e = rank_env_from({{"WORLD_SIZE", "4"},
-                               {"RANK", std::to_string(r)},
-                               {"LOCAL_WORLD_SIZE", "1"},
-                               {"TORUS_NODE_NAME", "n" + std::to_string(r)},
-                               {"TORUS_TOPOLOGY_BLOCKS_FILE", path}});
+    RankEnv e = launch::rank_env_from({{"WORLD_SIZE", "4"},
+                                       {"RANK", std::to_string(r)},
+                                       {"LOCAL_WORLD_SIZE", "1"},
+                                       {"TORUS_NODE_NAME", "n" + std::to_string(r)},
+                                       {"TORUS_TOPOLOGY_BLOCKS_FILE", path}});
     t.ranks.push_back(place_of(e));
   }
   EXPECT_EQ(t.ring_order(), (std::vector<int>{1, 3, 0, 2}));

@@ -106,7 +106,19 @@ TEST(WorkerMain, ArgumentsNameWhatIsWrong) {
     EXPECT_NE(std::string(e.what()).find("--jobs"), std::string::npos) << e.what();
   }
   char* none_argv[] = {prog};
-  EXPECT_THROW(parse_worker_args(1, none_argv), InvalidArgument);
+  const WorkerOptions none = parse_worker_args(1, none_argv);
+  EXPECT_TRUE(none.job_file.empty());
+  // Without --job, the launch contract's TORUS_JOB_FILE names the job; with neither, the error says so.
+  EXPECT_EQ(job_file_of(none, launch::rank_env_from({{"TORUS_JOB_FILE", "/etc/torus/job/job.json"}})),
+            "/etc/torus/job/job.json");
+  EXPECT_EQ(job_file_of(parse_worker_args(3, ok_argv), launch::rank_env_from({{"TORUS_JOB_FILE", "y.json"}})),
+            "x.yaml");
+  try {
+    job_file_of(none, launch::rank_env_from({}));
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("TORUS_JOB_FILE"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

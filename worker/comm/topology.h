@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "common/launch/rank_env.h"
 #include "common/util/tunables.h"
-#include "worker/comm/rank_env.h"
 #include "worker/comm/store.h"
 
 namespace torus::comm {
+
+// The rank identity of the launch contract (common/launch/rank_env.h).
+using launch::RankEnv;
 
 struct RankPlace {
   int rank = 0;

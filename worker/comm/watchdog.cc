@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "common/launch/exit_codes.h"
 #include "common/log/log.h"
-#include "common/util/exit_codes.h"
 #include "common/util/main_guard.h"
 
 namespace torus::comm {

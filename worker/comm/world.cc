@@ -11,6 +11,11 @@ namespace {
 
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
+std::string default_bind_host(const RankEnv& env) {
+  if (!env.bind_address.empty()) return env.bind_address;
+  return is_loopback(env.master_addr) ? "127.0.0.1" : env.node_name;
+}
+
 }  // namespace
 
 WorldOptions WorldOptions::from_tunables(const tunables::Snapshot& env) {
@@ -29,12 +34,12 @@ World::World(RankEnv env, WorldOptions options) : env_(std::move(env)), options_
   // A peer that dies mid-collective must become an error on this rank (reported by the watchdog), not a SIGPIPE
   // that kills it silently: Gloo writes to sockets without MSG_NOSIGNAL.
   ::signal(SIGPIPE, SIG_IGN);
-  if (options_.bind_host.empty()) options_.bind_host = is_loopback(env_.master_addr) ? "127.0.0.1" : env_.node_name;
+  if (options_.bind_host.empty()) options_.bind_host = default_bind_host(env_);
   if (env_.secret.empty()) {
     TLOG(Warn) << "no TORUS_RENDEZVOUS_SECRET(_FILE): the rendezvous store admits any client of this job's port";
   }
   if (env_.rank == 0 && options_.store_serving == StoreServing::kRankZero)
-    server_ = std::make_unique<TcpStoreServer>("", env_.master_port, env_.secret);
+    server_ = std::make_unique<TcpStoreServer>(env_.bind_address, env_.master_port, env_.secret);
   TcpStoreOptions store_options;
   store_options.host = env_.master_addr;
   store_options.port = env_.master_port;

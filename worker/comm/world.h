@@ -1,14 +1,14 @@
 #pragma once
 // One call from the rank environment to a ready world: rendezvous store (served by rank 0), authenticated join with
 // missing-rank errors, topology, cost model printed once, the topology-aware world communicator and its watchdog.
-//   auto world = torus::comm::make_world(torus::comm::rank_env_from_environment(), options);
+//   auto world = torus::comm::make_world(torus::launch::rank_env_from_environment(), options);
 //   world->comm().all_reduce(buffer_of(grads)).wait(world->timeout());
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "common/launch/rank_env.h"
 #include "common/util/tunables.h"
-#include "worker/comm/rank_env.h"
 #include "worker/comm/store.h"
 #include "worker/comm/topology.h"
 #include "worker/comm/topology_communicator.h"
@@ -35,8 +35,8 @@ struct WorldOptions {
   CostModel cost;   // TORUS_COST_*
   TimeoutAction on_timeout = TimeoutAction::kExitProcess;
   StoreServing store_serving = StoreServing::kRankZero;
-  // Address this rank's Gloo device binds (TORUS_COMM_BIND_ADDR); default: loopback when MASTER_ADDR is loopback,
-  // else the host name.
+  // Address this rank's Gloo device binds (TORUS_COMM_BIND_ADDR); default: the rank environment's bind address
+  // (TORUS_BIND_ADDRESS, a pod's IP), else loopback when MASTER_ADDR is loopback, else the host name.
   std::string bind_host;
 
   // The developer tunables above (not the job's knobs) from `env`.

@@ -3,17 +3,20 @@
 #include <signal.h>
 
 #include <atomic>
+#include <filesystem>
 
 #include "common/api/resolve.h"
 #include "common/api/validation.h"
+#include "common/launch/exit_codes.h"
+#include "common/launch/rank_env.h"
 #include "common/log/log.h"
-#include "common/util/env.h"
+#include "common/process/interrupt_fd.h"
 #include "common/util/error.h"
-#include "common/util/exit_codes.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "common/util/tunables.h"
 #include "worker/train/job_config.h"
 #include "worker/train/run_options.h"
+#include "worker/train/local_ranks.h"
 #include "worker/train/telemetry.h"
 
 #if defined(TORUS_HAVE_CUDA)
@@ -35,7 +38,8 @@
 namespace torus::worker::train {
 namespace {
 
-constexpr const char* kUsage = "usage: torus-worker --job FILE  (rank from RANK / WORLD_SIZE / MASTER_ADDR / ...)";
+constexpr const char* kUsage =
+    "usage: torus-worker [--job FILE]  (default $TORUS_JOB_FILE; rank from RANK / WORLD_SIZE / MASTER_ADDR / ...)";
 
 // Logs progress lines a person (and `torus run`'s log view) can follow.
 class LogObserver final : public TrainObserver {
@@ -65,8 +69,6 @@ class FanOut final : public TrainObserver {
   TrainObserver& b_;
 };
 
-int world_size_from_environment() { return static_cast<int>(env::get_int_or("WORLD_SIZE", 1)); }
-
 // SIGTERM (pod deletion, preemption, Ctrl-C in `torus run`) asks the trainer to checkpoint and stop.
 std::atomic<bool> g_stop_requested{false};
 extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
@@ -79,25 +81,24 @@ void install_stop_handler() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-std::unique_ptr<Backend> make_backend(const api::TrainingJobSpec& spec) {
+std::unique_ptr<Backend> make_backend(const api::TrainingJobSpec& spec, [[maybe_unused]] int local_rank) {
   if (spec.gang.device.value_or(api::Device::kCpu) == api::Device::kCpu)
     return cpu::make_cpu_backend(threads_for(spec));
 #if defined(TORUS_HAVE_CUDA)
-  const int local_rank = static_cast<int>(env::get_int_or("LOCAL_RANK", 0));
   return cuda::make_cuda_backend(cuda::cuda_options_for_rank(local_rank, spec.gang.processes_per_worker.value_or(1)));
 #else
   throw InvalidArgument("spec.gang.device: gpu was asked for, but this torus-worker was built without CUDA");
 #endif
 }
 
-TelemetryOptions telemetry_options(const api::TrainingJob& job, int rank, int world) {
+TelemetryOptions telemetry_options(const api::TrainingJob& job, const launch::RankEnv& rank_env) {
   const api::TrainingJobSpec& spec = job.spec;
   TelemetryOptions o;
-  o.job = env::get_or("TORUS_JOB_NAME", job.metadata.name);
-  o.ns = env::get_or("TORUS_NAMESPACE", job.metadata.namespace_.empty() ? "default" : job.metadata.namespace_);
-  o.rank = rank;
-  o.world_size = world;
-  o.attempt = static_cast<int>(env::get_int_or("TORUS_ATTEMPT", 1));
+  o.job = rank_env.job_name;
+  o.ns = rank_env.ns;
+  o.rank = rank_env.rank;
+  o.world_size = rank_env.world_size;
+  o.attempt = rank_env.attempt;
   o.epochs = spec.training.epochs.value_or(0);
   const auto phases = api::resolve_phases(spec);
   if (!phases.empty()) {
@@ -107,10 +108,19 @@ TelemetryOptions telemetry_options(const api::TrainingJob& job, int rank, int wo
   }
   if (auto n = api::known_train_images(spec.data)) o.total_steps = api::total_steps(phases, *n);
   o.target_accuracy = spec.training.target_accuracy.value_or(0);
-  o.metrics_host = env::get_or("TORUS_METRICS_HOST", "0.0.0.0");
-  const int64_t port = env::get_int_or("TORUS_METRICS_PORT", spec.metrics_port.value_or(-1));
+  if (!rank_env.bind_address.empty()) o.metrics_host = rank_env.bind_address;
+  const int port = rank_env.metrics_port.value_or(spec.metrics_port.value_or(-1));
   if (port >= 0) o.metrics_port = static_cast<uint16_t>(port);
   return o;
+}
+
+// A pod of several processes: this torus-worker supervises the pod's local ranks (each one more torus-worker).
+int run_pod_of_local_ranks(const launch::RankEnv& pod) {
+  const process::InterruptFd interrupt;
+  LocalRanksOptions options;
+  options.worker_binary = std::filesystem::read_symlink("/proc/self/exe").string();
+  options.interrupt_fd = interrupt.fd();
+  return run_local_ranks(pod, options);
 }
 
 #if defined(TORUS_WITH_COMM)
@@ -175,13 +185,18 @@ WorkerOptions parse_worker_args(int argc, char** argv) {
       throw InvalidArgument("torus-worker: unexpected argument '" + arg + "'; " + kUsage);
     }
   }
-  if (o.job_file.empty()) throw InvalidArgument(std::string("torus-worker: --job FILE is required; ") + kUsage);
   return o;
+}
+
+std::string job_file_of(const WorkerOptions& options, const launch::RankEnv& rank_env) {
+  if (!options.job_file.empty()) return options.job_file;
+  if (!rank_env.job_file.empty()) return rank_env.job_file;
+  throw InvalidArgument(std::string("torus-worker: no job file: give --job FILE or set TORUS_JOB_FILE; ") + kUsage);
 }
 
 RunResult train_job(const api::TrainingJob& job, Collectives& collectives, const GradientSyncFactory& sync_factory,
                     TrainObserver* observer, Telemetry* telemetry) {
-  auto backend = make_backend(job.spec);
+  auto backend = make_backend(job.spec, 0);
   return train_job(job, *backend, collectives, sync_factory, observer, telemetry);
 }
 
@@ -202,28 +217,29 @@ RunResult train_job(const api::TrainingJob& job, Backend& backend, Collectives& 
 }
 
 int run_worker(const WorkerOptions& options) {
-  const api::TrainingJob job = api::load_job_file(options.job_file);
+  const launch::RankEnv rank_env = launch::rank_env_from_environment();
+  const api::TrainingJob job = api::load_job_file(job_file_of(options, rank_env));
+  if (rank_env.launch == launch::Launch::kLocalRanks) return run_pod_of_local_ranks(rank_env);
   install_stop_handler();
-  const int world = world_size_from_environment();
-  const int rank = static_cast<int>(env::get_int_or("RANK", 0));
+  const int world = rank_env.world_size;
   LogObserver log_observer;
-  Telemetry telemetry(telemetry_options(job, rank, world));
+  Telemetry telemetry(telemetry_options(job, rank_env));
   FanOut observers(log_observer, telemetry);
   const RunOptions run = run_options(job.spec, world, tunables::process_snapshot());
   RunResult r;
   if (world == 1) {
-    log_run_options(run, rank, world, {});
+    log_run_options(run, rank_env.rank, world, {});
     LocalCollectives alone;
     r = train_job(job, alone, nullptr, &observers, &telemetry);
     telemetry.finished(r, 0, "");
   } else {
 #if defined(TORUS_WITH_COMM)
-    auto w = comm::make_world(comm::rank_env_from_environment(), world_options(run.comm, tunables::process_snapshot()));
+    auto w = comm::make_world(rank_env, world_options(run.comm, tunables::process_snapshot()));
     log::set_tag("rank " + std::to_string(w->rank()));
     log_run_options(run, w->rank(), world, describe_plan(w->comm().planner(), run.comm));
     comm::CommCollectives collectives(w->comm());
     const comm::ReducerOptions reducer = reducer_options(run.comm);
-    auto backend = make_backend(job.spec);
+    auto backend = make_backend(job.spec, rank_env.local_rank);
     auto nccl_traffic = std::make_shared<comm::TrafficCounter>();
     const GradientSyncFactory factory = gradient_sync_factory(*w, *backend, reducer, nccl_traffic);
     telemetry.set_collective_sampler([&w, nccl_traffic] {

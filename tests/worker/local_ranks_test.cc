@@ -1,0 +1,213 @@
+// The in-pod supervisor (worker/train/local_ranks.h) with real torus-worker processes, each started the way a pod
+// of processesPerWorker = 2 starts it (the launch contract without RANK): two such pods form a world of four and
+// train; a local rank that dies ends its pod with that rank's code; SIGTERM makes every local rank checkpoint and
+// stop.
+#include "worker/train/local_ranks.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/launch/exit_codes.h"
+#include "common/process/worker_events.h"
+#include "tests/support/temp_dir.h"
+#include "worker/comm/socket.h"
+
+namespace torus::worker::train {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+const std::string kWorker = std::string(TORUS_BINARY_DIR) + "/bin/torus-worker";
+
+std::string job_yaml(int epochs, const fs::path& checkpoints) {
+  return R"(apiVersion: torus.dev/v1alpha1
+kind: TrainingJob
+metadata:
+  name: local-ranks
+spec:
+  gang:
+    workers: 2
+    processesPerWorker: 2
+    device: cpu
+    threadsPerProcess: 1
+  model:
+    arch: resnet9
+    widths: [8, 8, 16, 32]
+    numClasses: 4
+  data:
+    dataset: synthetic
+    imageSize: 16
+    loaderThreads: 1
+    synthetic:
+      trainImages: 128
+      validationImages: 32
+      numClasses: 4
+  training:
+    epochs: )" +
+         std::to_string(epochs) +
+         R"(
+    batchSize: 32
+    lrSchedule:
+      type: one-cycle
+      peak: 0.1
+    checkpoint:
+      dir: )" +
+         checkpoints.string() +
+         R"(
+      everySteps: 2
+  runPolicy:
+    restartPolicy: ExitCode
+)";
+}
+
+// Pods of a gang as processes: torus-worker with a pod's launch contract, output captured per pod.
+class Pods {
+ public:
+  Pods(const fs::path& dir, int epochs, int world) : world_(world) {
+    job_file_ = (dir / "job.yaml").string();
+    std::ofstream(job_file_) << job_yaml(epochs, dir / "ckpt");
+    const comm::Fd probe = comm::listen_tcp("127.0.0.1", 0);
+    port_ = comm::bound_port(probe);
+  }
+
+  // Pod `index` (of two local ranks) on its own loopback address, as the process kubelet gives pods.
+  size_t start(int index) {
+    launch::RankEnv pod;
+    pod.launch = launch::Launch::kLocalRanks;
+    pod.job_name = "local-ranks";
+    pod.world_size = world_;
+    pod.local_world_size = 2;
+    pod.node_rank = index;
+    pod.rank = index * 2;
+    pod.job_file = job_file_;
+    pod.master_addr = "127.0.0.1";
+    pod.master_port = port_;
+    pod.secret = "pods-secret";
+    pod.node_name = "node-" + std::to_string(index);
+    pod.bind_address = "127.0.0." + std::to_string(1 + index);
+    pod.metrics_port = 0;
+    auto env = launch::to_process_env(pod);
+    env["OMP_WAIT_POLICY"] = "passive";
+    env["TORUS_COMM_TIMEOUT_MS"] = "10000";
+    return sup_.start({"pod " + std::to_string(index), {kWorker}, env});
+  }
+
+  // Waits (bounded) for every pod to end; returns the exit codes by pod.
+  std::map<size_t, int> wait_all(std::chrono::seconds limit = 180s) {
+    std::map<size_t, int> codes;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (sup_.running() > 0 && std::chrono::steady_clock::now() < deadline) {
+      if (auto t = sup_.wait_any(1000ms)) codes[t->index] = t->shell_code();
+    }
+    return codes;
+  }
+
+  // Pumps output until an event of `type` arrives (bounded); false when the pods ended or time ran out first.
+  bool wait_for_event(const std::string& type, std::chrono::seconds limit = 120s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (seen(type)) return true;
+      if (sup_.running() == 0) return false;
+      if (auto t = sup_.wait_any(200ms)) ended_early_ = *t;
+    }
+    return seen(type);
+  }
+
+  pid_t pid(size_t pod) const { return sup_.pid(pod); }
+  void signal(size_t pod, int signo) { sup_.signal(pod, signo); }
+  std::vector<nlohmann::json> events(const std::string& type) const {
+    std::vector<nlohmann::json> out;
+    for (const auto& e : events_)
+      if (e.value("event", "") == type) out.push_back(e);
+    return out;
+  }
+  std::string log() const { return log_.str(); }
+
+ private:
+  bool seen(const std::string& type) const { return !events(type).empty(); }
+  void on_line(size_t pod, std::string_view line) {
+    log_ << "[pod " << pod << "] " << line << "\n";
+    if (auto e = process::parse_event(line)) events_.push_back(*e);
+  }
+
+  int world_;
+  std::string job_file_;
+  int port_ = 0;
+  std::vector<nlohmann::json> events_;
+  std::ostringstream log_;
+  std::optional<process::Termination> ended_early_;
+  process::Supervisor sup_{[this](size_t i, process::Stream, std::string_view line) { on_line(i, line); }};
+};
+
+// The local ranks the pod's torus-worker started (its children), by pid.
+std::vector<pid_t> children_of(pid_t pod) {
+  std::ifstream in("/proc/" + std::to_string(pod) + "/task/" + std::to_string(pod) + "/children");
+  std::vector<pid_t> out;
+  for (pid_t p; in >> p;) out.push_back(p);
+  return out;
+}
+
+class LocalRanks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kWorker)) GTEST_SKIP() << "torus-worker not built at " << kWorker;
+  }
+  test::TempDir dir_{"torus-local-ranks"};
+};
+
+TEST_F(LocalRanks, TwoPodsOfTwoProcessesFormAWorldOfFourAndTrain) {
+  Pods pods(dir_.path(), 1, 4);
+  pods.start(0);
+  pods.start(1);
+  const auto codes = pods.wait_all();
+  EXPECT_EQ(codes, (std::map<size_t, int>{{0, 0}, {1, 0}})) << pods.log();
+  std::set<int> started, finished;
+  for (const auto& e : pods.events("started")) {
+    started.insert(e.value("rank", -1));
+    EXPECT_EQ(e.value("world_size", 0), 4) << e.dump();
+  }
+  for (const auto& e : pods.events("finished")) finished.insert(e.value("rank", -1));
+  EXPECT_EQ(started, (std::set<int>{0, 1, 2, 3})) << pods.log();
+  EXPECT_EQ(finished, (std::set<int>{0, 1, 2, 3})) << pods.log();
+}
+
+TEST_F(LocalRanks, AFailedLocalRankEndsItsPodWithThatRanksCode) {
+  Pods pods(dir_.path(), 200, 2);  // one pod of two local ranks is the whole world
+  pods.start(0);
+  ASSERT_TRUE(pods.wait_for_event("checkpoint")) << pods.log();
+  const std::vector<pid_t> ranks = children_of(pods.pid(0));
+  ASSERT_EQ(ranks.size(), 2u) << pods.log();
+  ::kill(ranks[1], SIGKILL);
+  const auto codes = pods.wait_all();
+  EXPECT_EQ(codes, (std::map<size_t, int>{{0, 128 + SIGKILL}})) << pods.log();
+  EXPECT_TRUE(children_of(pods.pid(0)).empty());
+}
+
+TEST_F(LocalRanks, SigtermMakesEveryLocalRankCheckpointAndStop) {
+  Pods pods(dir_.path(), 200, 2);
+  pods.start(0);
+  ASSERT_TRUE(pods.wait_for_event("progress")) << pods.log();
+  pods.signal(0, SIGTERM);
+  const auto codes = pods.wait_all();
+  // Stopped on request is retryable: the next attempt resumes from the checkpoint each rank just wrote.
+  EXPECT_EQ(codes, (std::map<size_t, int>{{0, to_int(ExitCode::kRetryable)}})) << pods.log();
+  EXPECT_NE(pods.log().find("stopped on request"), std::string::npos) << pods.log();
+  EXPECT_FALSE(pods.events("checkpoint").empty()) << pods.log();
+}
+
+TEST(PodExitCode, TheFirstFailureIsThePods) {
+  process::Termination ok, killed, retry;
+  killed.signal = SIGKILL;
+  retry.exit_code = 42;
+  EXPECT_EQ(pod_exit_code({ok, ok}), 0);
+  EXPECT_EQ(pod_exit_code({ok, killed, retry}), 137);
+  EXPECT_EQ(pod_exit_code({retry, killed}), 42);
+}
+
+}  // namespace
+}  // namespace torus::worker::train
