@@ -38,6 +38,7 @@ const std::string_view kOperatorUsage =
     "  --qps Q --burst B     client-side rate limit for API requests (default 20 / 30)\n"
     "  --workers N           jobs reconciled in parallel (default 4)\n"
     "  --worker-image IMAGE  image for jobs whose spec.gang.image is empty\n"
+    "  --progress-interval S how often a Running job's progress is read from rank 0's metrics (default 15)\n"
     "  --lease-duration S --renew-deadline S --retry-period S\n"
     "                        leader election timing in seconds (default 15 / 10 / 2)\n"
     "Flags also take the form --flag=value; --metrics-address, --leader-election-namespace and\n"
@@ -128,6 +129,7 @@ int operator_command(const std::vector<std::string>& args) {
   controller_options.namespaces = flags.namespaces;
   controller_options.workers = flags.workers;
   controller_options.default_worker_image = flags.worker_image;
+  controller_options.progress_interval = flags.progress_interval;
   controller::Controller ctl(client, controller_options, &op_metrics);
 
   std::mutex mu;

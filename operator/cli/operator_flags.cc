@@ -95,6 +95,9 @@ OperatorFlags parse_operator_flags(const std::vector<std::string>& args) {
       f.workers = static_cast<int>(number_flag(a, value()));
     } else if (a == "--worker-image") {
       f.worker_image = value();
+    } else if (a == "--progress-interval") {
+      f.progress_interval = std::chrono::seconds(static_cast<int64_t>(number_flag(a, value())));
+      if (f.progress_interval.count() < 1) throw InvalidArgument(given + ": expected at least 1 second");
     } else {
       throw InvalidArgument("torus operator: unknown flag '" + a + "' (see torus operator --help)");
     }

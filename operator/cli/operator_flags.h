@@ -1,5 +1,6 @@
 #pragma once
 // The command line of `torus operator`, parsed apart from running it (tests/operator/operator_flags_test.cc).
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct OperatorFlags {
   int burst = 30;
   int workers = 4;
   std::string worker_image;
+  std::chrono::seconds progress_interval{15};  // how often a Running job's progress is read from rank 0
   kube::LeaderElectionOptions lease;
 };
 

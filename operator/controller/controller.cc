@@ -281,6 +281,15 @@ PlanInput Controller::observe(const Caches& caches, const json& job, const std::
                    topology_key_of(job).empty() ? std::nullopt : node_blocks(job)};
 }
 
+namespace {
+
+// The job's phase once `plan` is applied.
+std::string phase_after(const json& job, const Plan& plan) {
+  return plan.status ? plan.status->value("phase", "") : job.value("status", json::object()).value("phase", "");
+}
+
+}  // namespace
+
 std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key) {
   auto [ns, name] = split_key(key);
   const Caches* caches = caches_of(ns);
@@ -299,7 +308,9 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   if (!plan.creates.empty() && job->contains("status") && !still_exists(*job, ns, name)) return std::nullopt;
   observe_metrics(*job, plan);
   apply(*job, plan, ns);
-  return plan.requeue_after;
+  if (phase_after(*job, plan) != "Running") return plan.requeue_after;
+  // A Running job's progress is rank 0's metrics: read them again after the progress interval.
+  return plan.requeue_after ? std::min(*plan.requeue_after, options_.progress_interval) : options_.progress_interval;
 }
 
 bool Controller::still_exists(const json& job, const std::string& ns, const std::string& name) {
@@ -348,8 +359,7 @@ void Controller::apply(const json& job, const Plan& plan, const std::string& ns)
     }
   }
   std::optional<json> status = plan.status;
-  std::string phase = status ? status->value("phase", "") : job.value("status", json::object()).value("phase", "");
-  if (phase == "Running") {
+  if (phase_after(job, plan) == "Running") {
     if (auto progress = scrape_progress(job, ns)) {
       json p = api::status_to_json(api::TrainingJobStatus{.progress = *progress})["progress"];
       json base = status ? *status : job.value("status", json::object());

@@ -67,9 +67,9 @@ TEST(OperatorFlags, LeaseNamespaceDefaultsAsBefore) {
 }
 
 TEST(OperatorFlags, OtherFlagsKeepTheirForms) {
-  const OperatorFlags f = parse_operator_flags({"--kubeconfig", "/k", "--leader-elect", "--metrics-address=:9000",
-                                                "--qps", "50", "--burst=60", "--workers", "8", "--id", "r1",
-                                                "--worker-image=img:1", "--lease-duration", "3", "--retry-period=0.5"});
+  const OperatorFlags f = parse_operator_flags(
+      {"--kubeconfig", "/k", "--leader-elect", "--metrics-address=:9000", "--qps", "50", "--burst=60", "--workers", "8",
+       "--id", "r1", "--worker-image=img:1", "--lease-duration", "3", "--retry-period=0.5", "--progress-interval=2"});
   EXPECT_EQ(f.kubeconfig, "/k");
   EXPECT_EQ(f.leader_elect, OperatorFlags::LeaderElect::kOn);
   EXPECT_EQ(f.metrics_addr, ":9000");
@@ -80,6 +80,8 @@ TEST(OperatorFlags, OtherFlagsKeepTheirForms) {
   EXPECT_EQ(f.worker_image, "img:1");
   EXPECT_EQ(f.lease.lease_duration, std::chrono::milliseconds(3000));
   EXPECT_EQ(f.lease.retry_period, std::chrono::milliseconds(500));
+  EXPECT_EQ(f.progress_interval, std::chrono::seconds(2));
+  EXPECT_EQ(error_of({"--progress-interval", "0.5"}), "--progress-interval: expected at least 1 second");
   EXPECT_EQ(error_of({"--qps", "0"}), "--qps: must be a positive number, got '0'");
   EXPECT_EQ(error_of({"--bogus"}), "torus operator: unknown flag '--bogus' (see torus operator --help)");
 }
