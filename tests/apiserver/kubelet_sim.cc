@@ -72,6 +72,10 @@ KubeletSim::KubeletSim(Store& store, KubeletOptions options)
   }
   create_nodes();
   store_.set_pod_deletion(PodDeletion::kGraceful);
+  if (options_.processes) {
+    processes_ = std::make_unique<ProcessKubelet>(store_, *options_.processes,
+                                                  [this](const ProcessKubelet::Exit& e) { on_container_exit(e); });
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -88,6 +92,7 @@ KubeletSim::~KubeletSim() {
     if (stream_ != nullptr) stream_->cancel();
   }
   if (thread_.joinable()) thread_.join();
+  processes_.reset();  // kills what still runs
   store_.set_pod_deletion(PodDeletion::kImmediate);
 }
 
@@ -207,6 +212,10 @@ void KubeletSim::process(const json& pod) {
   const json& meta = pod["metadata"];
   std::string phase = pod.value("status", json::object()).value("phase", "Pending");
   if (meta.contains("deletionTimestamp")) {
+    // Running processes get their grace period; the pod goes once they ended (on_container_exit).
+    const int64_t grace =
+        meta.value("deletionGracePeriodSeconds", pod["spec"].value("terminationGracePeriodSeconds", 30));
+    if (processes_ && processes_->stop(namespace_of(pod), name_of(pod), std::chrono::seconds(grace))) return;
     stop_and_remove(pod);
     return;
   }
@@ -283,6 +292,7 @@ void KubeletSim::mark_unschedulable(const json& pod, const std::string& message)
 }
 
 void KubeletSim::start(const std::string& ns, const std::string& name) {
+  bool started = false;
   update_status(ns, name, [&](json& pod) {
     std::string node = pod["spec"].value("nodeName", "");
     if (node.empty() || pod["metadata"].contains("deletionTimestamp")) return false;
@@ -315,8 +325,24 @@ void KubeletSim::start(const std::string& ns, const std::string& name) {
                           {"state", {{"running", {{"startedAt", now}}}}}});
     }
     status["containerStatuses"] = statuses;
+    started = true;
     return true;
   });
+  if (started && processes_) processes_->run(*store_.get(pods_, ns, name));
+}
+
+void KubeletSim::on_container_exit(const ProcessKubelet::Exit& exit) {
+  try {
+    const ObjectPtr pod = store_.get(pods_, exit.ns, exit.pod);
+    if ((*pod)["metadata"].contains("deletionTimestamp")) {
+      if (exit.pod_state == ProcessKubelet::Exit::Pod::kAllEnded) stop_and_remove(*pod);
+      return;
+    }
+    terminate(exit.ns, exit.pod, exit.exit_code, exit.container, exit.reason);
+  } catch (const ApiError& e) {  // the process kubelet's thread: gone or changed meanwhile, logged
+    TLOG(Warn) << "kubelet: " << exit.ns << "/" << exit.pod << " container " << exit.container << " exited "
+               << exit.exit_code << ": " << e.what();
+  }
 }
 
 void KubeletSim::terminate(const std::string& ns, const std::string& pod_name, int exit_code,

@@ -14,13 +14,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/apiserver/process_kubelet.h"
 #include "tests/apiserver/selectors.h"
 #include "tests/apiserver/server.h"
 #include "tests/apiserver/store.h"
@@ -38,6 +41,8 @@ struct KubeletOptions {
   NodePool pool;
   // Time from a pod's binding until it runs (image pull and container start), 0 for at once.
   std::chrono::milliseconds start_delay{0};
+  // Set: run every started pod's containers as local processes (process_kubelet.h) and report their real exits.
+  std::optional<SandboxOptions> processes;
 };
 
 class KubeletSim {
@@ -79,6 +84,7 @@ class KubeletSim {
   void start(const std::string& ns, const std::string& name);
   void stop_and_remove(const json& pod);
   void release_capacity(const json& pod);
+  void on_container_exit(const ProcessKubelet::Exit& exit);
   void reschedule_pending();
   // get -> change -> update of the status subresource, retried on conflict; false when the pod is gone.
   template <typename Change>
@@ -97,6 +103,7 @@ class KubeletSim {
   WatchStream* stream_ = nullptr;  // guarded by mutex_: cancelled by the destructor
   ApiServer* server_ = nullptr;
   std::thread thread_;
+  std::unique_ptr<ProcessKubelet> processes_;  // with KubeletOptions::processes
 };
 
 }  // namespace torus::standin

@@ -4,6 +4,11 @@
 //   kube-standin [--address 127.0.0.1] [--port 0] [--kubelet] [--nodes 4] [--racks 2] [--gpus-per-node 8]
 //                [--start-delay-ms 0] [--history 50000] [--bookmark-interval-ms 10000] [--crds FILE_OR_DIR]...
 //                [--kubeconfig PATH] [--tls-dir DIR] [--no-auth]
+//                [--run-pods DIR [--pod-command NAME=PATH]... [--pod-env NAME=VALUE]...]
+//
+// --run-pods runs every pod the kubelet starts as local processes (tests/apiserver/process_kubelet.h), with a folder
+// per pod under DIR; --pod-command maps a container's command to a program (torus-worker=build/bin/torus-worker),
+// --pod-env adds a variable to every container.
 //
 // --tls-dir serves HTTPS with a fresh CA and writes ca.crt, client.crt and client.key (CN standin-admin,
 // O system:masters) into DIR, and then authenticates like an apiserver without anonymous access: the bearer token
@@ -49,6 +54,17 @@ int int_flag(const std::string& name, const std::string& value) {
   throw InvalidArgument(name + ": expected a non-negative integer, got \"" + value + "\"");
 }
 
+std::pair<std::string, std::string> assignment(const std::string& name, const std::string& value) {
+  const auto eq = value.find('=');
+  if (eq == std::string::npos || eq == 0) throw InvalidArgument(name + ": expected NAME=VALUE, got \"" + value + "\"");
+  return {value.substr(0, eq), value.substr(eq + 1)};
+}
+
+standin::SandboxOptions& sandbox(Flags& flags) {
+  if (!flags.kubelet_options.processes) flags.kubelet_options.processes.emplace();
+  return *flags.kubelet_options.processes;
+}
+
 Flags parse_flags(int argc, char** argv) {
   Flags flags;
   bool no_auth = false;
@@ -82,11 +98,20 @@ Flags parse_flags(int argc, char** argv) {
       flags.kubeconfig = value();
     } else if (arg == "--tls-dir") {
       flags.tls_dir = value();
+    } else if (arg == "--run-pods") {
+      sandbox(flags).root = value();
+    } else if (arg == "--pod-command") {
+      sandbox(flags).commands.insert(assignment(arg, value()));
+    } else if (arg == "--pod-env") {
+      sandbox(flags).env.insert(assignment(arg, value()));
     } else if (arg == "--no-auth") {
       no_auth = true;
     } else {
       throw InvalidArgument("unknown flag \"" + arg + "\" (see the header of tests/apiserver/main.cc)");
     }
+  }
+  if (flags.kubelet_options.processes && flags.kubelet_options.processes->root.empty()) {
+    throw InvalidArgument("--pod-command and --pod-env need --run-pods DIR");
   }
   if (!flags.tls_dir.empty() && !no_auth) {
     flags.server.authentication = standin::ServerOptions::Authentication::kRequired;

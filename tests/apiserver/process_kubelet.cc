@@ -1,0 +1,253 @@
+#include "tests/apiserver/process_kubelet.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <set>
+
+#include "common/log/log.h"
+#include "common/process/supervisor.h"
+#include "common/util/error.h"
+
+namespace torus::standin {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// How often a pod that waits for a volume or a DNS name is looked at again.
+constexpr milliseconds kRetry{100};
+
+std::string key_of(const std::string& ns, const std::string& name) { return ns + "/" + name; }
+
+}  // namespace
+
+struct ProcessKubelet::Impl {
+  struct Proc {
+    std::string ns, pod, container;
+    std::unique_ptr<std::ofstream> log;
+  };
+  struct StopRequest {
+    std::string key;
+    std::chrono::seconds grace;
+  };
+
+  Impl(const Store& s, SandboxOptions o, ExitHandler h) : store(s), options(std::move(o)), on_exit(std::move(h)) {
+    if (::pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw_errno("process kubelet: pipe");
+    sup.set_wakeup_fd(wake_pipe[0]);
+    thread = std::thread([this] { loop(); });
+  }
+
+  ~Impl() {
+    stopping = true;
+    wake();
+    if (thread.joinable()) thread.join();
+    ::close(wake_pipe[0]);
+    ::close(wake_pipe[1]);
+  }
+
+  void wake() { (void)!::write(wake_pipe[1], "x", 1); }
+
+  void drain_wakeups() {
+    char buf[64];
+    while (::read(wake_pipe[0], buf, sizeof(buf)) > 0) {
+    }
+  }
+
+  // ---- the thread ------------------------------------------------------------------------------------------
+
+  void loop() {
+    while (!stopping) {
+      drain_wakeups();
+      const bool waiting = start_pending();
+      handle_stops();
+      kill_overdue();
+      milliseconds timeout = waiting ? kRetry : milliseconds(1000);
+      if (!kill_at.empty()) {
+        timeout = std::min(timeout, std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
+                                                                  kill_at.begin()->second - Clock::now())));
+      }
+      // Terminations already reaped come first (one poll can reap several children).
+      if (auto t = sup.wait_any(sup.running() == 0 ? milliseconds(0) : timeout)) {
+        ended(*t);
+        continue;
+      }
+      if (sup.running() == 0) {
+        pollfd pfd{wake_pipe[0], POLLIN, 0};
+        ::poll(&pfd, 1, static_cast<int>(timeout.count()));
+      }
+    }
+  }
+
+  // Starts the pods whose volumes and names are there; true when some still wait.
+  bool start_pending() {
+    std::vector<json> pods;
+    {
+      std::lock_guard lock(mu);
+      pods.swap(pending);
+    }
+    std::vector<json> still;
+    for (json& pod : pods) {
+      const std::string key = key_of(namespace_of(pod), name_of(pod));
+      try {
+        auto prepared = prepare_pod(store, pod, options);
+        if (auto* w = std::get_if<Waiting>(&prepared)) {
+          TLOG(Debug) << "process kubelet: " << key << " waits: " << w->reason;
+          still.push_back(std::move(pod));
+          continue;
+        }
+        start(namespace_of(pod), name_of(pod), std::get<PodLaunch>(prepared));
+      } catch (const Error& e) {
+        cannot_run(pod, e.what());
+      }
+    }
+    std::lock_guard lock(mu);
+    for (json& pod : still) {
+      if (!cancelled.erase(key_of(namespace_of(pod), name_of(pod)))) pending.push_back(std::move(pod));
+    }
+    return !pending.empty();
+  }
+
+  void start(const std::string& ns, const std::string& name, const PodLaunch& launch) {
+    const std::string key = key_of(ns, name);
+    {
+      std::lock_guard lock(mu);
+      if (cancelled.erase(key)) return;  // deleted while it waited
+      running[key] += static_cast<int>(launch.containers.size());
+    }
+    for (const ContainerLaunch& c : launch.containers) {
+      auto log = std::make_unique<std::ofstream>(launch.dir / (c.name + ".log"), std::ios::app);
+      const size_t index = sup.start({key + "/" + c.name, c.argv, c.env});
+      if (procs.size() <= index) procs.resize(index + 1);
+      procs[index] = Proc{ns, name, c.name, std::move(log)};
+      std::ofstream(launch.dir / (c.name + ".pid")) << sup.pid(index) << "\n";
+      TLOG(Info) << "process kubelet: " << key << " container " << c.name << " started as pid " << sup.pid(index);
+    }
+  }
+
+  void cannot_run(const json& pod, const std::string& why) {
+    TLOG(Warn) << "process kubelet: " << key_of(namespace_of(pod), name_of(pod)) << ": " << why;
+    const json containers = pod["spec"].value("containers", json::array());
+    for (size_t i = 0; i < containers.size(); ++i) {
+      const auto state = i + 1 == containers.size() ? Exit::Pod::kAllEnded : Exit::Pod::kContainersLeft;
+      on_exit(Exit{namespace_of(pod), name_of(pod), containers[i].value("name", ""), 128, "ContainerCannotRun", state});
+    }
+  }
+
+  void handle_stops() {
+    std::vector<StopRequest> requests;
+    {
+      std::lock_guard lock(mu);
+      requests.swap(stops);
+    }
+    for (const StopRequest& r : requests) {
+      if (kill_at.count(r.key)) continue;
+      signal_pod(r.key, SIGTERM);
+      kill_at[r.key] = Clock::now() + r.grace;
+    }
+  }
+
+  void kill_overdue() {
+    for (auto it = kill_at.begin(); it != kill_at.end();) {
+      if (Clock::now() < it->second) {
+        ++it;
+        continue;
+      }
+      signal_pod(it->first, SIGKILL);
+      it = kill_at.erase(it);
+    }
+  }
+
+  void signal_pod(const std::string& key, int signo) {
+    for (size_t i = 0; i < procs.size(); ++i) {
+      if (procs[i].log && key_of(procs[i].ns, procs[i].pod) == key) sup.signal(i, signo);
+    }
+  }
+
+  void ended(const process::Termination& t) {
+    Proc& p = procs.at(t.index);
+    const std::string key = key_of(p.ns, p.pod);
+    Exit exit{p.ns, p.pod, p.container, t.shell_code(), t.success() ? "Completed" : "Error", Exit::Pod::kAllEnded};
+    p.log.reset();
+    {
+      std::lock_guard lock(mu);
+      if (--running[key] > 0) {
+        exit.pod_state = Exit::Pod::kContainersLeft;
+      } else {
+        running.erase(key);
+      }
+    }
+    if (exit.pod_state == Exit::Pod::kAllEnded) kill_at.erase(key);
+    TLOG(Info) << "process kubelet: " << key << " container " << p.container << " " << t.describe();
+    on_exit(exit);
+  }
+
+  void on_line(size_t index, std::string_view line) {
+    if (index >= procs.size() || !procs[index].log) return;
+    *procs[index].log << line << '\n';
+    procs[index].log->flush();
+  }
+
+  const Store& store;
+  SandboxOptions options;
+  ExitHandler on_exit;
+  int wake_pipe[2] = {-1, -1};
+  std::atomic<bool> stopping{false};
+
+  std::mutex mu;                       // guards pending, stops, running, cancelled
+  std::vector<json> pending;           // pods to start
+  std::vector<StopRequest> stops;      // pods to stop
+  std::map<std::string, int> running;  // pod key -> containers running
+  std::set<std::string> cancelled;     // deleted while waiting to start
+
+  // The thread's own.
+  std::vector<Proc> procs;  // by supervisor index
+  std::map<std::string, Clock::time_point> kill_at;
+  process::Supervisor sup{[this](size_t i, process::Stream, std::string_view line) { on_line(i, line); }};
+  std::thread thread;
+};
+
+ProcessKubelet::ProcessKubelet(const Store& store, SandboxOptions options, ExitHandler on_exit)
+    : impl_(std::make_unique<Impl>(store, std::move(options), std::move(on_exit))) {}
+
+ProcessKubelet::~ProcessKubelet() = default;
+
+void ProcessKubelet::run(const json& pod) {
+  const std::string key = key_of(namespace_of(pod), name_of(pod));
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->running.count(key)) return;
+    for (const json& p : impl_->pending) {
+      if (key_of(namespace_of(p), name_of(p)) == key) return;
+    }
+    impl_->cancelled.erase(key);
+    impl_->pending.push_back(pod);
+  }
+  impl_->wake();
+}
+
+bool ProcessKubelet::stop(const std::string& ns, const std::string& name, std::chrono::seconds grace) {
+  const std::string key = key_of(ns, name);
+  {
+    std::lock_guard lock(impl_->mu);
+    for (auto it = impl_->pending.begin(); it != impl_->pending.end(); ++it) {
+      if (key_of(namespace_of(*it), name_of(*it)) == key) {
+        impl_->pending.erase(it);
+        return false;
+      }
+    }
+    if (!impl_->running.count(key)) {
+      impl_->cancelled.insert(key);  // it may be in the thread's hands right now, about to start
+      return false;
+    }
+    impl_->stops.push_back({key, grace});
+  }
+  impl_->wake();
+  return true;
+}
+
+}  // namespace torus::standin

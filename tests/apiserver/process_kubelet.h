@@ -1,0 +1,53 @@
+#pragma once
+// The process kubelet: an optional mode of the simulated kubelet (kubelet_sim.h, KubeletOptions::processes;
+// `kube-standin --run-pods DIR`) that runs each pod it started as real local processes, one per container, with
+// the environment, volumes and DNS of pod_sandbox.h. Every pod has its own loopback address (its 127.x.y.z pod IP),
+// so pods bind the same ports without clashing and talk over real TCP. A container's exit is written back as a
+// kubelet would (KubeletSim::terminate: restartPolicy Never -> Succeeded/Failed with terminated.exitCode, 128 + N
+// for a signal). Deleting a pod sends its processes SIGTERM, then SIGKILL after the grace period; the pod goes once
+// they ended. Output goes to <pod dir>/<container>.log and the pid to <pod dir>/<container>.pid.
+//
+// Processes inherit the stand-in's environment (PATH, HOME...: what an image's ENV would give) under the pod's own.
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/apiserver/pod_sandbox.h"
+#include "tests/apiserver/store.h"
+
+namespace torus::standin {
+
+class ProcessKubelet {
+ public:
+  // Container `container` of pod ns/name ended with `exit_code` (`reason`: Completed, Error, ContainerCannotRun);
+  // `last` when it was the pod's last running container.
+  struct Exit {
+    std::string ns, pod, container;
+    int exit_code = 0;
+    std::string reason;
+    enum class Pod { kContainersLeft, kAllEnded } pod_state = Pod::kAllEnded;
+  };
+  using ExitHandler = std::function<void(const Exit&)>;
+
+  ProcessKubelet(const Store& store, SandboxOptions options, ExitHandler on_exit);
+  ~ProcessKubelet();  // kills and reaps every process; never throws
+  ProcessKubelet(const ProcessKubelet&) = delete;
+  ProcessKubelet& operator=(const ProcessKubelet&) = delete;
+
+  // A pod that just became Running: its containers start once its volumes and DNS names are there.
+  void run(const json& pod);
+  // The pod is being deleted: SIGTERM now, SIGKILL after `grace`. False when none of its processes runs (nothing to
+  // wait for).
+  bool stop(const std::string& ns, const std::string& name, std::chrono::seconds grace);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace torus::standin

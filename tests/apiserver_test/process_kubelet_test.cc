@@ -1,0 +1,126 @@
+// The process kubelet (tests/apiserver/process_kubelet.h): pods run as real local processes with their downward API
+// values, ConfigMap and Secret volumes at mapped paths, headless-service names resolved to pod IPs, exit codes
+// written back to the pod status, and SIGTERM then SIGKILL on deletion.
+#include "tests/apiserver/process_kubelet.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/apiserver_test/standin_fixture.h"
+
+namespace torus::standin::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ProcessKubeletTest : public StandinTest {
+ protected:
+  void SetUp() override {
+    StandinTest::SetUp();
+    kubelet_.reset();
+    KubeletOptions options;
+    options.processes = SandboxOptions{dir_ + "/pods", {{"shell", "/bin/sh"}}, {{"FROM_KUBELET", "yes"}}};
+    kubelet_ = std::make_unique<KubeletSim>(*server_, options);
+  }
+
+  // A pod running `script` in /bin/sh (through the "shell" command mapping), with extra spec lines.
+  std::string pod_yaml(const std::string& name, const std::string& script, const std::string& extra = "",
+                       const std::string& container_extra = "") {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\nspec:\n  restartPolicy: Never\n" + extra +
+           "  containers:\n  - name: main\n    image: busybox\n    command: [shell, -c, '" + script + "']\n" +
+           container_extra;
+  }
+
+  json pod(const std::string& name) { return get_json({"get", "pod", name, "-o", "json"}); }
+
+  std::string log_of(const std::string& name) {
+    std::ifstream in(pod_dir(dir_ + "/pods", pod(name)) / "main.log");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+};
+
+TEST_F(ProcessKubeletTest, RunsTheContainerWithItsEnvironmentVolumesAndNamesAndReportsItsExitCode) {
+  ok({"create", "configmap", "cfg", "--from-literal=job.json={\"epochs\":3}"});
+  ok({"create", "secret", "generic", "sec", "--from-literal=secret=s3cret"});
+  ok({"apply", "-f",
+      write_file("rank0.yaml",
+                 pod_yaml("job-worker-0", "exec sleep 60", "  hostname: job-worker-0\n  subdomain: job\n"))});
+  const std::string script =
+      "echo name=$NAME ip=$IP node=$NODE master=$MASTER kubelet=$FROM_KUBELET; cat $JOB_FILE; echo; cat $0; echo; "
+      "exit 3";
+  const std::string env =
+      "    args: [/etc/secret/secret]\n"
+      "    env:\n"
+      "    - {name: NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}\n"
+      "    - {name: IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}\n"
+      "    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}\n"
+      "    - {name: MASTER, value: job-worker-0.job.default.svc}\n"
+      "    - {name: JOB_FILE, value: /etc/job/job.json}\n"
+      "    volumeMounts:\n"
+      "    - {name: job, mountPath: /etc/job, readOnly: true}\n"
+      "    - {name: secret, mountPath: /etc/secret, readOnly: true}\n"
+      "  volumes:\n"
+      "  - {name: job, configMap: {name: cfg}}\n"
+      "  - {name: secret, secret: {secretName: sec}}\n";
+  ok({"apply", "-f", write_file("reader.yaml", pod_yaml("reader", script, "", env))});
+  ok({"wait", "--for=jsonpath={.status.phase}=Failed", "pod/reader", "--timeout=30s"});
+  const json reader = pod("reader");
+  EXPECT_EQ(reader["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 3);
+  const json rank0 = pod("job-worker-0");
+  EXPECT_EQ(rank0["status"]["phase"], "Running");
+  const std::string log = log_of("reader");
+  EXPECT_THAT(log, HasSubstr("name=reader ip=" + reader["status"]["podIP"].get<std::string>() +
+                             " node=" + reader["spec"]["nodeName"].get<std::string>() +
+                             " master=" + rank0["status"]["podIP"].get<std::string>() + " kubelet=yes"));
+  EXPECT_THAT(log, HasSubstr("{\"epochs\":3}"));
+  EXPECT_THAT(log, HasSubstr("s3cret"));
+}
+
+TEST_F(ProcessKubeletTest, ExitZeroSucceeds) {
+  ok({"apply", "-f", write_file("p.yaml", pod_yaml("done", "echo fine"))});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/done", "--timeout=30s"});
+  EXPECT_EQ(pod("done")["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "Completed");
+  EXPECT_THAT(log_of("done"), HasSubstr("fine"));
+}
+
+TEST_F(ProcessKubeletTest, DeletionAsksWithSigtermAndKillsAfterTheGracePeriod) {
+  ok({"apply", "-f",
+      write_file("p.yaml", pod_yaml("polite",
+                                    "trap \"echo got-term; exit 0\" TERM; echo up; "
+                                    "while :; do sleep 0.1; done") +
+                               "---\n" +
+                               pod_yaml("stubborn", "trap \"\" TERM; echo up; while :; do sleep 0.1; done",
+                                        "  terminationGracePeriodSeconds: 1\n"))});
+  ok({"wait", "--for=condition=Ready", "pod/polite", "pod/stubborn", "--timeout=30s"});
+  // Both shells run their trap before deletion: wait until they said so.
+  for (const char* name : {"polite", "stubborn"}) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (log_of(name).find("up") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  const std::string polite_dir = pod_dir(dir_ + "/pods", pod("polite")).string();
+  ok({"delete", "pod", "polite", "stubborn", "--wait=true", "--timeout=30s"});
+  std::ifstream in(polite_dir + "/main.log");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("got-term"));
+  EXPECT_EQ(kubectl({"get", "pod", "stubborn"}).exit_code, 1) << "the stubborn pod went after SIGKILL";
+}
+
+TEST_F(ProcessKubeletTest, APodWithoutACommandCannotRun) {
+  ok({"apply", "-f",
+      write_file("p.yaml",
+                 "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nocmd\nspec:\n  restartPolicy: Never\n"
+                 "  containers: [{name: main, image: busybox}]\n")});
+  ok({"wait", "--for=jsonpath={.status.phase}=Failed", "pod/nocmd", "--timeout=30s"});
+  EXPECT_EQ(pod("nocmd")["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "ContainerCannotRun");
+}
+
+}  // namespace
+}  // namespace torus::standin::testing

@@ -1,0 +1,238 @@
+// The real path end to end: `kubectl apply` a TrainingJob on the API stand-in whose kubelet runs pods as local
+// processes (tests/apiserver/process_kubelet.h), the real operator makes the pods, and real torus-worker processes
+// train on tiny synthetic data, each pod on its own 127.x address. Progress comes from rank 0's real /metrics; a
+// SIGKILLed worker restarts the gang from its checkpoint; suspend checkpoints and stops, resume continues.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/process/worker_events.h"
+#include "operator/kube/client.h"
+#include "operator/kube/config.h"
+#include "tests/operator/e2e_support.h"
+#include "worker/comm/socket.h"
+
+namespace torus::controller::e2e {
+namespace {
+
+namespace res = kube::resources;
+constexpr const char* kNs = "default";
+
+int free_port() {
+  const comm::Fd probe = comm::listen_tcp("127.0.0.1", 0);
+  return comm::bound_port(probe);
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class TrainingE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
+    for (const char* bin : {"kube-standin", "torus", "torus-worker"})
+      if (!fs::exists(kBin + bin)) GTEST_SKIP() << bin << " not built";
+    tmp_ = std::make_unique<test::TempDir>("torus-training-e2e");
+    dir_ = tmp_->path();
+    kubeconfig_ = (dir_ / "kubeconfig").string();
+    standin_ = start_standin(dir_, kubeconfig_,
+                             {"--nodes", "4", "--racks", "2", "--run-pods", (dir_ / "pods").string(), "--pod-command",
+                              "torus-worker=" + kBin + "torus-worker", "--pod-env", "OMP_WAIT_POLICY=passive"});
+    client_ = std::make_unique<kube::Client>(kube::load_kubeconfig(kubeconfig_), kube::ClientOptions{});
+    operator_ =
+        std::make_unique<Daemon>("operator",
+                                 std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", kubeconfig_,
+                                                          "--metrics-addr", "127.0.0.1:0", "--progress-interval", "1"},
+                                 (dir_ / "operator.log").string());
+  }
+  static void TearDownTestSuite() {
+    operator_.reset();
+    standin_.reset();
+    client_.reset();
+    if (tmp_) keep_logs_if_failed(*tmp_);
+    tmp_.reset();
+  }
+
+  // A small CPU job on synthetic data: `workers` pods of `processes` ranks, checkpoints every 2 steps.
+  static std::string job_yaml(const std::string& name, int workers, int processes, int epochs) {
+    return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
+           "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
+           "\n  metricsPort: " + std::to_string(free_port()) + "\n  gang:\n    workers: " + std::to_string(workers) +
+           "\n    processesPerWorker: " + std::to_string(processes) +
+           "\n    device: cpu\n    threadsPerProcess: 1\n    image: torus-worker:dev\n"
+           "  model:\n    arch: resnet9\n    widths: [8, 8, 16, 32]\n    numClasses: 4\n"
+           "  data:\n    dataset: synthetic\n    imageSize: 16\n    loaderThreads: 1\n"
+           "    synthetic:\n      trainImages: 256\n      validationImages: 64\n      numClasses: 4\n"
+           "  training:\n    epochs: " +
+           std::to_string(epochs) +
+           "\n    batchSize: 32\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
+           "    checkpoint:\n      dir: " +
+           (dir_ / ("ckpt-" + name)).string() + "\n      everySteps: 2\n  runPolicy:\n    restartPolicy: ExitCode\n";
+  }
+
+  static CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
+    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
+    return run_command(args, timeout);
+  }
+
+  void apply(const std::string& name, int workers, int processes, int epochs) {
+    const std::string file = (dir_ / (name + ".yaml")).string();
+    std::ofstream(file) << job_yaml(name, workers, processes, epochs);
+    const CmdResult r = kubectl({"apply", "-f", file});
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+
+  static std::vector<json> pods_of(const std::string& job) {
+    const json list = client_->list(res::kPods, kNs, {std::string(kLabelJobName) + "=" + job, "", ""});
+    return list.value("items", json::array()).get<std::vector<json>>();
+  }
+  static json status_of(const std::string& job) {
+    auto j = client_->try_get(res::kTrainingJobs, kNs, job);
+    return j ? j->value("status", json::object()) : json::object();
+  }
+  static std::string phase(const std::string& job) { return status_of(job).value("phase", ""); }
+
+  void wait_phase(const std::string& name, const std::string& want, std::chrono::seconds timeout = 120s) {
+    const CmdResult r = kubectl({"wait", "--for=jsonpath={.status.phase}=" + want, "trainingjob/" + name,
+                                 "--timeout=" + std::to_string(timeout.count()) + "s"},
+                                timeout + 10s);
+    ASSERT_EQ(r.code, 0) << name << " never reached " << want << " (now " << phase(name) << "): " << r.out
+                         << "\nlogs:\n"
+                         << logs_of(name);
+  }
+
+  // The folder the process kubelet gave a pod (<root>/<ns>/<name>-<uid>).
+  static fs::path pod_dir(const json& pod) {
+    return dir_ / "pods" / kNs / (pod["metadata"].value("name", "") + "-" + pod["metadata"].value("uid", ""));
+  }
+  // Every log the job's pods wrote so far, pods of every attempt.
+  static std::string logs_of(const std::string& job) {
+    std::string all;
+    if (!fs::exists(dir_ / "pods" / kNs)) return all;
+    for (const auto& entry : fs::directory_iterator(dir_ / "pods" / kNs)) {
+      if (entry.path().filename().string().rfind(job + "-worker-", 0) != 0) continue;
+      all += "== " + entry.path().filename().string() + "\n" + read_file(entry.path() / "worker.log");
+    }
+    return all;
+  }
+  // The ranks that announced their start with `world` ranks, from the pods' logs.
+  static std::set<int> started_ranks(const std::string& job, int world) {
+    std::set<int> ranks;
+    std::istringstream logs(logs_of(job));
+    for (std::string line; std::getline(logs, line);) {
+      const auto e = process::parse_event(line);
+      if (e && e->value("event", "") == process::event::kStarted && e->value("world_size", 0) == world)
+        ranks.insert(e->value("rank", -1));
+    }
+    return ranks;
+  }
+  static int attempt_of(const json& pod) {
+    return std::stoi(pod["metadata"]["labels"].value(std::string(kLabelAttempt), "-1"));
+  }
+
+  static std::unique_ptr<test::TempDir> tmp_;
+  static fs::path dir_;
+  static std::string kubeconfig_;
+  static std::unique_ptr<Daemon> standin_;
+  static std::unique_ptr<Daemon> operator_;
+  static std::unique_ptr<kube::Client> client_;
+};
+
+std::unique_ptr<test::TempDir> TrainingE2E::tmp_;
+fs::path TrainingE2E::dir_;
+std::string TrainingE2E::kubeconfig_;
+std::unique_ptr<Daemon> TrainingE2E::standin_;
+std::unique_ptr<Daemon> TrainingE2E::operator_;
+std::unique_ptr<kube::Client> TrainingE2E::client_;
+
+TEST_F(TrainingE2E, TwoCpuWorkersTrainAndTheStatusShowsTheirRealProgress) {
+  apply("alpha", 2, 1, 20);
+  // rank 0's /metrics, read by the operator on rank 0's pod IP while the gang trains.
+  ASSERT_TRUE(eventually(
+      [] {
+        const json p = status_of("alpha").value("progress", json::object());
+        return p.value("step", 0) > 0 && p.value("imagesPerSecond", 0.0) > 0;
+      },
+      120s))
+      << status_of("alpha").dump() << "\n"
+      << logs_of("alpha");
+  wait_phase("alpha", "Succeeded");
+  const json progress = status_of("alpha")["progress"];
+  EXPECT_GT(progress.value("step", 0), 0) << progress.dump();
+  EXPECT_EQ(started_ranks("alpha", 2), (std::set<int>{0, 1})) << logs_of("alpha");
+  std::set<std::string> ips;
+  for (const json& pod : pods_of("alpha")) {
+    EXPECT_EQ(pod["status"]["phase"], "Succeeded");
+    ips.insert(pod["status"].value("podIP", ""));
+  }
+  EXPECT_EQ(ips.size(), 2u) << "each pod has its own address";
+}
+
+TEST_F(TrainingE2E, TwoWorkersOfTwoProcessesFormAWorldOfFour) {
+  apply("beta", 2, 2, 1);
+  wait_phase("beta", "Succeeded");
+  EXPECT_EQ(started_ranks("beta", 4), (std::set<int>{0, 1, 2, 3})) << logs_of("beta");
+  const std::string logs = logs_of("beta");
+  EXPECT_NE(logs.find("started local ranks 0..1 of 4"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("started local ranks 2..3 of 4"), std::string::npos) << logs;
+}
+
+TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
+  apply("gamma", 2, 1, 40);
+  ASSERT_TRUE(eventually([] { return logs_of("gamma").find("checkpoint written") != std::string::npos; }, 120s))
+      << logs_of("gamma");
+  std::optional<json> victim;
+  for (const json& pod : pods_of("gamma")) {
+    if (pod["metadata"]["name"] == "gamma-worker-1") victim = pod;
+  }
+  ASSERT_TRUE(victim);
+  const int first_attempt = attempt_of(*victim);
+  const pid_t pid = std::stoi(read_file(pod_dir(*victim) / "worker.pid"));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(eventually([&] { return all_running(pods_of("gamma"), 2, first_attempt + 1); }, 60s))
+      << status_of("gamma").dump() << "\n"
+      << logs_of("gamma");
+  wait_phase("gamma", "Succeeded", 180s);
+  std::string resumed;
+  for (const json& pod : pods_of("gamma")) {
+    EXPECT_EQ(attempt_of(pod), first_attempt + 1);
+    resumed += read_file(pod_dir(pod) / "worker.log");
+  }
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(resumed, m, std::regex("resuming at step ([0-9]+)"))) << resumed;
+  EXPECT_GT(std::stoi(m[1]), 0) << resumed;
+}
+
+TEST_F(TrainingE2E, SuspendCheckpointsAndStopsAndResumeContinues) {
+  apply("delta", 2, 1, 40);
+  ASSERT_TRUE(eventually([] { return logs_of("delta").find("checkpoint written") != std::string::npos; }, 120s))
+      << logs_of("delta");
+  ASSERT_EQ(
+      kubectl({"patch", "trainingjob", "delta", "--type=merge", "-p", R"({"spec":{"runPolicy":{"suspend":true}}})"})
+          .code,
+      0);
+  wait_phase("delta", "Suspended");
+  ASSERT_TRUE(eventually([] { return pods_of("delta").empty(); }, 60s));
+  EXPECT_NE(logs_of("delta").find("stopped on request"), std::string::npos) << logs_of("delta");
+  ASSERT_EQ(
+      kubectl({"patch", "trainingjob", "delta", "--type=merge", "-p", R"({"spec":{"runPolicy":{"suspend":false}}})"})
+          .code,
+      0);
+  wait_phase("delta", "Succeeded", 180s);
+  std::string resumed;
+  for (const json& pod : pods_of("delta")) resumed += read_file(pod_dir(pod) / "worker.log");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(resumed, m, std::regex("resuming at step ([0-9]+)"))) << resumed;
+  EXPECT_GT(std::stoi(m[1]), 0) << resumed;
+}
+
+}  // namespace
+}  // namespace torus::controller::e2e
