@@ -23,7 +23,8 @@ constexpr std::array kTable = std::to_array<Tunable>({
     {"TORUS_SHM", Type::kInteger, "1", "", "0 turns the shared-memory level off (host-local ranks use TCP)"},
     {"TORUS_SHM_SLOT_BYTES", Type::kInteger, "524288", "", "the shared-memory window reduced at a time"},
     {"TORUS_COMM_BIND_ADDR", Type::kString, "", "",
-     "address the Gloo device binds; default loopback when MASTER_ADDR is loopback, else the host name"},
+     "address the Gloo device binds; default the launch contract's TORUS_BIND_ADDRESS (a pod's IP), else loopback "
+     "when MASTER_ADDR is loopback, else the host name"},
     {"TORUS_COST_SHM_LATENCY_US", Type::kNumber, "5", "", "cost model: shared-memory latency per step"},
     {"TORUS_COST_SHM_GBPS", Type::kNumber, "4", "", "cost model: shared-memory bandwidth"},
     {"TORUS_COST_NET_LATENCY_US", Type::kNumber, "60", "", "cost model: TCP latency per step"},

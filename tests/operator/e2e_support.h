@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -103,6 +104,17 @@ inline bool all_running(const std::vector<json>& pods, int workers, int attempt)
     if (p.value("status", json::object()).value("phase", "") != "Running") return false;
   }
   return true;
+}
+
+// Every daemon runs with TORUS_LOOPBACK_ONLY=1: a connection it tried beyond loopback (say, a scrape of a pod IP
+// outside 127.0.0.0/8) was refused and logged, and fails the test here. Logs in subfolders (pods) count too.
+inline void expect_stayed_on_loopback(const fs::path& dir) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.path().extension() != ".log") continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);)
+      if (line.find("refusing to connect") != std::string::npos) ADD_FAILURE() << entry.path() << ": " << line;
+  }
 }
 
 // A failed test leaves the daemons' logs behind and says where.

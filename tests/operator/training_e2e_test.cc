@@ -57,6 +57,7 @@ class TrainingE2E : public ::testing::Test {
     operator_.reset();
     standin_.reset();
     client_.reset();
+    if (tmp_) expect_stayed_on_loopback(dir_);
     if (tmp_) keep_logs_if_failed(*tmp_);
     tmp_.reset();
   }
