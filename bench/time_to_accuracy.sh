@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Time to accuracy of the job users run first: `torus run examples/fashion-mnist.yaml --workers 2` (2 ranks x 1 thread,
+# ResNet-9 8-16-32-64, batch 256, 4 epochs, target 92%) next to its PyTorch DDP-2 peer of the same recipe
+# (bench/time_to_accuracy/fashion_mnist_ddp.py: torch.distributed over Gloo, 2 processes x 1 thread, Debian's
+# python3-torch via /usr/bin/python3), both on the dataset-fashion-mnist IDX files, alternating in one run.
+#
+# Time to target, both sides: from the start of the first training step (data loaded, model built, ranks joined) to
+# the end of the first validation pass at or above the target accuracy (evaluations and per-epoch checkpoints in
+# between included; both stop there). torus: `time_to_target_s` of `torus run`'s RESULT line (rank 0's trainer
+# clock); PyTorch: the peer's RESULT line (rank 0's clock, after a barrier). images/s: global training images/s of
+# the last epoch (evaluation excluded). Each torus run starts from a fresh checkpoint dir (no resume).
+#   bench/time_to_accuracy.sh                          # RUNS=2 of each side, the example's 4 epochs and 92%
+#   RUNS=3 bench/time_to_accuracy.sh
+#   EPOCHS=1 TARGET=0.80 RUNS=1 bench/time_to_accuracy.sh   # smoke run (a few minutes): both sides' plumbing
+# Last line: RESULT time_to_accuracy_ratio_vs_pytorch=X torus_s=.. pytorch_s=.. (medians; ours / theirs, lower is
+# better; nan when the median run of a side did not reach the target).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+JOB="${JOB:-$ROOT/examples/fashion-mnist.yaml}"
+RUNS="${RUNS:-2}"
+EPOCHS="${EPOCHS:-4}"    # the example's spec.training.epochs
+TARGET="${TARGET:-0.92}" # the example's spec.training.targetAccuracy
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+cmake --build "$BUILD_DIR" --target torus torus-worker >/dev/null
+TORUS="$BUILD_DIR/bin/torus"
+PEER="$ROOT/bench/time_to_accuracy/fashion_mnist_ddp.py"
+export TORUS_LOOPBACK_ONLY=1
+
+field() { awk -v k="$1" '/^RESULT / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v = kv[2] } }
+                         END { print (v == "") ? "nan" : v }' "$2"; }
+
+run_torus() {  # run_torus LOG
+  local ckpt
+  ckpt="$(mktemp -d -p "$WORK")"
+  if ! "$TORUS" run "$JOB" --workers 2 --set "spec.training.checkpoint.dir=$ckpt" --set "spec.training.epochs=$EPOCHS" \
+    --set "spec.training.targetAccuracy=$TARGET" >"$1" 2>&1; then
+    tail -20 "$1" >&2
+    echo "torus run failed (log above)" >&2
+    exit 1
+  fi
+}
+
+run_pytorch() {  # run_pytorch LOG
+  local ckpt
+  ckpt="$(mktemp -d -p "$WORK")"
+  if ! "$PYTHON" "$PEER" --world 2 --threads 1 --epochs "$EPOCHS" --target "$TARGET" --checkpoint-dir "$ckpt" \
+    --port $((20000 + RANDOM % 20000)) >"$1" 2>&1; then
+    tail -20 "$1" >&2
+    echo "PyTorch peer failed (log above)" >&2
+    exit 1
+  fi
+}
+
+report() {  # report SIDE RUN LOG: one line per run, values appended to WORK/SIDE.tsv
+  local t a i
+  t="$(field time_to_target_s "$3")"
+  a="$(field accuracy "$3")"
+  i="$(field images_per_s "$3")"
+  printf '%s\t%s\t%s\n' "$t" "$a" "$i" >>"$WORK/$1.tsv"
+  awk -v s="$1" -v r="$2" -v t="$t" -v a="$a" -v i="$i" -v g="$TARGET" 'BEGIN {
+    printf "%-7s run %d: time to %.1f%%: %s, final accuracy %.2f%%, %s img/s\n", s, r, g * 100,
+      (t == "nan") ? "not reached" : t " s", a * 100, i }'
+}
+
+# median COLUMN FILE: runs that did not reach the target count as infinitely slow (nan if the median is one).
+median() {
+  cut -f "$1" "$2" | sed 's/^nan$/1e30/' | sort -g | awk '{ v[NR] = $1 }
+    END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print (NR == 0 || m >= 1e29) ? "nan" : m }'
+}
+
+echo "# time to $TARGET top-1 on Fashion-MNIST, $EPOCHS epochs at most, 2 ranks x 1 thread; $RUNS runs of each side"
+for ((r = 1; r <= RUNS; r++)); do
+  # Alternate which side goes first, so a drift in the machine's load does not favour one side.
+  sides=(torus pytorch)
+  ((r % 2 == 0)) && sides=(pytorch torus)
+  for side in "${sides[@]}"; do
+    log="$WORK/$side-$r.log"
+    "run_$side" "$log"
+    report "$side" "$r" "$log"
+  done
+done
+
+ours="$(median 1 "$WORK/torus.tsv")"
+theirs="$(median 1 "$WORK/pytorch.tsv")"
+for side in torus pytorch; do
+  awk -v s="$side" -v t="$(median 1 "$WORK/$side.tsv")" -v a="$(median 2 "$WORK/$side.tsv")" \
+    -v i="$(median 3 "$WORK/$side.tsv")" 'BEGIN {
+    printf "== %s median: time to target %s, final accuracy %.2f%%, %s img/s\n", s, (t == "nan") ? "not reached" : t " s",
+      a * 100, i }'
+done
+ratio="$(awk -v a="$ours" -v b="$theirs" 'BEGIN { print (a == "nan" || b == "nan") ? "nan" : sprintf("%.3f", a / b) }')"
+echo "RESULT time_to_accuracy_ratio_vs_pytorch=$ratio torus_s=$ours pytorch_s=$theirs" \
+  "torus_accuracy=$(median 2 "$WORK/torus.tsv") pytorch_accuracy=$(median 2 "$WORK/pytorch.tsv")" \
+  "torus_images_per_s=$(median 3 "$WORK/torus.tsv") pytorch_images_per_s=$(median 3 "$WORK/pytorch.tsv")" \
+  "runs=$RUNS target=$TARGET epochs=$EPOCHS"
