@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
-# Training throughput (forward + backward + SGD update, images/s) of the same ResNet, batch and thread count in
-# our worker (torus-train-bench: oneDNN CPU backend) and in PyTorch CPU (Debian python3-torch via /usr/bin/python3,
-# channels_last), side by side in one run, on synthetic data:
-#   - narrow ResNet-9 (widths 8-16-32-64, Fashion-MNIST shape 28x28x1, batch 256, global max pool)
-#   - ResNet-18 (CIFAR stem, 32x32x3, batch 64, global avg pool)
-# Each configuration runs ours and theirs alternately REPEATS times and keeps each side's best (the machine is
-# shared). Ours then runs once more with a per-op profile (where the time goes).
+# Training throughput (forward + backward + SGD update, images/s) of the same ResNets in Torus and in PyTorch CPU
+# (Debian python3-torch via /usr/bin/python3, channels_last), side by side in one run, on synthetic data:
+#   - narrow ResNet-9 (widths 8-16-32-64, Fashion-MNIST shape 28x28x1, global max pool)
+#   - ResNet-18 (CIFAR stem, 32x32x3, global avg pool)
+#
+# Headline: the configuration `torus run` uses, 2 processes x 1 thread with the gradient all-reduce: `torus run` of a
+# synthetic TrainingJob (2 workers, threadsPerProcess 1, ring all-reduce with 25 MiB buckets as in
+# examples/fashion-mnist.yaml) vs PyTorch DDP over Gloo, 2 processes x 1 thread
+# (bench/time_to_accuracy/fashion_mnist_ddp.py --synthetic). Global batch 256 for ResNet-9 (the example's, 128 per
+# rank) and 128 for ResNet-18 (64 per rank). Each side trains 2 epochs of STEPS global batches; the images/s of the
+# second epoch count (torus: `images_per_s` of `torus run`'s RESULT line; PyTorch: the peer's), the first is warm-up.
+#
+# Secondary (the old figure): one process with THREADS threads, no all-reduce: torus-train-bench (oneDNN CPU
+# backend) vs bench/train_throughput/pytorch_peer.py, batch 256 (ResNet-9) and 64 (ResNet-18), WARMUP then STEPS
+# steps; ours then runs once more with a per-op profile (where the time goes; PROFILE=0 skips it).
+#
+# Both run ours and theirs alternately REPEATS times and keep each side's best (the machine is shared).
 #   bench/train_throughput.sh
 #   THREADS=4 STEPS=20 REPEATS=3 bench/train_throughput.sh
-# Last line: RESULT train_throughput_ratio_vs_pytorch=X  (ours / theirs, geometric mean over the configurations)
+#   STEPS=2 WARMUP=1 REPEATS=1 PROFILE=0 bench/train_throughput.sh   # smoke run
+# Last line: RESULT train_throughput_ratio_vs_pytorch=X (2 processes x 1 thread, ours / theirs, geometric mean over
+# the configurations) ratio_1proc_<THREADS>threads=Y (the secondary figure) and each configuration's ratio.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
@@ -17,45 +29,124 @@ THREADS="${THREADS:-2}"
 STEPS="${STEPS:-10}"
 WARMUP="${WARMUP:-3}"
 REPEATS="${REPEATS:-2}"
+PROFILE="${PROFILE:-1}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
 
+cmake --build "$BUILD_DIR" --target torus torus-worker >/dev/null
+TORUS="$BUILD_DIR/bin/torus"
 if [[ -z "${BENCH:-}" ]]; then
   cmake --build "$BUILD_DIR" --target torus-train-bench >/dev/null
   BENCH="$BUILD_DIR/bin/torus-train-bench"
 fi
 PEER="$ROOT/bench/train_throughput/pytorch_peer.py"
+DDP_PEER="$ROOT/bench/time_to_accuracy/fashion_mnist_ddp.py"
+export TORUS_LOOPBACK_ONLY=1
 
+# name|arch|widths|stem|pool|in channels|image|batch (one process: its batch; 2 processes: the global batch)
 CONFIGS=(
-  "resnet9-narrow-28x28x1|--arch resnet9 --widths 8,16,32,64 --in-channels 1 --image 28 --batch 256 --pool max"
-  "resnet18-32x32x3|--arch resnet18 --stem cifar --in-channels 3 --image 32 --batch 64 --pool avg"
+  "resnet9-narrow-28x28x1|resnet9|8,16,32,64|cifar|max|1|28|256|256"
+  "resnet18-32x32x3|resnet18|64,128,256,512|cifar|avg|3|32|64|128"
 )
 
-ips() { awk '/^RESULT images_per_second=/ { split($2, a, "="); print a[2] }'; }
+ips() { awk '/^RESULT / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "images_per_second" ||
+                                                          kv[1] == "images_per_s") print kv[2] } }'; }
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b) ? a : b }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+geomean() { printf '%s\n' "$@" | awk '{ s += log($1); n++ } END { printf "%.3f", exp(s / n) }'; }
 
-ratios=()
+torus_job() {  # torus_job FILE NAME ARCH WIDTHS STEM POOL CHANNELS IMAGE GLOBAL_BATCH: 2 epochs of STEPS batches
+  cat >"$1" <<YAML
+apiVersion: torus.dev/v1alpha1
+kind: TrainingJob
+metadata:
+  name: throughput-$2
+spec:
+  gang: {workers: 2, processesPerWorker: 1, device: cpu, threadsPerProcess: 1}
+  model: {arch: $3, widths: [$4], stem: $5, pooling: $6, inputChannels: $7}
+  data:
+    dataset: synthetic
+    imageSize: $8
+    synthetic: {trainImages: $((STEPS * $9)), validationImages: $9, numClasses: 10}
+  training:
+    epochs: 2
+    batchSize: $9
+    optimizer: {type: sgd, momentum: 0.9, nesterov: true, weightDecay: 0.0005}
+    lrSchedule: {type: one-cycle, initial: 0.01, peak: 0.01, warmupEpochs: 0, final: 0}
+    labelSmoothing: 0.1
+  allReduce: {algorithm: ring, bucketSizeMB: 25, firstBucketSizeMB: 1}
+YAML
+}
+
+ddp_torus() {  # ddp_torus JOB -> images/s of the second epoch
+  local log="$WORK/torus.log"
+  if ! "$TORUS" run "$1" >"$log" 2>&1; then
+    tail -20 "$log" >&2
+    echo "torus run $1 failed (log above)" >&2
+    exit 1
+  fi
+  grep '^RESULT' "$log" | ips
+}
+
+ddp_pytorch() {  # ddp_pytorch ARCH WIDTHS STEM POOL CHANNELS IMAGE GLOBAL_BATCH -> images/s of the second epoch
+  local log="$WORK/pytorch.log"
+  if ! "$PYTHON" "$DDP_PEER" --synthetic $((STEPS * $7)) --epochs 2 --batch "$7" --arch "$1" --widths "$2" \
+    --stem "$3" --pool "$4" --in-channels "$5" --image "$6" --lr-peak 0.01 --warmup-epochs 0 --flip 0 --target 0 \
+    --world 2 --threads 1 --port $((20000 + RANDOM % 20000)) >"$log" 2>&1; then
+    tail -20 "$log" >&2
+    echo "PyTorch DDP peer failed (log above)" >&2
+    exit 1
+  fi
+  ips <"$log"
+}
+
+ddp_ratios=()
+ddp_names=()
 for entry in "${CONFIGS[@]}"; do
-  name="${entry%%|*}"
-  args="${entry#*|}"
+  IFS='|' read -r name arch widths stem pool channels image _ global <<<"$entry"
+  job="$WORK/$name.yaml"
+  torus_job "$job" "${name%%-*}" "$arch" "$widths" "$stem" "$pool" "$channels" "$image" "$global"
   ours=0
   theirs=0
   for ((r = 0; r < REPEATS; r++)); do
-    # shellcheck disable=SC2086
-    out="$("$BENCH" $args --threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP" 2>/dev/null)"
+    o="$(ddp_torus "$job")"
+    t="$(ddp_pytorch "$arch" "$widths" "$stem" "$pool" "$channels" "$image" "$global")"
+    echo "$name, 2 processes x 1 thread, global batch $global: torus $o img/s, pytorch ddp $t img/s"
+    ours="$(best "$ours" "$o")"
+    theirs="$(best "$theirs" "$t")"
+  done
+  r="$(ratio "$ours" "$theirs")"
+  echo "== $name: torus run $ours img/s, pytorch ddp-2 $theirs img/s, ratio $r (2 processes x 1 thread)"
+  ddp_ratios+=("$r")
+  ddp_names+=("ddp2_${name%%-*}=$r")
+done
+
+one_ratios=()
+one_names=()
+for entry in "${CONFIGS[@]}"; do
+  IFS='|' read -r name arch widths stem pool channels image batch _ <<<"$entry"
+  args=(--arch "$arch" --widths "$widths" --stem "$stem" --pool "$pool" --in-channels "$channels" --image "$image"
+    --batch "$batch" --threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP")
+  ours=0
+  theirs=0
+  for ((r = 0; r < REPEATS; r++)); do
+    out="$("$BENCH" "${args[@]}" 2>/dev/null)"
     echo "$out" | grep -v '^RESULT'
     o="$(echo "$out" | ips)"
-    # shellcheck disable=SC2086
-    out="$("$PYTHON" "$PEER" $args --threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP")"
+    out="$("$PYTHON" "$PEER" "${args[@]}")"
     echo "$out" | grep -v '^RESULT'
     t="$(echo "$out" | ips)"
     ours="$(best "$ours" "$o")"
     theirs="$(best "$theirs" "$t")"
   done
-  ratio="$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.3f", a / b }')"
-  echo "== $name: torus $ours img/s, pytorch $theirs img/s, ratio $ratio ($THREADS threads)"
-  echo "== $name: where our time goes"
-  # shellcheck disable=SC2086
-  "$BENCH" $args --threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP" --profile 2>/dev/null | grep -v '^RESULT'
-  ratios+=("$ratio")
+  r="$(ratio "$ours" "$theirs")"
+  echo "== $name: torus $ours img/s, pytorch $theirs img/s, ratio $r (1 process x $THREADS threads)"
+  if [[ "$PROFILE" == 1 ]]; then
+    echo "== $name: where our time goes"
+    "$BENCH" "${args[@]}" --profile 2>/dev/null | grep -v '^RESULT'
+  fi
+  one_ratios+=("$r")
+  one_names+=("1proc_${name%%-*}=$r")
 done
-geo="$(printf '%s\n' "${ratios[@]}" | awk '{ s += log($1); n++ } END { printf "%.3f", exp(s / n) }')"
-echo "RESULT train_throughput_ratio_vs_pytorch=$geo"
+echo "RESULT train_throughput_ratio_vs_pytorch=$(geomean "${ddp_ratios[@]}")" \
+  "ratio_1proc_${THREADS}threads=$(geomean "${one_ratios[@]}") ${ddp_names[*]} ${one_names[*]}"
