@@ -10,3 +10,8 @@ cd "$TORUS_BUILD"
 # OMP_WAIT_POLICY=passive: oneDNN's OpenMP threads must not spin while co-located ranks wait for each other.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 ctest --output-on-failure --no-tests=error --timeout 1800 "$@"
+# Then the CPU code's unit tests once more under AddressSanitizer and UndefinedBehaviorSanitizer (build-asan/).
+# TORUS_SANITIZER_LANE=0 skips it (a quick local run).
+if [ "${TORUS_SANITIZER_LANE:-1}" != 0 ]; then
+  torus_sanitizer_lane
+fi
