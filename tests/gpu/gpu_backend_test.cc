@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/close.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
@@ -52,17 +53,13 @@ std::vector<float> rounded(std::vector<float> v, DType type) {
   return v;
 }
 
-// Relative to the tensor's largest magnitude: tolerant of cancellation near zero, strict on the bulk.
+// Relative to the tensor's largest finite magnitude; non-finite values by equality (tests/support/close.h).
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 1e-6;
-  for (float w : want) scale = std::max(scale, static_cast<double>(std::fabs(w)));
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= rtol * scale) && bad++ == 0) first = i;
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements differ beyond " << rtol
-                     << " x max|want| = " << rtol * scale << "; first at " << first << ": got " << got[first]
-                     << ", want " << want[first];
+  const test::CloseReport r = test::compare_close(got, want, rtol);
+  EXPECT_EQ(r.bad, 0u) << what << ": " << r.bad << " of " << got.size() << " elements differ beyond " << rtol
+                       << " x max finite |want| = " << r.tolerance << "; first at " << r.first << ": got "
+                       << (got.empty() ? 0.0f : got[r.first]) << ", want " << (want.empty() ? 0.0f : want[r.first]);
 }
 
 double tolerance(DType type) { return type == DType::kF32 ? 2e-5 : type == DType::kF16 ? 4e-3 : 3e-2; }

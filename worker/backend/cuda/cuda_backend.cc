@@ -37,6 +37,23 @@ cudnnDataType_t cudnn_type(DType t) {
   }
 }
 
+cudnnPoolingMode_t cudnn_pool_mode(PoolMode m) {
+  switch (m) {
+    case PoolMode::kMax:
+      return CUDNN_POOLING_MAX;
+    case PoolMode::kMaxDeterministic:
+      return CUDNN_POOLING_MAX_DETERMINISTIC;
+    case PoolMode::kAverageExcludePadding:
+      return CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  }
+  throw InvalidArgument("cuda backend: unknown pooling mode " + std::to_string(static_cast<int>(m)));
+}
+
+// cuDNN 9 statuses are grouped by thousands: 3000 is NOT_SUPPORTED, 3xxx its specific reasons.
+bool refused(cudnnStatus_t s) {
+  return static_cast<int>(s) / 1000 == static_cast<int>(CUDNN_STATUS_NOT_SUPPORTED) / 1000;
+}
+
 void expect_elements(Tensor t, int64_t elements, const char* what) {
   if (t.numel() != elements)
     throw InvalidArgument(std::string("cuda backend: ") + what + " has " + std::to_string(t.numel()) +
@@ -565,7 +582,7 @@ void CudaBackend::norm_forward_training(const NormGeometry& g, Tensor x, Tensor 
         p.x.get(), y.data(), p.stats.get(), gamma.data(), beta.data(), momentum, running_mean.data(),
         running_var.data(), g.eps, save_mean.data(), save_var.data(), p.relu.get(), workspace(p.fwd_bytes), p.fwd_bytes,
         workspace_t.data(), p.reserve_bytes);
-    if (static_cast<int>(status) / 1000 == static_cast<int>(CUDNN_STATUS_NOT_SUPPORTED) / 1000) {
+    if (refused(status)) {
       // Sizes were accepted at plan time but this shape is refused at run time: BN, then our ReLU with a mask
       // (the layer's workspace is sized for both), from now on.
       TLOG(Warn) << "batch norm " << g.shape().str() << ": cuDNN's fused BN + ReLU refused the shape ("
@@ -574,15 +591,17 @@ void CudaBackend::norm_forward_training(const NormGeometry& g, Tensor x, Tensor 
       p.mode = CUDNN_BATCHNORM_SPATIAL;
     } else {
       CUDNN_CHECK(status);
-      stash_[workspace_t.data()] = {x.data(), y.data()};
+      stash_[workspace_t.data()] = {x.data(), y.data(), BnFusion::kCudnn};
     }
   }
   if (p.fusion == BnFusion::kOff) {
     CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
         cudnn_.get(), p.mode, &one, &zero, p.x.get(), x.data(), p.x.get(), y.data(), p.stats.get(), gamma.data(),
         beta.data(), momentum, running_mean.data(), running_var.data(), g.eps, save_mean.data(), save_var.data()));
-    if (g.activation == Activation::kRelu)
+    if (g.activation == Activation::kRelu) {
       launch_relu_with_mask(y.data(), static_cast<uint32_t*>(workspace_t.data()), type, y.numel(), stream_.get());
+      stash_[workspace_t.data()] = {x.data(), y.data(), BnFusion::kOff};
+    }
   }
   // cuDNN saved 1/sqrt(var + eps); the interface promises the biased variance.
   launch_var_from_invstd(save_var.f32(), g.c, g.eps, stream_.get());
@@ -612,28 +631,60 @@ void CudaBackend::norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tens
   NormPlan& p = norm_plan(g, type);
   auto* invstd = static_cast<float*>(scratch(kNormInvStd, static_cast<size_t>(g.c) * sizeof(float)));
   launch_invstd_from_var(save_var.f32(), invstd, g.c, g.eps, stream_.get());
-  const float one = 1.0f, zero = 0.0f;
-  if (p.fusion == BnFusion::kCudnn) {
+  Stash forward;  // only ReLU layers record their forward (their workspace is unique per layer)
+  if (g.activation == Activation::kRelu) {
     auto it = stash_.find(workspace_t.data());
     if (it == stash_.end())
       throw InvalidArgument("batch norm backward: no training forward recorded for this workspace");
-    CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
-        cudnn_.get(), p.mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &one, &zero, &one, &zero, p.x.get(), x.data(),
-        p.x.get(), it->second.y, p.x.get(), dy.data(), nullptr, nullptr, p.x.get(), dx.data(), p.stats.get(),
-        gamma.data(), beta.data(), dgamma.data(), dbeta.data(), g.eps, save_mean.data(), invstd, p.relu.get(),
-        workspace(p.bwd_bytes), p.bwd_bytes, workspace_t.data(), p.reserve_bytes));
-    return;
+    forward = it->second;
   }
+  FusedBackward fused = FusedBackward::kRefused;
+  // A plan already switched off (another layer of this shape was refused) goes straight to the fallback.
+  if (forward.norm == BnFusion::kCudnn && p.fusion == BnFusion::kCudnn) {
+    const float one = 1.0f, zero = 0.0f;
+    const cudnnStatus_t status = cudnnBatchNormalizationBackwardEx(
+        cudnn_.get(), p.mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &one, &zero, &one, &zero, p.x.get(), x.data(),
+        p.x.get(), forward.y, p.x.get(), dy.data(), nullptr, nullptr, p.x.get(), dx.data(), p.stats.get(),
+        gamma.data(), beta.data(), dgamma.data(), dbeta.data(), g.eps, save_mean.data(), invstd, p.relu.get(),
+        workspace(p.bwd_bytes), p.bwd_bytes, workspace_t.data(), p.reserve_bytes);
+    if (!refused(status)) {
+      CUDNN_CHECK(status);
+      fused = FusedBackward::kRan;
+    } else {
+      // Like the forward's fallback: this call takes the ReLU's gradient from the output; later forwards of the
+      // shape run BN and our ReLU with a mask.
+      TLOG(Warn) << "batch norm " << g.shape().str() << ": cuDNN's fused BN + ReLU backward refused the shape ("
+                 << cudnnGetErrorString(status) << "); running a separate ReLU backward and BN backward";
+      p.fusion = BnFusion::kOff;
+      p.mode = CUDNN_BATCHNORM_SPATIAL;
+    }
+  }
+  const NormBackward path = cuda::norm_backward(g.activation, forward.norm, fused);
+  if (path == NormBackward::kFused) return;
+  norm_backward_unfused(g, path, forward, x, dy, gamma, save_mean, invstd, workspace_t, dx, dgamma, dbeta);
+}
+
+void CudaBackend::norm_backward_unfused(const NormGeometry& g, NormBackward path, const Stash& forward, Tensor x,
+                                        Tensor dy, Tensor gamma, Tensor save_mean, const float* invstd,
+                                        Tensor workspace_t, Tensor dx, Tensor dgamma, Tensor dbeta) {
+  const DType type = x.dtype();
   const void* grad = dy.data();
-  if (g.activation == Activation::kRelu) {  // through the ReLU first, with the forward's mask
+  if (path == NormBackward::kReluFromMask || path == NormBackward::kReluFromOutput) {  // through the ReLU first
     void* masked = scratch(kNormDy, dy.bytes());
-    launch_relu_mask_backward(dy.data(), static_cast<const uint32_t*>(workspace_t.data()), masked, type, dy.numel(),
-                              stream_.get());
+    if (path == NormBackward::kReluFromMask) {
+      launch_relu_mask_backward(dy.data(), static_cast<const uint32_t*>(workspace_t.data()), masked, type, dy.numel(),
+                                stream_.get());
+    } else {
+      launch_relu_backward(forward.y, dy.data(), masked, type, dy.numel(), stream_.get());
+    }
     grad = masked;
   }
-  CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn_.get(), p.mode, &one, &zero, &one, &zero, p.x.get(), x.data(),
-                                              p.x.get(), grad, p.x.get(), dx.data(), p.stats.get(), gamma.data(),
-                                              dgamma.data(), dbeta.data(), g.eps, save_mean.data(), invstd));
+  NormPlan& p = norm_plan(g, type);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn_.get(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
+                                              p.x.get(), x.data(), p.x.get(), grad, p.x.get(), dx.data(),
+                                              p.stats.get(), gamma.data(), dgamma.data(), dbeta.data(), g.eps,
+                                              save_mean.data(), invstd));
 }
 
 // --- elementwise ------------------------------------------------------------------------------------------------
@@ -669,8 +720,7 @@ CudaBackend::PoolPlan& CudaBackend::pool_plan(const PoolGeometry& g, DType type)
   auto p = std::make_unique<PoolPlan>();
   set_nhwc(p->x, type, g.n, g.h, g.w, g.c);
   set_nhwc(p->y, type, g.n, g.out_h(), g.out_w(), g.c);
-  const cudnnPoolingMode_t mode =
-      g.kind == PoolKind::kMax ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  const cudnnPoolingMode_t mode = cudnn_pool_mode(pool_mode(g.kind, options_.determinism));
   CUDNN_CHECK(cudnnSetPooling2dDescriptor(p->pool.get(), mode, CUDNN_NOT_PROPAGATE_NAN, static_cast<int>(g.kh),
                                           static_cast<int>(g.kw), static_cast<int>(g.pad), static_cast<int>(g.pad),
                                           static_cast<int>(g.stride), static_cast<int>(g.stride)));

@@ -26,18 +26,16 @@
 #include "worker/backend/cuda/block_pool.h"
 #include "worker/backend/cuda/handles.h"
 #include "worker/backend/cuda/kernels.h"
+#include "worker/backend/cuda/plan_choices.h"
 
 namespace torus::worker::cuda {
 
 // How a conv algorithm is chosen per geometry: cuDNN's heuristics, or timing every candidate on first use
 // (PyTorch's cudnn.benchmark).
 enum class ConvSearch : uint8_t { kHeuristic, kBenchmark };
-// Deterministic: skip algorithms cuDNN reports as non-deterministic (atomics in backward-filter).
-enum class Determinism : uint8_t { kAny, kRequired };
 // TF32 tensor cores for fp32 convs and GEMMs (Ampere+): ~8x the fp32 rate, 10-bit mantissa products.
 enum class Tf32 : uint8_t { kAllow, kDeny };
-// cuDNN's fused BN + ReLU (BN_ACTIVATION, NHWC fp16 only) instead of BN followed by our ReLU-with-mask kernel.
-enum class BnFusion : uint8_t { kCudnn, kOff };
+// Determinism and BnFusion: plan_choices.h.
 
 struct CudaOptions {
   int device = 0;
@@ -148,6 +146,7 @@ class CudaBackend final : public Backend {
   struct Stash {  // what a backward needs that the interface does not pass, keyed by the layer's workspace
     const void* x = nullptr;
     const void* y = nullptr;
+    BnFusion norm = BnFusion::kOff;  // batch norm + ReLU: how the training forward ran
   };
   struct Shadow {
     Buffer buffer;
@@ -164,6 +163,10 @@ class CudaBackend final : public Backend {
   Tensor weights_as(Tensor w, DType type);
   Tensor as_f32(Tensor t, int slot);
   void check_labels_pending();
+  // Batch norm's backward through the ReLU when the forward wrote no mask or the fused backward is not used.
+  void norm_backward_unfused(const NormGeometry& g, NormBackward path, const Stash& forward, Tensor x, Tensor dy,
+                             Tensor gamma, Tensor save_mean, const float* invstd, Tensor workspace_t, Tensor dx,
+                             Tensor dgamma, Tensor dbeta);
   // Throws a clear error instead of a failed capture when a step allocates or plans while being captured.
   void expect_not_capturing(const char* what) const;
   LossScalars* scalars();

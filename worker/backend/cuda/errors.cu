@@ -15,13 +15,20 @@ void throw_cudnn_error(cudnnStatus_t s, const char* expr, const char* file, int 
   throw_cuda_error("cuDNN", expr, file, line, message);
 }
 
-int device_count() noexcept {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the sticky error so later calls see a clean state
-    return 0;
+static_assert(kCudaSuccess == cudaSuccess && kCudaErrorInsufficientDriver == cudaErrorInsufficientDriver &&
+              kCudaErrorNoDevice == cudaErrorNoDevice);
+
+int device_count() {
+  DeviceCountQuery q;
+  const cudaError_t status = cudaGetDeviceCount(&q.count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the error so later calls see a clean state
+    q.status = static_cast<int>(status);
+    q.error = cudaGetErrorString(status);
+    if (cudaDriverGetVersion(&q.driver_version) != cudaSuccess) q.driver_version = 0;
+    if (cudaRuntimeGetVersion(&q.runtime_version) != cudaSuccess) q.runtime_version = 0;
   }
-  return n;
+  return devices_from(q);
 }
 
 }  // namespace torus::cuda

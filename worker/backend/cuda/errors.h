@@ -8,14 +8,10 @@
 
 #include <string>
 
-#include "common/util/error.h"
+#include "worker/backend/cuda/cuda_error.h"
+#include "worker/backend/cuda/device_count.h"
 
 namespace torus::cuda {
-
-class CudaError : public Error {
- public:
-  using Error::Error;
-};
 
 [[noreturn]] void throw_cuda_error(const char* library, const char* expr, const char* file, int line,
                                    const std::string& message);
@@ -39,8 +35,9 @@ inline void check(ncclResult_t s, const char* expr, const char* file, int line) 
   throw_cuda_error("NCCL", expr, file, line, message);
 }
 
-// Number of usable CUDA devices; 0 when there is no driver or device (any error counts as "no GPU").
-int device_count() noexcept;
+// Number of usable CUDA devices: 0 when there is no device or no driver; any other failure of cudaGetDeviceCount
+// (e.g. a driver too old for this runtime) throws CudaError with CUDA's message (device_count.h says which).
+int device_count();
 
 }  // namespace torus::cuda
 
