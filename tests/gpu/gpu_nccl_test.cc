@@ -111,6 +111,22 @@ TEST_F(GpuNccl, GradientSyncAveragesAndCountsEachBucketsBytesAndDeviceTime) {
   });
 }
 
+// The watch of enqueued collectives runs on the communication thread, which starts on device 0: it must bind the
+// rank's device before its CUDA calls, or ranks above 0 would create a context on GPU 0.
+TEST_F(GpuNccl, CommunicationThreadWorksOnTheRanksDevice) {
+  if (ranks_ < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << gpus_ << ": with one, every rank uses device 0";
+  run_ranks(ranks_, [&](int rank) {
+    NcclCommunicator comm(rank, ranks_, std::make_shared<PrefixStore>("device", store_), rank, kTimeout);
+    int current = -1;
+    comm.submit("device check", 0, [&comm, &current] {
+          comm.wait_enqueued("device check");
+          CUDA_CHECK(cudaGetDevice(&current));
+        })
+        .wait(kTimeout);
+    EXPECT_EQ(current, rank) << "the communication thread's current device after wait_enqueued()";
+  });
+}
+
 TEST_F(GpuNccl, AbortedCommunicatorFailsItsCollectivesWithAClearError) {
   run_ranks(ranks_, [&](int rank) {
     NcclCommunicator comm(rank, ranks_, std::make_shared<PrefixStore>("abort", store_), rank, kTimeout);

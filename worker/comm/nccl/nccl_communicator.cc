@@ -193,8 +193,13 @@ void NcclCommunicator::wait_for_producer() {
 }
 
 void NcclCommunicator::complete(const char* what) {
-  settle(what);
-  CUDA_CHECK(cudaEventRecord(done_, stream_));
+  bind_device();  // on the communication thread, whose current device is 0 until bound
+  {
+    // Not while the training thread is mid-enqueue: done_ then follows every enqueue that returned.
+    std::lock_guard placing(stream_mu_);
+    settle(what);
+    CUDA_CHECK(cudaEventRecord(done_, stream_));
+  }
   const auto deadline = Clock::now() + timeout();
   for (;;) {
     const cudaError_t q = cudaEventQuery(done_);
@@ -222,9 +227,12 @@ void NcclCommunicator::complete(const char* what) {
 void NcclCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
   if (buf.count == 0) return;
   bind_device();
-  wait_for_producer();
-  TORUS_NCCL_ENQUEUE("all_reduce",
-                     ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), nccl_op(op), comm_, stream_));
+  {
+    std::lock_guard placing(stream_mu_);
+    wait_for_producer();
+    TORUS_NCCL_ENQUEUE("all_reduce",
+                       ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), nccl_op(op), comm_, stream_));
+  }
   complete("all_reduce");
 }
 
@@ -233,17 +241,21 @@ void NcclCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
   const size_t n = static_cast<size_t>(size());
   if (buf.count % n != 0) return all_reduce_now(buf, op);
   bind_device();
-  wait_for_producer();
-  const size_t per = buf.count / n;
-  // In place: NCCL's recvbuff == sendbuff + rank * recvcount.
-  TORUS_NCCL_ENQUEUE("reduce_scatter", ncclReduceScatter(buf.data, buf.at(per * static_cast<size_t>(rank())), per,
-                                                         nccl_type(buf.dtype), nccl_op(op), comm_, stream_));
+  {
+    std::lock_guard placing(stream_mu_);
+    wait_for_producer();
+    const size_t per = buf.count / n;
+    // In place: NCCL's recvbuff == sendbuff + rank * recvcount.
+    TORUS_NCCL_ENQUEUE("reduce_scatter", ncclReduceScatter(buf.data, buf.at(per * static_cast<size_t>(rank())), per,
+                                                           nccl_type(buf.dtype), nccl_op(op), comm_, stream_));
+  }
   complete("reduce_scatter");
 }
 
 void NcclCommunicator::all_gather_now(Buffer buf) {
   if (buf.count == 0) return;
   bind_device();
+  std::unique_lock placing(stream_mu_);
   wait_for_producer();
   const size_t n = static_cast<size_t>(size());
   if (buf.count % n == 0) {
@@ -262,29 +274,39 @@ void NcclCommunicator::all_gather_now(Buffer buf) {
     }
     NCCL_CHECK(ncclGroupEnd());
   }
+  placing.unlock();
   complete("all_gather");
 }
 
 void NcclCommunicator::broadcast_now(Buffer buf, int root) {
   if (buf.count == 0) return;
   bind_device();
-  wait_for_producer();
-  TORUS_NCCL_ENQUEUE("broadcast",
-                     ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.dtype), root, comm_, stream_));
+  {
+    std::lock_guard placing(stream_mu_);
+    wait_for_producer();
+    TORUS_NCCL_ENQUEUE("broadcast",
+                       ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.dtype), root, comm_, stream_));
+  }
   complete("broadcast");
 }
 
 void NcclCommunicator::barrier_now() {
   // NCCL has no barrier: a one-element all-reduce orders every rank the same way.
   bind_device();
-  CUDA_CHECK(cudaMemsetAsync(barrier_word_, 0, sizeof(float), stream_));
-  TORUS_NCCL_ENQUEUE("barrier", ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_));
+  {
+    std::lock_guard placing(stream_mu_);
+    CUDA_CHECK(cudaMemsetAsync(barrier_word_, 0, sizeof(float), stream_));
+    TORUS_NCCL_ENQUEUE("barrier",
+                       ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_));
+  }
   complete("barrier");
 }
 
 void NcclCommunicator::enqueue_all_reduce_average(Buffer buf, cudaStream_t after, const Timing* timing) {
   if (buf.count == 0) return;
   bind_device();
+  // Until NCCL settled: the communication thread's complete() must not record its event mid-enqueue.
+  std::lock_guard placing(stream_mu_);
   if (after != nullptr) {
     CUDA_CHECK(cudaEventRecord(enqueue_after_, after));
     CUDA_CHECK(cudaStreamWaitEvent(stream_, enqueue_after_, 0));
@@ -301,6 +323,7 @@ void NcclCommunicator::enqueue_all_reduce_average(Buffer buf, cudaStream_t after
 
 void NcclCommunicator::order_before(cudaStream_t consumer) {
   bind_device();
+  std::lock_guard placing(stream_mu_);
   CUDA_CHECK(cudaEventRecord(enqueued_done_, stream_));
   CUDA_CHECK(cudaStreamWaitEvent(consumer, enqueued_done_, 0));
 }

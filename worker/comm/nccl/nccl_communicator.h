@@ -61,7 +61,9 @@ class NcclCommunicator : public Communicator {
   void order_before(cudaStream_t consumer);
   // Waits on the host for everything enqueued on stream() so far, checking NCCL's asynchronous errors; aborts the
   // communicator and throws on an error or at the deadline. Run it on the communication thread (submit()) to watch
-  // enqueued collectives: with a watchdog set, a hung or failed step is reported like any collective.
+  // enqueued collectives: with a watchdog set, a hung or failed step is reported like any collective. It binds the
+  // rank's device on the calling thread first, so CUDA calls after it on that thread (the step's event timings) use
+  // this rank's device, not device 0. An enqueue in progress on the training thread finishes first.
   void wait_enqueued(const char* what) { complete(what); }
 
  private:
@@ -78,7 +80,8 @@ class NcclCommunicator : public Communicator {
   void settle(const char* what);
   // Before a collective: the communication stream waits for the producer stream (order_after).
   void wait_for_producer();
-  // Waits for everything queued on the stream, checking NCCL's asynchronous errors; aborts on the deadline.
+  // Binds the device, then waits for everything queued on the stream, checking NCCL's asynchronous errors; aborts on
+  // the deadline.
   void complete(const char* what);
 
   int device_;
@@ -90,6 +93,10 @@ class NcclCommunicator : public Communicator {
   cudaEvent_t enqueued_done_ = nullptr;
   float* barrier_word_ = nullptr;  // device memory, one float, for barrier_now()
   std::atomic<cudaStream_t> producer_{nullptr};
+  // Held while work is placed on stream_ (event records, an NCCL enqueue until it settled): the communication
+  // thread's complete() records done_ between two enqueues of the training thread, never during one
+  // (ncclInProgress). Lock order: stream_mu_, then nccl_mu_.
+  std::mutex stream_mu_;
   // Serializes NCCL calls on comm_ with abort() (the watchdog calls it from its own thread).
   mutable std::mutex nccl_mu_;
   bool aborted_ = false;

@@ -89,7 +89,7 @@ void NcclGradientSync::finish_step() {
       timing_.empty() ? std::vector<NcclCommunicator::Timing>{} : timing_[slot_];
   watches_.push_back(
       comm_->submit("gradient_all_reduce", step_bytes_, [comm, timing, traffic = traffic_, bytes = step_bytes_] {
-        comm->wait_enqueued("gradient all_reduce (bucketed, ncclAvg)");
+        comm->wait_enqueued("gradient all_reduce (bucketed, ncclAvg)");  // binds the rank's device on this thread
         if (traffic) traffic->add(timing.size(), bytes, device_seconds(timing));
       }));
   if (!timing_.empty()) slot_ = (slot_ + 1) % timing_.size();
