@@ -11,30 +11,16 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/close.h"
+#include "tests/gpu/gpu_test_support.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
 #include "worker/backend/cuda/graph.h"
-#include "worker/backend/cuda/staging.h"
 #include "worker/nn/model.h"
 #include "worker/optim/sgd.h"
 
-namespace torus::worker {
-// Test names and failure messages print the dtype by name.
-inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
-}  // namespace torus::worker
-
 namespace torus::worker::cuda {
 namespace {
-
-std::vector<float> random_values(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
 
 // Values without ties inside any pooling window of the cases below (indices that collide differ by a multiple of
 // 251, wider than every window), exact in bf16 and fp16, so max pooling routes gradients the same way everywhere.
@@ -44,73 +30,7 @@ std::vector<float> distinct_values(size_t n) {
   return v;
 }
 
-// What the device stores for fp32 values in `type` (the CPU reference gets the same rounded inputs).
-std::vector<float> rounded(std::vector<float> v, DType type) {
-  for (float& x : v) {
-    if (type == DType::kBF16) x = kmath::float_from_bf16(kmath::bf16_from_float(x));
-    if (type == DType::kF16) x = kmath::float_from_f16(kmath::f16_from_float(x));
-  }
-  return v;
-}
-
-// Relative to the tensor's largest finite magnitude; non-finite values by equality (tests/support/close.h).
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  const test::CloseReport r = test::compare_close(got, want, rtol);
-  EXPECT_EQ(r.bad, 0u) << what << ": " << r.bad << " of " << got.size() << " elements differ beyond " << rtol
-                       << " x max finite |want| = " << r.tolerance << "; first at " << r.first << ": got "
-                       << (got.empty() ? 0.0f : got[r.first]) << ", want " << (want.empty() ? 0.0f : want[r.first]);
-}
-
 double tolerance(DType type) { return type == DType::kF32 ? 2e-5 : type == DType::kF16 ? 4e-3 : 3e-2; }
-
-// A tensor together with the memory behind it.
-struct Held {
-  Buffer buffer;
-  Tensor t;
-};
-
-Held make(Backend& b, Shape s, DType type = DType::kF32) {
-  Held h{b.allocate(static_cast<size_t>(s.numel()) * dtype_size(type)), {}};
-  h.t = h.buffer.view(s, type);
-  return h;
-}
-
-Held make_from(Backend& b, Shape s, const std::vector<float>& values, DType type = DType::kF32) {
-  Held f32 = make(b, s);
-  b.upload(values.data(), f32.t);
-  if (type == DType::kF32) return f32;
-  Held h = make(b, s, type);
-  b.copy(f32.t, h.t);
-  return h;
-}
-
-std::vector<float> fetch(Backend& b, Tensor t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  if (t.dtype() == DType::kF32) {
-    b.download(t, out.data());
-    return out;
-  }
-  Held f32 = make(b, t.shape());
-  b.copy(t, f32.t);
-  b.download(f32.t, out.data());
-  return out;
-}
-
-class GpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (torus::cuda::device_count() == 0)
-      GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount found none, GPU test not run";
-    CudaOptions o;
-    o.tf32 = Tf32::kDeny;  // fp32 comparisons against oneDNN need full fp32 products
-    o.determinism = Determinism::kRequired;
-    gpu_ = make_cuda_backend(o);
-    cpu_ = cpu::make_cpu_backend(2);
-  }
-  std::unique_ptr<CudaBackend> gpu_;
-  std::unique_ptr<Backend> cpu_;
-};
 
 class GpuPrecisionTest : public GpuTest, public ::testing::WithParamInterface<DType> {};
 
@@ -435,50 +355,6 @@ TEST_F(GpuTest, AugmentationMatchesTheSharedFormulas) {
         }
   }
   expect_close(fetch(*gpu_, out.t), want, 1e-6, "augmented batch");
-}
-
-// --- graphs and staging -------------------------------------------------------------------------------------------
-TEST_F(GpuTest, CapturedStepReplaysTheSameWork) {
-  const Shape s{1024};
-  Held a = make_from(*gpu_, s, random_values(1024, 25)), b = make_from(*gpu_, s, random_values(1024, 26));
-  Held y = make(*gpu_, s);
-  gpu_->synchronize();
-  StepGraph graph = StepGraph::capture(*gpu_, [&] { gpu_->add(a.t, b.t, y.t, Activation::kRelu); });
-  gpu_->fill(y.t, -5.0f);
-  graph.replay(gpu_->compute_stream());
-  std::vector<float> want(1024);
-  const auto av = fetch(*gpu_, a.t), bv = fetch(*gpu_, b.t);
-  for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0f, av[i] + bv[i]);
-  expect_close(fetch(*gpu_, y.t), want, 1e-7, "graph replay");
-}
-
-TEST_F(GpuTest, AllocatingInsideACaptureIsAClearErrorAndLeavesTheStreamUsable) {
-  try {
-    (void)StepGraph::capture(*gpu_, [&] { (void)gpu_->allocate(1024); });
-    FAIL() << "expected allocate() inside a capture to be refused";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("inside a CUDA Graph capture"), std::string::npos) << e.what();
-  }
-  Held a = make_from(*gpu_, {4}, {1, 2, 3, 4});
-  expect_close(fetch(*gpu_, a.t), {1, 2, 3, 4}, 0.0, "a copy after the failed capture");
-}
-
-TEST_F(GpuTest, StagedBatchesArriveInOrderOnTheComputeStream) {
-  BatchStager stager(*gpu_, 256 * sizeof(float), 16 * sizeof(int32_t));
-  for (int batch = 0; batch < 5; ++batch) {
-    std::vector<float> images(256, static_cast<float>(batch));
-    std::vector<int32_t> labels(16, batch);
-    const int slot =
-        stager.stage(images.data(), images.size() * sizeof(float), labels.data(), labels.size() * sizeof(int32_t));
-    auto [dev_images, dev_labels] = stager.acquire(slot);
-    std::vector<float> got(256);
-    gpu_->download(Tensor(dev_images, {256}), got.data());
-    std::vector<int32_t> got_labels(16);
-    gpu_->download(Tensor(dev_labels, {16}, DType::kI32), got_labels.data());
-    stager.release(slot);
-    EXPECT_EQ(got, images) << "batch " << batch;
-    EXPECT_EQ(got_labels, labels) << "batch " << batch;
-  }
 }
 
 // --- training steps -----------------------------------------------------------------------------------------------

@@ -253,9 +253,7 @@ CudaBackend::~CudaBackend() { (void)cudaStreamSynchronize(stream_.get()); }
 
 // --- memory ---------------------------------------------------------------------------------------------------
 void CudaBackend::expect_not_capturing(const char* what) const {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  CUDA_CHECK(cudaStreamIsCapturing(stream_.get(), &status));
-  if (status != cudaStreamCaptureStatusNone)
+  if (capturing())
     throw InvalidArgument(std::string("cuda backend: ") + what +
                           " inside a CUDA Graph capture; run one eager step of the same shapes before capturing");
 }
@@ -295,19 +293,40 @@ void CudaBackend::synchronize() {
   check_labels_pending();
 }
 
-void CudaBackend::wait_event(cudaEvent_t event) { CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), event, 0)); }
-void CudaBackend::record_event(cudaEvent_t event) { CUDA_CHECK(cudaEventRecord(event, stream_.get())); }
+// Inside a capture, a plain record or wait only orders streams within the graph; the external flags make them
+// nodes that record (or wait for) the event on every replay, so other streams outside the graph can use them.
+void CudaBackend::wait_event(cudaEvent_t event) {
+  CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), event, capturing() ? cudaEventWaitExternal : cudaEventWaitDefault));
+}
+void CudaBackend::record_event(cudaEvent_t event) {
+  CUDA_CHECK(cudaEventRecordWithFlags(event, stream_.get(),
+                                      capturing() ? cudaEventRecordExternal : cudaEventRecordDefault));
+}
+
+bool CudaBackend::capturing() const {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream_.get(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+void CudaBackend::pin_for_graph() {
+  graph_pins_.pin(workspace_.data());
+  for (const auto& [slot, b] : scratch_) graph_pins_.pin(b.data());
+  for (const auto& [master, shadow] : shadows_) graph_pins_.pin(shadow.buffer.data());
+  for (const Buffer* b : {&row_loss_, &ones_, &loss_scale_}) graph_pins_.pin(b->data());
+}
 
 void* CudaBackend::workspace(size_t bytes) {
   if (bytes == 0) return nullptr;
-  // Growing drops the old block into the pool; work queued on this stream before is still ordered first.
-  if (workspace_.bytes() < bytes) workspace_ = allocate(bytes);
+  // Growing drops the old block into the pool (kept instead while a captured graph uses it); work queued on this
+  // stream before is still ordered first.
+  if (workspace_.bytes() < bytes) graph_pins_.replace(workspace_, allocate(bytes));
   return workspace_.data();
 }
 
 void* CudaBackend::scratch(int slot, size_t bytes) {
   Buffer& b = scratch_[slot];
-  if (b.bytes() < bytes) b = allocate(std::max<size_t>(bytes, 256));
+  if (b.bytes() < bytes) graph_pins_.replace(b, allocate(std::max<size_t>(bytes, 256)));
   return b.data();
 }
 
@@ -318,7 +337,7 @@ Tensor CudaBackend::weights_as(Tensor w, DType type) {
   Shadow& s = shadows_[w.data()];
   const size_t bytes = static_cast<size_t>(w.numel()) * dtype_size(type);
   if (s.buffer.bytes() < bytes || s.type != type) {  // a master seen in another half type converts again
-    if (s.buffer.bytes() < bytes) s.buffer = allocate(bytes);
+    if (s.buffer.bytes() < bytes) graph_pins_.replace(s.buffer, allocate(bytes));
     s.type = type;
     s.version = 0;
   }
@@ -799,7 +818,7 @@ void CudaBackend::linear_backward_weights(const LinearGeometry& g, Tensor x, Ten
                            static_cast<int>(g.out), &zero, dw.f32(), static_cast<int>(g.in)));
   // db (out) = dy^T (out, N) . ones (N)
   if (ones_.bytes() < static_cast<size_t>(g.n) * sizeof(float)) {
-    ones_ = allocate(static_cast<size_t>(g.n) * sizeof(float));
+    graph_pins_.replace(ones_, allocate(static_cast<size_t>(g.n) * sizeof(float)));
     launch_fill(ones_.data(), DType::kF32, g.n, 1.0f, stream_.get());
   }
   CUBLAS_CHECK(cublasSgemv(cublas_.get(), CUBLAS_OP_N, static_cast<int>(g.out), static_cast<int>(g.n), &one, dyf.f32(),
@@ -822,7 +841,8 @@ double CudaBackend::softmax_cross_entropy(Tensor logits, Tensor labels, float sm
   expect_dtype(logits, DType::kF32, "logits");
   expect_elements(labels, n, "labels");
   if (!dlogits.empty()) expect_elements(dlogits, n * k, "logit gradient");
-  if (row_loss_.bytes() < static_cast<size_t>(n) * sizeof(float)) row_loss_ = allocate(static_cast<size_t>(n) * 4);
+  if (row_loss_.bytes() < static_cast<size_t>(n) * sizeof(float))
+    graph_pins_.replace(row_loss_, allocate(static_cast<size_t>(n) * 4));
   CUDA_CHECK(cudaMemsetAsync(scalars(), 0, sizeof(LossScalars), stream_.get()));
   launch_softmax_xent(logits.f32(), labels.i32(), n, k, smoothing, loss_scale_ptr(),
                       dlogits.empty() ? nullptr : dlogits.f32(), static_cast<float*>(row_loss_.data()), scalars(),
@@ -843,7 +863,8 @@ void CudaBackend::softmax_cross_entropy_async(Tensor logits, Tensor labels, floa
   expect_elements(labels, n, "labels");
   expect_elements(loss, 1, "loss");
   if (!dlogits.empty()) expect_elements(dlogits, n * k, "logit gradient");
-  if (row_loss_.bytes() < static_cast<size_t>(n) * sizeof(float)) row_loss_ = allocate(static_cast<size_t>(n) * 4);
+  if (row_loss_.bytes() < static_cast<size_t>(n) * sizeof(float))
+    graph_pins_.replace(row_loss_, allocate(static_cast<size_t>(n) * 4));
   LossScalars* s = scalars() + 1;  // the step's own slot, checked at the next synchronize()
   CUDA_CHECK(cudaMemsetAsync(s, 0, sizeof(LossScalars), stream_.get()));
   launch_softmax_xent(logits.f32(), labels.i32(), n, k, smoothing, loss_scale_ptr(),
@@ -895,7 +916,7 @@ void CudaBackend::enable_loss_scaling(const kmath::LossScaleConfig& config) {
   if (!(config.init_scale >= config.min_scale && config.init_scale <= config.max_scale))
     throw InvalidArgument("loss scaling: init_scale must lie in [min_scale, max_scale], got " +
                           std::to_string(config.init_scale));
-  loss_scale_ = allocate(sizeof(kmath::LossScaleState));
+  graph_pins_.replace(loss_scale_, allocate(sizeof(kmath::LossScaleState)));
   const kmath::LossScaleState initial = kmath::loss_scale_initial(config);
   CUDA_CHECK(cudaMemcpyAsync(loss_scale_.data(), &initial, sizeof initial, cudaMemcpyHostToDevice, stream_.get()));
   CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // `initial` lives on this stack frame

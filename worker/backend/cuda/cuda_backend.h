@@ -24,6 +24,7 @@
 
 #include "worker/backend/backend.h"
 #include "worker/backend/cuda/block_pool.h"
+#include "worker/backend/cuda/graph_pins.h"
 #include "worker/backend/cuda/handles.h"
 #include "worker/backend/cuda/kernels.h"
 #include "worker/backend/cuda/plan_choices.h"
@@ -116,8 +117,13 @@ class CudaBackend final : public Backend {
   int device() const { return options_.device; }
   const CudaOptions& options() const { return options_; }
   // Orders the compute stream after `event` (recorded on another stream: copies, NCCL) without a host wait.
+  // Inside a graph capture both use the external flags: the graph records and waits for the event on every replay.
   void wait_event(cudaEvent_t event);
   void record_event(cudaEvent_t event);
+  // A graph was captured on the compute stream (StepGraph::capture calls it): the workspace, scratch, shadow and
+  // loss buffers it may use are kept alive when they grow later, until this backend is destroyed (graph_pins.h).
+  void pin_for_graph();
+  size_t graph_retained_bytes() const { return graph_pins_.retained_bytes(); }
 
   // The loss stays on the device: loss (1) fp32 receives the mean. Labels are checked at the next synchronize().
   void softmax_cross_entropy_async(Tensor logits, Tensor labels, float smoothing, Tensor dlogits, Tensor loss);
@@ -169,6 +175,7 @@ class CudaBackend final : public Backend {
                              Tensor dgamma, Tensor dbeta);
   // Throws a clear error instead of a failed capture when a step allocates or plans while being captured.
   void expect_not_capturing(const char* what) const;
+  bool capturing() const;
   LossScalars* scalars();
   const float* loss_scale_ptr() const;
   const int32_t* skip_flag() const;
@@ -192,6 +199,7 @@ class CudaBackend final : public Backend {
   Buffer ones_;        // for bias gradients (a GEMV against ones)
   Buffer loss_scale_;  // kmath::LossScaleState on the device, when enabled
   std::optional<kmath::LossScaleConfig> loss_scale_config_;
+  GraphPins graph_pins_;  // retained blocks go back to the pool with the backend (its destructor synchronized)
   bool labels_pending_ = false;
 };
 

@@ -4,7 +4,10 @@
 // single launch. A captured step must not synchronize with the host or allocate: use
 // softmax_cross_entropy_async() and the device-side loss scaler; keep input batches at fixed device addresses
 // (staging.h's slots) and change hyper-parameters through device memory, not kernel arguments (the learning rate
-// passed to sgd_update at capture time is the one every replay uses).
+// passed to sgd_update at capture time is the one every replay uses). A workspace or scratch buffer that grows
+// after the capture (a larger shape run eagerly) is kept for the graph rather than freed (pin_for_graph). Events the
+// step records or waits for through the backend (record_event, wait_event: staging.h) become graph nodes.
+// A StepGraph must not outlive its backend.
 #include <functional>
 
 #include "worker/backend/cuda/cuda_backend.h"
@@ -30,6 +33,7 @@ class StepGraph {
     }
     cudaGraph_t g = nullptr;
     CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    backend.pin_for_graph();  // the buffers the graph uses outlive their growth
     StepGraph out;
     out.graph_ = torus::cuda::Graph(g);
     cudaGraphExec_t exec = nullptr;
