@@ -74,9 +74,9 @@ TEST_P(GpuPrecisionTest, ConvolutionMatchesCpuForwardAndBackward) {
   for (const ConvGeometry& g : cases) {
     const std::string what = "conv " + g.input_shape().str() + " k" + std::to_string(g.kh) + " s" +
                              std::to_string(g.stride) + " " + dtype_name(type);
-    const auto x = rounded(random_values(static_cast<size_t>(g.input_shape().numel()), 1), type);
-    const auto dy = rounded(random_values(static_cast<size_t>(g.output_shape().numel()), 2), type);
-    const auto w = rounded(random_values(static_cast<size_t>(g.weight_shape().numel()), 3, 0.2f), type);
+    const auto x = rounded(random_vector(static_cast<size_t>(g.input_shape().numel()), 1), type);
+    const auto dy = rounded(random_vector(static_cast<size_t>(g.output_shape().numel()), 2), type);
+    const auto w = rounded(random_vector(static_cast<size_t>(g.weight_shape().numel()), 3, 0.2f), type);
     std::vector<float> y_ref, dx_ref, dw_ref(w.size()), dw_gpu(w.size());
     {
       Backend& b = *cpu_;
@@ -108,7 +108,7 @@ TEST_P(GpuPrecisionTest, ConvolutionMatchesCpuForwardAndBackward) {
 
 TEST_F(GpuTest, ConvWeightsRoundTripThroughTheNativeLayout) {
   const ConvGeometry g{2, 5, 5, 3, 4, 3, 3, 1, 1};
-  const auto w = random_values(static_cast<size_t>(g.weight_shape().numel()), 9);
+  const auto w = random_vector(static_cast<size_t>(g.weight_shape().numel()), 9);
   Held native = make(*gpu_, {static_cast<int64_t>(gpu_->conv_weight_elements(g))});
   gpu_->conv_weight_import(g, w.data(), native.t);
   std::vector<float> back(w.size());
@@ -122,9 +122,9 @@ TEST_P(GpuPrecisionTest, BatchNormMatchesCpuInTrainingAndInference) {
   for (Activation act : {Activation::kNone, Activation::kRelu}) {
     const NormGeometry g{8, 6, 6, 16, 1e-5f, act};
     const std::string what = std::string("batch norm ") + dtype_name(type) + (act == Activation::kRelu ? " +relu" : "");
-    const auto x = rounded(random_values(static_cast<size_t>(g.shape().numel()), 4, 2.0f), type);
-    const auto dy = rounded(random_values(x.size(), 5), type);
-    const auto gamma = random_values(16, 6), beta = random_values(16, 7);
+    const auto x = rounded(random_vector(static_cast<size_t>(g.shape().numel()), 4, 2.0f), type);
+    const auto dy = rounded(random_vector(x.size(), 5), type);
+    const auto gamma = random_vector(16, 6), beta = random_vector(16, 7);
     struct Out {
       std::vector<float> y, mean, var, rm, rv, dx, dgamma, dbeta, y_eval;
     };
@@ -160,8 +160,8 @@ TEST_P(GpuPrecisionTest, BatchNormMatchesCpuInTrainingAndInference) {
 TEST_P(GpuPrecisionTest, ReluAndResidualAddMatchCpu) {
   const DType type = GetParam();
   const Shape s{4, 5, 5, 8};
-  const auto a = rounded(random_values(static_cast<size_t>(s.numel()), 10), type);
-  const auto b2 = rounded(random_values(a.size(), 11), type);
+  const auto a = rounded(random_vector(static_cast<size_t>(s.numel()), 10), type);
+  const auto b2 = rounded(random_vector(a.size(), 11), type);
   auto run = [&](Backend& b, DType t) {
     Held x = make_from(b, s, a, t), z = make_from(b, s, b2, t), y = make(b, s, t), sum = make(b, s, t),
          dx = make(b, s, t);
@@ -184,7 +184,7 @@ TEST_P(GpuPrecisionTest, PoolingMatchesCpu) {
                                            PoolGeometry::global(4, 4, 4, 32, PoolKind::kMax)};
   for (const PoolGeometry& g : cases) {
     const auto x = distinct_values(static_cast<size_t>(g.input_shape().numel()));
-    const auto dy = rounded(random_values(static_cast<size_t>(g.output_shape().numel()), 13), type);
+    const auto dy = rounded(random_vector(static_cast<size_t>(g.output_shape().numel()), 13), type);
     auto run = [&](Backend& b, DType t) {
       Held xs = make_from(b, g.input_shape(), x, t), dys = make_from(b, g.output_shape(), dy, t);
       Held y = make(b, g.output_shape(), t), dx = make(b, g.input_shape(), t);
@@ -204,9 +204,9 @@ TEST_P(GpuPrecisionTest, PoolingMatchesCpu) {
 TEST_P(GpuPrecisionTest, LinearMatchesCpu) {
   const DType type = GetParam();
   const LinearGeometry g{16, 64, 10};
-  const auto x = rounded(random_values(static_cast<size_t>(g.n * g.in), 14), type);
-  const auto w = random_values(static_cast<size_t>(g.out * g.in), 15, 0.1f), bias = random_values(10, 16);
-  const auto dy = rounded(random_values(static_cast<size_t>(g.n * g.out), 17), type);
+  const auto x = rounded(random_vector(static_cast<size_t>(g.n * g.in), 14), type);
+  const auto w = random_vector(static_cast<size_t>(g.out * g.in), 15, 0.1f), bias = random_vector(10, 16);
+  const auto dy = rounded(random_vector(static_cast<size_t>(g.n * g.out), 17), type);
   auto run = [&](Backend& b, DType t) {
     Held xs = make_from(b, {g.n, g.in}, x, t), ws = make_from(b, {g.out, g.in}, w), bs = make_from(b, {g.out}, bias);
     Held dys = make_from(b, {g.n, g.out}, dy, t), y = make(b, {g.n, g.out}, t), dx = make(b, {g.n, g.in}, t);
@@ -227,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, GpuPrecisionTest, ::testing::Values(DType::
 // --- loss, metrics, optimizer -------------------------------------------------------------------------------------
 TEST_F(GpuTest, SoftmaxCrossEntropyAndTopKMatchCpu) {
   const int64_t n = 33, k = 10;
-  const auto z = random_values(static_cast<size_t>(n * k), 18, 3.0f);
+  const auto z = random_vector(static_cast<size_t>(n * k), 18, 3.0f);
   std::vector<int32_t> labels(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7 % k);
   auto run = [&](Backend& b, double& loss, int64_t& top1, int64_t& top5) {
@@ -249,7 +249,7 @@ TEST_F(GpuTest, SoftmaxCrossEntropyAndTopKMatchCpu) {
 }
 
 TEST_F(GpuTest, OutOfRangeLabelIsAClearError) {
-  Held zs = make_from(*gpu_, {2, 3}, random_values(6, 19)), ls = make(*gpu_, {2}, DType::kI32);
+  Held zs = make_from(*gpu_, {2, 3}, random_vector(6, 19)), ls = make(*gpu_, {2}, DType::kI32);
   const std::vector<int32_t> labels = {1, 3};
   gpu_->upload(labels.data(), ls.t);
   try {
@@ -261,7 +261,7 @@ TEST_F(GpuTest, OutOfRangeLabelIsAClearError) {
 }
 
 TEST_F(GpuTest, SgdMatchesCpu) {
-  const auto w = random_values(1000, 20), g = random_values(1000, 21), v = random_values(1000, 22);
+  const auto w = random_vector(1000, 20), g = random_vector(1000, 21), v = random_vector(1000, 22);
   for (math::Nesterov nesterov : {math::Nesterov::kOff, math::Nesterov::kOn}) {
     const SgdHyper h{0.1f, 0.9f, 5e-4f, nesterov};
     auto run = [&](Backend& b) {
@@ -277,7 +277,7 @@ TEST_F(GpuTest, SgdMatchesCpu) {
 
 // --- mixed precision ----------------------------------------------------------------------------------------------
 TEST_F(GpuTest, ConversionsRunTheSharedFormulas) {
-  auto x = random_values(4096, 23, 1000.0f);
+  auto x = random_vector(4096, 23, 1000.0f);
   x[0] = 70000.0f;  // overflows fp16
   x[1] = 1e-7f;     // fp16 subnormal
   for (DType type : {DType::kBF16, DType::kF16}) {
@@ -292,13 +292,13 @@ TEST_F(GpuTest, LossScalingSkipsOverflowStepsAndBacksOff) {
   c.growth_interval = 2;
   gpu_->enable_loss_scaling(c);
   // dlogits carry the scale.
-  Held z = make_from(*gpu_, {2, 4}, random_values(8, 24)), dz = make(*gpu_, {2, 4}), ls = make(*gpu_, {2}, DType::kI32);
+  Held z = make_from(*gpu_, {2, 4}, random_vector(8, 24)), dz = make(*gpu_, {2, 4}), ls = make(*gpu_, {2}, DType::kI32);
   const std::vector<int32_t> labels = {0, 3};
   gpu_->upload(labels.data(), ls.t);
   (void)gpu_->softmax_cross_entropy(z.t, ls.t, 0.0f, dz.t);
   const auto scaled = fetch(*gpu_, dz.t);
   auto cpu = cpu::make_cpu_backend(1);
-  Held zc = make_from(*cpu, {2, 4}, random_values(8, 24)), dzc = make(*cpu, {2, 4}), lc = make(*cpu, {2}, DType::kI32);
+  Held zc = make_from(*cpu, {2, 4}, random_vector(8, 24)), dzc = make(*cpu, {2, 4}), lc = make(*cpu, {2}, DType::kI32);
   cpu->upload(labels.data(), lc.t);
   (void)cpu->softmax_cross_entropy(zc.t, lc.t, 0.0f, dzc.t);
   auto want = fetch(*cpu, dzc.t);
@@ -367,7 +367,7 @@ TEST_F(GpuTest, ResNet9StepsTrackTheCpuBackend) {
   cfg.batch_size = 32;
   cfg.image_size = 16;
   cfg.seed = 5;
-  const auto images = random_values(32 * 16 * 16, 27);
+  const auto images = random_vector(32 * 16 * 16, 27);
   std::vector<int32_t> labels(32);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 10);
   auto train = [&](Backend& b) {
@@ -397,7 +397,7 @@ TEST_F(GpuTest, CapturedTrainingStepReplaysLikeEagerSteps) {
   cfg.in_channels = 1;
   cfg.batch_size = 16;
   cfg.image_size = 16;
-  const auto images = random_values(16 * 16 * 16, 28);
+  const auto images = random_vector(16 * 16 * 16, 28);
   std::vector<int32_t> labels(16);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 10);
   // Three steps, eagerly or as one eager warm-up step and two replays of a captured step.

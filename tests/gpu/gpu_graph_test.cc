@@ -15,7 +15,7 @@ namespace {
 
 TEST_F(GpuTest, CapturedStepReplaysTheSameWork) {
   const Shape s{1024};
-  Held a = make_from(*gpu_, s, random_values(1024, 25)), b = make_from(*gpu_, s, random_values(1024, 26));
+  Held a = make_from(*gpu_, s, random_vector(1024, 25)), b = make_from(*gpu_, s, random_vector(1024, 26));
   Held y = make(*gpu_, s);
   gpu_->synchronize();
   StepGraph graph = StepGraph::capture(*gpu_, [&] { gpu_->add(a.t, b.t, y.t, Activation::kRelu); });
@@ -61,13 +61,13 @@ TEST_F(GpuTest, StagedBatchesArriveInOrderOnTheComputeStream) {
 TEST_F(GpuTest, ScratchThatGrowsAfterACaptureStaysWithTheGraph) {
   const LinearGeometry small{4, 64, 8}, large{64, 64, 8};
   // bf16 input and output: the linear layer converts both through scratch slots around its fp32 GEMM.
-  Held x = make_from(*gpu_, {4, 64}, random_values(256, 40), DType::kBF16);
-  Held w = make_from(*gpu_, {8, 64}, random_values(512, 41)), b = make_from(*gpu_, {8}, random_values(8, 42));
+  Held x = make_from(*gpu_, {4, 64}, random_vector(256, 40), DType::kBF16);
+  Held w = make_from(*gpu_, {8, 64}, random_vector(512, 41)), b = make_from(*gpu_, {8}, random_vector(8, 42));
   Held y = make(*gpu_, {4, 8}, DType::kBF16);
   gpu_->linear_forward(small, x.t, w.t, b.t, y.t);  // the eager warm-up creates the scratch at the small size
   const std::vector<float> want = fetch(*gpu_, y.t);
   StepGraph graph = StepGraph::capture(*gpu_, [&] { gpu_->linear_forward(small, x.t, w.t, b.t, y.t); });
-  Held xl = make_from(*gpu_, {64, 64}, random_values(4096, 43), DType::kBF16);
+  Held xl = make_from(*gpu_, {64, 64}, random_vector(4096, 43), DType::kBF16);
   Held yl = make(*gpu_, {64, 8}, DType::kBF16);
   gpu_->linear_forward(large, xl.t, w.t, b.t, yl.t);  // grows the scratch slots
   EXPECT_GT(gpu_->graph_retained_bytes(), 0u);

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <memory>
 #include <ostream>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "tests/support/close.h"
+#include "tests/worker/test_util.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
@@ -23,13 +23,7 @@ inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
 
 namespace torus::worker::cuda {
 
-inline std::vector<float> random_values(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using testing::random_vector;  // tests/worker/test_util.h
 
 // What the device stores for fp32 values in `type` (the CPU reference gets the same rounded inputs).
 inline std::vector<float> rounded(std::vector<float> v, DType type) {
