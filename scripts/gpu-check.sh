@@ -24,7 +24,11 @@ step "devices"
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv || true
 fi
-"$BIN/torus_gpu_bench" check || { echo "gpu-check: no CUDA device: this check needs an NVIDIA GPU" >&2; exit 3; }
+device_rc=0
+"$BIN/torus_gpu_bench" check || device_rc=$?
+# 3: no device (or no driver); anything else: the driver or runtime failed, with CUDA's message above.
+[[ $device_rc == 3 ]] && { echo "gpu-check: no CUDA device: this check needs an NVIDIA GPU" >&2; exit 3; }
+[[ $device_rc == 0 ]] || { echo "gpu-check: the CUDA device query failed (above)" >&2; exit "$device_rc"; }
 
 step "kernel formulas and the caching pool on the CPU (tests/gpu_math)"
 "$TESTS/gpu_math_test" --gtest_brief=1

@@ -11,7 +11,10 @@ PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
 
 cmake --build "$BUILD_DIR" --target torus_gpu_bench >/dev/null
 BENCH="$BUILD_DIR/bin/torus_gpu_bench"
-"$BENCH" check || { echo "no CUDA device: bench/gpu needs an NVIDIA GPU" >&2; exit 3; }
+device_rc=0
+"$BENCH" check || device_rc=$?
+[[ $device_rc == 3 ]] && { echo "no CUDA device: bench/gpu needs an NVIDIA GPU" >&2; exit 3; }
+[[ $device_rc == 0 ]] || { echo "bench/gpu: the CUDA device query failed (above)" >&2; exit "$device_rc"; }
 
 if "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   TORCH=1
