@@ -35,7 +35,8 @@ constexpr std::array kTable = std::to_array<Tunable>({
      "1 refuses every connection outside loopback (127.0.0.0/8, ::1); every test runs with it"},
     {"TORUS_CUDA_TF32", Type::kInteger, "1", "", "GPU: 1 lets fp32 convolutions and GEMMs use TF32, 0 denies it"},
     {"TORUS_CUDNN_BENCHMARK", Type::kInteger, "0", "", "GPU: 1 times the cuDNN convolution algorithms"},
-    {"TORUS_CUDNN_DETERMINISTIC", Type::kInteger, "0", "", "GPU: 1 allows deterministic algorithms only"},
+    {"TORUS_CUDNN_DETERMINISTIC", Type::kInteger, "0", "",
+     "GPU: 1 uses deterministic conv algorithms and max pooling only"},
     {"TORUS_CUDNN_BN_FUSION", Type::kInteger, "1", "", "GPU: 0 turns the fused cuDNN batch norm + ReLU off"},
     {"TORUS_CUDNN_WORKSPACE_MB", Type::kInteger, "512", "", "GPU: workspace one convolution algorithm may use"},
 });

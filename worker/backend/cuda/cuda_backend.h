@@ -53,7 +53,7 @@ struct CudaOptions {
 int select_device(int local_rank, int gpus_per_worker);
 // This rank's options: device = select_device(local_rank, gpus_per_worker); tunables from the environment (declared
 // in common/util/tunables.cc, listed in docs/tunables.md): TORUS_CUDA_TF32 (1: allow, 0: deny), TORUS_CUDNN_BENCHMARK (1: time conv algorithms),
-// TORUS_CUDNN_DETERMINISTIC (1: deterministic algorithms only), TORUS_CUDNN_BN_FUSION (0: off),
+// TORUS_CUDNN_DETERMINISTIC (1: deterministic conv algorithms and max pooling only), TORUS_CUDNN_BN_FUSION (0: off),
 // TORUS_CUDNN_WORKSPACE_MB (per-algorithm workspace limit).
 CudaOptions cuda_options_for_rank(int local_rank, int gpus_per_worker);
 // "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" for logs and bench lines.
