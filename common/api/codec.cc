@@ -268,6 +268,7 @@ void describe(V& v, S& x) {
   v("imagesPerSecond", x.images_per_second);
   v("etaSeconds", x.eta_seconds);
   v("busBandwidthGBps", x.bus_bandwidth_gbps);
+  v("allReduceAlgorithm", x.allreduce_algorithm);
   v("updateTime", x.update_time);
 }
 

@@ -349,6 +349,7 @@ struct Progress {
   double images_per_second = 0;
   int64_t eta_seconds = 0;
   double bus_bandwidth_gbps = 0;  // all-reduce bus bandwidth (nccl-tests definition), GB/s
+  std::string allreduce_algorithm;  // the gang-wide algorithm that carried the most bytes ("ring", ...)
   std::string update_time;
   bool operator==(const Progress&) const = default;
 };

@@ -12,6 +12,31 @@ std::optional<double> sample(const std::map<std::string, double>& s, const char*
   return it->second;
 }
 
+// The value of label `label` in a series key "name{a=\"x\",b=\"y\"}", or "" when it has none.
+std::string label_of(const std::string& series, const std::string& label) {
+  const std::string key = label + "=\"";
+  for (size_t at = series.find(key); at != std::string::npos; at = series.find(key, at + 1)) {
+    if (at == 0 || (series[at - 1] != '{' && series[at - 1] != ',')) continue;
+    const size_t begin = at + key.size();
+    const size_t end = series.find('"', begin);
+    return end == std::string::npos ? "" : series.substr(begin, end - begin);
+  }
+  return "";
+}
+
+// The algorithm of the gang-wide ("global") all-reduce series that carried the most bytes.
+std::string busiest_algorithm(const std::map<std::string, double>& s) {
+  const std::string family = "torus_worker_allreduce_bytes_total{";
+  std::string best;
+  double best_bytes = 0;
+  for (auto it = s.lower_bound(family); it != s.end() && it->first.starts_with(family); ++it) {
+    if (label_of(it->first, "level") != "global" || !(it->second > best_bytes)) continue;
+    best_bytes = it->second;
+    best = label_of(it->first, "algorithm");
+  }
+  return best;
+}
+
 }  // namespace
 
 std::map<std::string, double> parse_prometheus_text(const std::string& text) {
@@ -31,6 +56,7 @@ std::map<std::string, double> parse_prometheus_text(const std::string& text) {
     double v = std::strtod(line.c_str() + value_start, &end);
     if (end == line.c_str() + value_start) continue;
     out.emplace(name, v);  // keeps the first series of a name
+    if (line[name_end] == '{') out.emplace(line.substr(0, line.find('}', name_end) + 1), v);
   }
   return out;
 }
@@ -48,6 +74,7 @@ std::optional<api::Progress> progress_from_metrics(const std::map<std::string, d
   double rank_ips = sample(s, "torus_worker_images_per_second").value_or(0);
   p.images_per_second = rank_ips * std::max(world_size, 1);
   p.bus_bandwidth_gbps = sample(s, "torus_worker_allreduce_bus_bandwidth_bytes_per_second").value_or(0) / 1e9;
+  p.allreduce_algorithm = busiest_algorithm(s);
   auto planned = sample(s, "torus_worker_planned_steps");
   auto global_batch = sample(s, "torus_worker_global_batch_size");
   if (planned && global_batch && p.images_per_second > 0 && *planned >= p.step) {

@@ -9,12 +9,14 @@
 
 namespace torus::controller {
 
-// The first sample of each metric family in a Prometheus text exposition, by metric name (labels ignored;
-// a worker exposes one series per name). Hand-written: Debian ships no Prometheus client parser for C++.
+// The samples of a Prometheus text exposition: by metric name, the first series of that name (a worker exposes one
+// series of most names), and by full series ("name{a=\"x\",...}") every labelled series, for the families a worker
+// exposes per label (the all-reduce's, per algorithm and level). Hand-written: Debian ships no Prometheus client
+// parser for C++.
 std::map<std::string, double> parse_prometheus_text(const std::string& text);
 
-// Progress from rank 0's samples: epoch, step, loss, accuracy, images/s (whole gang) and an ETA from the
-// planned steps. nullopt when the text holds none of the worker's metrics.
+// Progress from rank 0's samples: epoch, step, loss, accuracy, images/s (whole gang), an ETA from the planned
+// steps, and the gang-wide all-reduce algorithm that carried the most bytes (the rule of `torus run`'s summary). nullopt when the text holds none of the worker's metrics.
 std::optional<api::Progress> progress_from_metrics(const std::map<std::string, double>& samples, int world_size,
                                                    const std::string& now_rfc3339);
 

@@ -17,12 +17,16 @@ torus_worker_images_per_second{job="j",namespace="n",rank="0",attempt="1"} 1000
 torus_worker_global_batch_size{job="j",namespace="n",rank="0",attempt="1"} 256
 torus_worker_step_seconds_bucket{le="0.1"} 3
 torus_worker_allreduce_bus_bandwidth_bytes_per_second{algorithm="ring",level="global"} 2.5e9
+torus_worker_allreduce_bytes_total{job="j",algorithm="ring",level="global"} 4096
+torus_worker_allreduce_bytes_total{job="j",algorithm="hierarchical",level="global"} 1.5e6
+torus_worker_allreduce_bytes_total{job="j",algorithm="ring",level="intra_host"} 9e9
 )";
 
 TEST(Progress, ParsesExposition) {
   auto s = parse_prometheus_text(kExposition);
   EXPECT_DOUBLE_EQ(s.at("torus_worker_global_step"), 250);
   EXPECT_DOUBLE_EQ(s.at("torus_worker_allreduce_bus_bandwidth_bytes_per_second"), 2.5e9);
+  EXPECT_DOUBLE_EQ(s.at(R"(torus_worker_allreduce_bytes_total{job="j",algorithm="hierarchical",level="global"})"), 1.5e6);
   EXPECT_EQ(s.count("# HELP"), 0u);
 }
 
@@ -37,6 +41,14 @@ TEST(Progress, StatusFieldsAndEta) {
   // 750 steps left x 256 images / 2000 images/s = 96 s.
   EXPECT_EQ(p->eta_seconds, 96);
   EXPECT_DOUBLE_EQ(p->bus_bandwidth_gbps, 2.5);
+  // The gang-wide series with the most bytes; a level inside the hierarchy does not count.
+  EXPECT_EQ(p->allreduce_algorithm, "hierarchical");
+}
+
+TEST(Progress, NoAllReduceYetNamesNoAlgorithm) {
+  auto p = progress_from_metrics(parse_prometheus_text("torus_worker_global_step 3\n"), 1, "");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->allreduce_algorithm, "");
 }
 
 TEST(Progress, NoWorkerMetricsNoProgress) {

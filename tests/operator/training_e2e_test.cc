@@ -62,8 +62,10 @@ class TrainingE2E : public ::testing::Test {
     tmp_.reset();
   }
 
-  // A small CPU job on synthetic data: `workers` pods of `processes` ranks, checkpoints every 2 steps.
-  static std::string job_yaml(const std::string& name, int workers, int processes, int epochs) {
+  // A small CPU job on synthetic data: `workers` pods of `processes` ranks, checkpoints every 2 steps; `more_spec`
+  // adds fields under spec (two-space indented).
+  static std::string job_yaml(const std::string& name, int workers, int processes, int epochs,
+                              const std::string& more_spec = "") {
     return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
            "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
            "\n  metricsPort: " + std::to_string(free_port()) + "\n  gang:\n    workers: " + std::to_string(workers) +
@@ -76,7 +78,7 @@ class TrainingE2E : public ::testing::Test {
            std::to_string(epochs) +
            "\n    batchSize: 32\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
            "    checkpoint:\n      dir: " +
-           (dir_ / ("ckpt-" + name)).string() + "\n      everySteps: 2\n  runPolicy:\n    restartPolicy: ExitCode\n";
+           (dir_ / ("ckpt-" + name)).string() + "\n      everySteps: 2\n  runPolicy:\n    restartPolicy: ExitCode\n" + more_spec;
   }
 
   static CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
@@ -84,9 +86,9 @@ class TrainingE2E : public ::testing::Test {
     return run_command(args, timeout);
   }
 
-  void apply(const std::string& name, int workers, int processes, int epochs) {
+  void apply(const std::string& name, int workers, int processes, int epochs, const std::string& more_spec = "") {
     const std::string file = (dir_ / (name + ".yaml")).string();
-    std::ofstream(file) << job_yaml(name, workers, processes, epochs);
+    std::ofstream(file) << job_yaml(name, workers, processes, epochs, more_spec);
     const CmdResult r = kubectl({"apply", "-f", file});
     ASSERT_EQ(r.code, 0) << r.out;
   }
@@ -135,6 +137,15 @@ class TrainingE2E : public ::testing::Test {
     }
     return ranks;
   }
+  // What rank `rank`'s `finished` event says, from the pods' logs (empty when it has not finished).
+  static json finished_event(const std::string& job, int rank) {
+    std::istringstream logs(logs_of(job));
+    for (std::string line; std::getline(logs, line);) {
+      const auto e = process::parse_event(line);
+      if (e && e->value("event", "") == process::event::kFinished && e->value("rank", -1) == rank) return *e;
+    }
+    return json::object();
+  }
   static int attempt_of(const json& pod) {
     return std::stoi(pod["metadata"]["labels"].value(std::string(kLabelAttempt), "-1"));
   }
@@ -155,12 +166,13 @@ std::unique_ptr<Daemon> TrainingE2E::operator_;
 std::unique_ptr<kube::Client> TrainingE2E::client_;
 
 TEST_F(TrainingE2E, TwoCpuWorkersTrainAndTheStatusShowsTheirRealProgress) {
-  apply("alpha", 2, 1, 20);
+  apply("alpha", 2, 1, 20, "  allReduce:\n    algorithm: ring\n");
   // rank 0's /metrics, read by the operator on rank 0's pod IP while the gang trains.
   ASSERT_TRUE(eventually(
       [] {
         const json p = status_of("alpha").value("progress", json::object());
-        return p.value("step", 0) > 0 && p.value("imagesPerSecond", 0.0) > 0;
+        return p.value("step", 0) > 0 && p.value("imagesPerSecond", 0.0) > 0 &&
+               !p.value("allReduceAlgorithm", "").empty();
       },
       120s))
       << status_of("alpha").dump() << "\n"
@@ -168,6 +180,8 @@ TEST_F(TrainingE2E, TwoCpuWorkersTrainAndTheStatusShowsTheirRealProgress) {
   wait_phase("alpha", "Succeeded");
   const json progress = status_of("alpha")["progress"];
   EXPECT_GT(progress.value("step", 0), 0) << progress.dump();
+  // spec.allReduce.algorithm reached the ranks, and the status names what ran.
+  EXPECT_EQ(progress.value("allReduceAlgorithm", ""), "ring") << progress.dump();
   EXPECT_EQ(started_ranks("alpha", 2), (std::set<int>{0, 1})) << logs_of("alpha");
   std::set<std::string> ips;
   for (const json& pod : pods_of("alpha")) {
@@ -178,8 +192,10 @@ TEST_F(TrainingE2E, TwoCpuWorkersTrainAndTheStatusShowsTheirRealProgress) {
 }
 
 TEST_F(TrainingE2E, TwoWorkersOfTwoProcessesFormAWorldOfFour) {
-  apply("beta", 2, 2, 1);
+  // On 2 nodes of 2 ranks the cost model picks hierarchical (measured); the job asks for ring, and ring is what ran.
+  apply("beta", 2, 2, 1, "  allReduce:\n    algorithm: ring\n");
   wait_phase("beta", "Succeeded");
+  EXPECT_EQ(finished_event("beta", 0).value("allreduce_algorithm", ""), "ring") << logs_of("beta");
   EXPECT_EQ(started_ranks("beta", 4), (std::set<int>{0, 1, 2, 3})) << logs_of("beta");
   const std::string logs = logs_of("beta");
   EXPECT_NE(logs.find("started local ranks 0..1 of 4"), std::string::npos) << logs;
