@@ -25,6 +25,7 @@
 #include "common/process/worker_events.h"
 #include "common/util/env.h"
 #include "common/util/error.h"
+#include "common/util/tunables.h"
 #include "operator/runtime/run_report.h"
 
 namespace torus::runtime {
@@ -95,7 +96,7 @@ std::string random_secret() {
 
 std::string worker_binary(const LocalRunOptions& options) {
   if (!options.worker_binary.empty()) return options.worker_binary;
-  if (auto env = env::get("TORUS_WORKER_BINARY")) return *env;
+  if (auto path = tunables::process_snapshot().text("TORUS_WORKER_BINARY")) return *path;
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   const fs::path sibling = self.parent_path() / "torus-worker";
@@ -381,7 +382,7 @@ int run_local(const LocalRunOptions& options) {
     spec.argv = {binary};
     spec.env = launch::to_process_env(
         torus_run_rank_env(job, rank, attempt, {job_path, node, master_port_of_attempt[attempt], secret}));
-    spec.env["TORUS_LOG_LEVEL"] = env::get_or("TORUS_LOG_LEVEL", "info");
+    spec.env["TORUS_LOG_LEVEL"] = tunables::process_snapshot().text("TORUS_LOG_LEVEL").value_or("info");
     // Several ranks share this machine's cores: OpenMP threads that spin while waiting steal them.
     spec.env["OMP_WAIT_POLICY"] = env::get_or("OMP_WAIT_POLICY", "passive");
     return spec;

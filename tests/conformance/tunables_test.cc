@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "common/util/error.h"
@@ -39,6 +42,29 @@ TEST(Tunables, DocsListEveryTunableAsDeclared) {
       EXPECT_NE(text.str().find("`" + std::string(t.overrides) + "`"), std::string::npos) << t.name;
     }
   }
+}
+
+// A TORUS_ variable the code reads straight from the environment is a tunable like the others: declared in the table
+// (and so in the docs). The launch contract's variables (common/launch/, one reader) are not tunables.
+TEST(Tunables, EveryVariableTheCodeReadsIsDeclared) {
+  const std::regex read(R"re((?:env::get(?:_or)?|getenv)\(\s*"(TORUS_[A-Z0-9_]+)")re");
+  std::set<std::string> declared_names;
+  for (const Tunable& t : table()) declared_names.insert(std::string(t.name));
+  int files = 0;
+  for (const char* dir : {"common", "operator", "worker"}) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(TORUS_SOURCE_DIR) + "/" + dir)) {
+      const auto ext = entry.path().extension();
+      if (ext != ".cc" && ext != ".h" && ext != ".cu" && ext != ".cuh") continue;
+      if (entry.path().parent_path().filename() == "launch") continue;
+      ++files;
+      std::ifstream in(entry.path());
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (std::sregex_iterator m(text.begin(), text.end(), read), end; m != end; ++m)
+        EXPECT_TRUE(declared_names.contains((*m)[1].str()))
+            << entry.path() << " reads " << (*m)[1] << ", which common/util/tunables.cc does not declare";
+    }
+  }
+  EXPECT_GT(files, 100) << "the scan found the sources";
 }
 
 TEST(ErrorLine, ReadsTheFinalReasonAndLoggedErrors) {
