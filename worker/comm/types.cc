@@ -1,12 +1,14 @@
 #include "worker/comm/types.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 
 #include "common/util/error.h"
+#include "worker/backend/half.h"
 
 namespace torus::comm {
+
+namespace math = worker::math;
 
 size_t element_size(DataType t) {
   switch (t) {
@@ -50,42 +52,6 @@ Range chunk_range(size_t count, int size, int rank) {
   return {begin, begin + base + (r < extra ? 1 : 0)};
 }
 
-uint16_t float_to_half(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x47800000u) return static_cast<uint16_t>(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
-  if (abs < 0x38800000u) {                                  // subnormal half (or zero)
-    const float magic = std::bit_cast<float>(0x3f000000u);  // 0.5: shifts mantissa into place
-    const uint32_t shifted = std::bit_cast<uint32_t>(std::bit_cast<float>(abs) + magic) - 0x3f000000u;
-    return static_cast<uint16_t>(sign | shifted);
-  }
-  const uint32_t mant_odd = (abs >> 13) & 1u;
-  const uint32_t rounded = abs + 0xc8000fffu + mant_odd;  // rebias exponent (-112 << 23) and round to nearest even
-  return static_cast<uint16_t>(sign | (rounded >> 13));
-}
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
-  if (exp == 0) {
-    const float sub = static_cast<float>(mant) * std::bit_cast<float>(0x33800000u);  // mant * 2^-24
-    return sign != 0 ? -sub : sub;
-  }
-  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
-}
-
-uint16_t float_to_bfloat16(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // keep NaN a NaN
-  const uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>((x + rounding) >> 16);
-}
-
-float bfloat16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-
 namespace {
 
 template <typename T>
@@ -95,13 +61,13 @@ struct Plain {
   using Acc = T;
 };
 struct Half {
-  static float load(const void* p, size_t i) { return half_to_float(static_cast<const uint16_t*>(p)[i]); }
-  static void store(void* p, size_t i, float v) { static_cast<uint16_t*>(p)[i] = float_to_half(v); }
+  static float load(const void* p, size_t i) { return math::float_from_f16(static_cast<const uint16_t*>(p)[i]); }
+  static void store(void* p, size_t i, float v) { static_cast<uint16_t*>(p)[i] = math::f16_from_float(v); }
   using Acc = float;
 };
 struct BFloat {
-  static float load(const void* p, size_t i) { return bfloat16_to_float(static_cast<const uint16_t*>(p)[i]); }
-  static void store(void* p, size_t i, float v) { static_cast<uint16_t*>(p)[i] = float_to_bfloat16(v); }
+  static float load(const void* p, size_t i) { return math::float_from_bf16(static_cast<const uint16_t*>(p)[i]); }
+  static void store(void* p, size_t i, float v) { static_cast<uint16_t*>(p)[i] = math::bf16_from_float(v); }
   using Acc = float;
 };
 
@@ -207,9 +173,9 @@ void scale(Buffer b, double factor) {
 
 void compress(DataType to, std::span<const float> in, uint16_t* out) {
   if (to == DataType::kFloat16) {
-    for (size_t i = 0; i < in.size(); ++i) out[i] = float_to_half(in[i]);
+    for (size_t i = 0; i < in.size(); ++i) out[i] = math::f16_from_float(in[i]);
   } else if (to == DataType::kBFloat16) {
-    for (size_t i = 0; i < in.size(); ++i) out[i] = float_to_bfloat16(in[i]);
+    for (size_t i = 0; i < in.size(); ++i) out[i] = math::bf16_from_float(in[i]);
   } else {
     throw InvalidArgument("compress: target type must be float16 or bfloat16, got " + to_string(to));
   }
@@ -217,9 +183,9 @@ void compress(DataType to, std::span<const float> in, uint16_t* out) {
 
 void decompress(DataType from, const uint16_t* in, std::span<float> out) {
   if (from == DataType::kFloat16) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = half_to_float(in[i]);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = math::float_from_f16(in[i]);
   } else if (from == DataType::kBFloat16) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = bfloat16_to_float(in[i]);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = math::float_from_bf16(in[i]);
   } else {
     throw InvalidArgument("decompress: source type must be float16 or bfloat16, got " + to_string(from));
   }

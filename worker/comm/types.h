@@ -48,11 +48,7 @@ void reduce_many(DataType t, ReduceOp op, void* out, const void* const* in, int 
 // In-place scaling (averaging gradients); integers are divided, floats multiplied.
 void scale(Buffer b, double factor);
 
-// fp32 <-> fp16 / bf16, round to nearest even (gradient compression).
-uint16_t float_to_half(float f);
-float half_to_float(uint16_t h);
-uint16_t float_to_bfloat16(float f);
-float bfloat16_to_float(uint16_t h);
+// fp32 <-> fp16 / bf16 (gradient compression), rounded by worker/backend/half.h: to nearest even.
 void compress(DataType to, std::span<const float> in, uint16_t* out);
 void decompress(DataType from, const uint16_t* in, std::span<float> out);
 
