@@ -12,6 +12,7 @@ namespace torus::api {
 namespace {
 
 // Names become pod names "<name>-worker-<index>" (DNS-1123 labels, at most 63 characters): 48 leaves room.
+// The job's headless Service takes the name itself, and Service names are DNS-1035 labels (a letter first).
 constexpr size_t kMaxNameLength = 48;
 
 std::string show(double v) {
@@ -24,6 +25,11 @@ std::string show(int32_t v) { return std::to_string(v); }
 
 bool is_dns1123_label(const std::string& s) {
   static const std::regex kLabel("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$");
+  return s.size() <= 63 && std::regex_match(s, kLabel);
+}
+
+bool is_dns1035_label(const std::string& s) {
+  static const std::regex kLabel("^[a-z]([-a-z0-9]*[a-z0-9])?$");
   return s.size() <= 63 && std::regex_match(s, kLabel);
 }
 
@@ -100,10 +106,10 @@ void check_header(Checker& c, const TrainingJob& job) {
 
 void check_metadata(Checker& c, const ObjectMeta& m) {
   if (m.name.empty() && m.generate_name.empty()) c.add("metadata.name", "is required: the job's name");
-  if (!m.name.empty() && (!is_dns1123_label(m.name) || m.name.size() > kMaxNameLength)) {
+  if (!m.name.empty() && (!is_dns1035_label(m.name) || m.name.size() > kMaxNameLength)) {
     c.add("metadata.name",
-          "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a "
-          "letter or digit) of at most " +
+          "must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter and ending with a "
+          "letter or digit: the job's Service takes this name) of at most " +
               std::to_string(kMaxNameLength) + " characters, got \"" + m.name + "\"");
   }
   if (!m.namespace_.empty() && !is_dns1123_label(m.namespace_)) {

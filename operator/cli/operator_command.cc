@@ -24,6 +24,7 @@ const std::string_view kOperatorSummary = "run the TrainingJob operator against 
 const std::string_view kOperatorUsage =
     "usage: torus operator [--kubeconfig FILE] [--namespace NS[,NS...]]... [--leader-elect]\n"
     "                      [--metrics-addr HOST:PORT] [--qps Q] [--burst B] [--workers N]\n"
+    "                      [--progress-interval S]\n"
     "                      [--lease-namespace NS] [--id NAME]\n"
     "\n"
     "Watches TrainingJobs and runs each as a gang of worker pods (docs/operator.md).\n"
@@ -37,8 +38,8 @@ const std::string_view kOperatorUsage =
     "  --metrics-addr ADDR   serve /metrics, /healthz, /readyz here (default :8080; port 0 picks one)\n"
     "  --qps Q --burst B     client-side rate limit for API requests (default 20 / 30)\n"
     "  --workers N           jobs reconciled in parallel (default 4)\n"
+    "  --progress-interval S read a Running job's progress from rank 0's /metrics every S seconds (default 15)\n"
     "  --worker-image IMAGE  image for jobs whose spec.gang.image is empty\n"
-    "  --progress-interval S how often a Running job's progress is read from rank 0's metrics (default 15)\n"
     "  --lease-duration S --renew-deadline S --retry-period S\n"
     "                        leader election timing in seconds (default 15 / 10 / 2)\n"
     "Flags also take the form --flag=value; --metrics-address, --leader-election-namespace and\n"

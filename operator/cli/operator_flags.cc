@@ -93,11 +93,14 @@ OperatorFlags parse_operator_flags(const std::vector<std::string>& args) {
       f.lease.retry_period = std::chrono::milliseconds(static_cast<int64_t>(number_flag(a, value()) * 1000));
     } else if (a == "--workers") {
       f.workers = static_cast<int>(number_flag(a, value()));
+    } else if (a == "--progress-interval") {
+      const std::string text = value();
+      const double seconds = number_flag(a, text);
+      if (seconds < 1 || seconds != static_cast<double>(static_cast<int64_t>(seconds)))
+        throw InvalidArgument(given + ": must be a whole number of seconds >= 1, got '" + text + "'");
+      f.progress_interval = std::chrono::seconds(static_cast<int64_t>(seconds));
     } else if (a == "--worker-image") {
       f.worker_image = value();
-    } else if (a == "--progress-interval") {
-      f.progress_interval = std::chrono::seconds(static_cast<int64_t>(number_flag(a, value())));
-      if (f.progress_interval.count() < 1) throw InvalidArgument(given + ": expected at least 1 second");
     } else {
       throw InvalidArgument("torus operator: unknown flag '" + a + "' (see torus operator --help)");
     }

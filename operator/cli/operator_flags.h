@@ -20,8 +20,8 @@ struct OperatorFlags {
   double qps = 20;
   int burst = 30;
   int workers = 4;
-  std::string worker_image;
   std::chrono::seconds progress_interval{15};  // how often a Running job's progress is read from rank 0
+  std::string worker_image;
   kube::LeaderElectionOptions lease;
 };
 

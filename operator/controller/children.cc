@@ -3,6 +3,7 @@
 #include "common/api/codec.h"
 #include "common/api/resolve.h"
 #include "operator/controller/labels.h"
+#include "operator/controller/spec_edits.h"
 
 namespace torus::controller {
 namespace {
@@ -20,6 +21,12 @@ json metadata(const api::TrainingJob& job, const std::string& name, int attempt)
           {"namespace", job.metadata.namespace_},
           {"labels", child_labels(job, attempt)},
           {"ownerReferences", json::array({owner_reference(job)})}};
+}
+
+// The ConfigMap and the pods say which spec they were made from (spec_edits.h).
+json spec_annotations(const api::TrainingJob& job) {
+  return {{str(kAnnotationSpecHash), spec_hash(job)},
+          {str(kAnnotationGeneration), std::to_string(job.metadata.generation.value_or(0))}};
 }
 
 // Lists of named items (containers, env, volumes, ports...) merge item by item, keyed by "name".
@@ -137,6 +144,8 @@ json child_labels(const api::TrainingJob& job, int attempt) {
           {str(kLabelAttempt), std::to_string(attempt)}};
 }
 
+std::string spec_hash(const api::TrainingJob& job) { return attempt_spec_hash(api::to_json(job)["spec"]); }
+
 std::string master_address(const api::TrainingJob& job) {
   return worker_pod_name(job.metadata.name, 0) + "." + service_name(job.metadata.name) + "." + job.metadata.namespace_ +
          ".svc";
@@ -160,10 +169,9 @@ json build_config_map(const api::TrainingJob& job, int attempt, const BlocksPlan
   spec_doc.erase("status");
   json data = {{str(kJobFileName), spec_doc.dump(2)}};
   if (blocks.ordering == RackOrdering::kMounted) data[str(kBlocksFileName)] = blocks.text;
-  return {{"apiVersion", "v1"},
-          {"kind", "ConfigMap"},
-          {"metadata", metadata(job, config_map_name(job.metadata.name), attempt)},
-          {"data", data}};
+  json md = metadata(job, config_map_name(job.metadata.name), attempt);
+  md["annotations"] = spec_annotations(job);
+  return {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", md}, {"data", data}};
 }
 
 json build_secret(const api::TrainingJob& job, int attempt, const std::string& secret) {
@@ -199,6 +207,8 @@ json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const
       merge_objects(user.value("metadata", json::object()), metadata(job, worker_pod_name(name, index), attempt));
   pod["metadata"]["labels"][str(kLabelWorkerIndex)] = std::to_string(index);
   pod["metadata"]["labels"][str(kLabelRole)] = "worker";
+  pod["metadata"]["annotations"] =
+      merge_objects(pod["metadata"].value("annotations", json::object()), spec_annotations(job));
   json ours = {{"restartPolicy", "Never"},  // the operator restarts the gang, never a single container
                {"hostname", worker_pod_name(name, index)},
                {"subdomain", service_name(name)},

@@ -1,6 +1,7 @@
 #pragma once
 // The objects the operator creates for a TrainingJob: a headless Service (stable DNS for rank 0), a ConfigMap
-// with the resolved spec, a Secret with the rendezvous secret, and one pod per worker. Pure builders.
+// with the resolved spec (rewritten before each attempt's pods are created), a Secret with the rendezvous secret,
+// and one pod per worker. Pure builders.
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -19,14 +20,14 @@ inline constexpr int kWholeNodeGpus = 8;
 
 // The controller owner reference (with blockOwnerDeletion) pointing at the job.
 json owner_reference(const api::TrainingJob& job);
-// Labels every child carries: managed-by, job name, attempt (1-based).
+// Labels every child carries: managed-by, job name, attempt (0-based: the first attempt is 0).
 json child_labels(const api::TrainingJob& job, int attempt);
 
 json build_service(const api::TrainingJob& job, int attempt);
 // With `blocks` kMounted, the node -> block map goes in next to job.json (kBlocksFileName).
 json build_config_map(const api::TrainingJob& job, int attempt, const BlocksPlan& blocks = {});
 json build_secret(const api::TrainingJob& job, int attempt, const std::string& secret);
-// Worker pod `index` of `attempt` (1-based). `job` must be defaulted.
+// Worker pod `index` of `attempt` (0-based). `job` must be defaulted.
 // With `blocks` kMounted, the worker gets TORUS_TOPOLOGY_KEY and TORUS_TOPOLOGY_BLOCKS_FILE.
 json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks = {});
 
@@ -41,6 +42,8 @@ inline constexpr std::string_view kVolcanoScheduler = "volcano";
 // The launch contract's rank environment of worker pod `index` (common/launch/rank_env.h): one rank when
 // processesPerWorker is 1, else the pod's LOCAL_WORLD_SIZE local ranks, started by torus-worker in the pod.
 launch::RankEnv pod_rank_env(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks = {});
+// The fingerprint of the job's attempt spec (spec_edits.h) that its ConfigMap and pods carry. `job` must be defaulted.
+std::string spec_hash(const api::TrainingJob& job);
 
 // rank 0's stable DNS name through the headless service: <job>-worker-0.<job>.<ns>.svc
 std::string master_address(const api::TrainingJob& job);

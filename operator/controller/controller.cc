@@ -5,7 +5,6 @@
 #include "common/api/codec.h"
 #include "common/log/log.h"
 #include "operator/controller/labels.h"
-#include "operator/controller/progress.h"
 #include "operator/controller/time_util.h"
 
 namespace torus::controller {
@@ -62,6 +61,14 @@ std::vector<json> owned_by(const std::vector<json>& objects, const std::string& 
   return out;
 }
 
+// The job's phase once `plan` is applied.
+std::string phase_after(const json& job, const Plan& plan) {
+  return plan.status ? plan.status->value("phase", "") : job.value("status", json::object()).value("phase", "");
+}
+
+// 400 BadRequest and 422 Invalid: the object as built is wrong, and the same spec builds it the same way again.
+bool refused_for_good(const kube::ApiError& e) { return e.status() == 400 || e.status() == 422; }
+
 }  // namespace
 
 std::string random_secret() {
@@ -74,7 +81,10 @@ std::string random_secret() {
 }
 
 Controller::Controller(kube::Client& client, ControllerOptions options, metrics::OperatorMetrics* metrics)
-    : client_(client), options_(std::move(options)), metrics_(metrics) {
+    : client_(client),
+      options_(std::move(options)),
+      metrics_(metrics),
+      progress_(options_.progress_interval, options_.scrape_timeout) {
   auto enqueue_job = [this](const json& job) { queue_.add(kube::object_key(job)); };
   kube::InformerHandlers job_handlers{enqueue_job, [enqueue_job](const json&, const json& j) { enqueue_job(j); },
                                       enqueue_job};
@@ -252,7 +262,7 @@ void Controller::process(const std::string& key) {
 void Controller::count_jobs_by_phase() {
   {
     // At most once a second: it walks the whole job cache.
-    std::lock_guard lock(progress_mu_);
+    std::lock_guard lock(bookkeeping_mu_);
     auto now = std::chrono::steady_clock::now();
     if (now - last_phase_count_ < std::chrono::seconds(1)) return;
     last_phase_count_ = now;
@@ -281,21 +291,17 @@ PlanInput Controller::observe(const Caches& caches, const json& job, const std::
                    topology_key_of(job).empty() ? std::nullopt : node_blocks(job)};
 }
 
-namespace {
-
-// The job's phase once `plan` is applied.
-std::string phase_after(const json& job, const Plan& plan) {
-  return plan.status ? plan.status->value("phase", "") : job.value("status", json::object()).value("phase", "");
-}
-
-}  // namespace
-
 std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key) {
   auto [ns, name] = split_key(key);
   const Caches* caches = caches_of(ns);
   if (!caches) return std::nullopt;  // not a watched namespace
   auto job = caches->jobs->store().get(key);
-  if (!job) return std::nullopt;  // deleted: garbage collection removes the children
+  if (!job) {  // deleted: garbage collection removes the children
+    progress_.forget(key);
+    std::lock_guard lock(bookkeeping_mu_);
+    last_failed_create_.erase(key);
+    return std::nullopt;
+  }
   PlanInput input = observe(*caches, *job, ns, name);
   if (!options_.default_worker_image.empty()) {
     json& image = input.job["spec"]["gang"]["image"];
@@ -307,10 +313,28 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   if (plan.ownership == Plan::Ownership::kHandedOff) return std::nullopt;
   if (!plan.creates.empty() && job->contains("status") && !still_exists(*job, ns, name)) return std::nullopt;
   observe_metrics(*job, plan);
-  apply(*job, plan, ns);
-  if (phase_after(*job, plan) != "Running") return plan.requeue_after;
-  // A Running job's progress is rank 0's metrics: read them again after the progress interval.
-  return plan.requeue_after ? std::min(*plan.requeue_after, options_.progress_interval) : options_.progress_interval;
+  if (auto refused = apply(*job, plan, ns)) {
+    TLOG(Warn) << "reconcile " << key << ": " << to_string(refused->kind) << " " << refused->name
+               << " refused for good (" << refused->code << "): " << refused->message << "; the job fails";
+    input.refused_child = std::move(refused);
+    Plan failed = controller::plan(input);
+    observe_metrics(*job, failed);
+    apply(*job, failed, ns);
+    return failed.requeue_after;
+  }
+  std::optional<std::chrono::seconds> requeue = plan.requeue_after;
+  if (phase_after(*job, plan) == "Running") {
+    // The next read of rank 0's progress: a quiet job is polled on the promised period, not only on events.
+    const auto next = progress_.next_in(key);
+    requeue = requeue ? std::min(*requeue, next) : next;
+  }
+  return requeue;
+}
+
+std::optional<json> Controller::rank0_of(const json& job, const std::string& ns) const {
+  const Caches* caches = caches_of(ns);
+  if (!caches) return std::nullopt;
+  return caches->pods->store().get(ns + "/" + worker_pod_name(job["metadata"].value("name", ""), 0));
 }
 
 bool Controller::still_exists(const json& job, const std::string& ns, const std::string& name) {
@@ -345,28 +369,36 @@ void Controller::create_child(ChildKind kind, const std::string& ns, const json&
   }
 }
 
-void Controller::apply(const json& job, const Plan& plan, const std::string& ns) {
+std::optional<RefusedChild> Controller::apply(const json& job, const Plan& plan, const std::string& ns) {
   for (const auto& d : plan.deletes) {
     TLOG(Info) << "delete " << ns << "/" << d.name << ": " << d.reason;
     client_.remove(resource_of(d.kind), ns, d.name);
   }
   for (const auto& u : plan.updates) client_.update(resource_of(u.kind), ns, u.object);
   for (const auto& c : plan.creates) {
-    if (c.kind == ChildKind::kPodGroup) {
-      create_pod_group(job, ns, c.object);
-    } else {
-      create_child(c.kind, ns, c.object);
+    try {
+      if (c.kind == ChildKind::kPodGroup) {
+        create_pod_group(job, ns, c.object);
+      } else {
+        create_child(c.kind, ns, c.object);
+      }
+    } catch (const kube::ApiError& e) {
+      if (refused_for_good(e))
+        return RefusedChild{c.kind, c.object["metadata"].value("name", ""), e.status(), e.what()};
+      if (e.status() / 100 == 4 && e.status() != 409 && e.status() != 429) warn_failed_create(job, c, e);
+      throw;
     }
   }
   std::optional<json> status = plan.status;
-  if (phase_after(job, plan) == "Running") {
-    if (auto progress = scrape_progress(job, ns)) {
-      json p = api::status_to_json(api::TrainingJobStatus{.progress = *progress})["progress"];
-      json base = status ? *status : job.value("status", json::object());
-      if (base.value("progress", json::object()) != p) {
-        base["progress"] = p;
-        status = base;
-      }
+  const std::string key = kube::object_key(job);
+  if (phase_after(job, plan) != "Running") {
+    progress_.forget(key);
+  } else if (auto progress = progress_.poll(key, job, rank0_of(job, ns))) {
+    json p = api::status_to_json(api::TrainingJobStatus{.progress = *progress})["progress"];
+    json base = status ? *status : job.value("status", json::object());
+    if (base.value("progress", json::object()) != p) {
+      base["progress"] = p;
+      status = base;
     }
   }
   if (status) write_status(job, *status, ns);
@@ -374,6 +406,20 @@ void Controller::apply(const json& job, const Plan& plan, const std::string& ns)
   if (plan.job_action == Plan::JobAction::kDelete) {
     client_.remove(res::kTrainingJobs, ns, job["metadata"].value("name", ""), kube::Propagation::kForeground);
   }
+  return std::nullopt;
+}
+
+void Controller::warn_failed_create(const json& job, const CreateAction& create, const kube::ApiError& error) {
+  const std::string message = "creating " + std::string(to_string(create.kind)) + " " +
+                              create.object["metadata"].value("name", "") + ": " + error.what() +
+                              "; retrying with backoff";
+  {
+    std::lock_guard lock(bookkeeping_mu_);
+    std::string& last = last_failed_create_[kube::object_key(job)];
+    if (last == message) return;
+    last = message;
+  }
+  record_event(job, {EventType::kWarning, "FailedCreate", message});
 }
 
 void Controller::create_pod_group(const json& job, const std::string& ns, const json& group) {
@@ -428,39 +474,6 @@ void Controller::record_event(const json& job, const EventRecord& e) {
     client_.create(res::kEvents, md.value("namespace", ""), event);
   } catch (const kube::ApiError& err) {
     TLOG(Warn) << "event " << e.reason << " for " << md.value("name", "") << ": " << err.what();  // best effort
-  }
-}
-
-std::optional<api::Progress> Controller::scrape_progress(const json& job, const std::string& ns) {
-  std::string name = job["metadata"].value("name", "");
-  std::string key = ns + "/" + name;
-  {
-    std::lock_guard lock(progress_mu_);
-    auto now = std::chrono::steady_clock::now();
-    auto it = last_scrape_.find(key);
-    if (it != last_scrape_.end() && now - it->second < options_.progress_interval) return std::nullopt;
-    last_scrape_[key] = now;
-  }
-  const Caches* caches = caches_of(ns);
-  auto rank0 = caches ? caches->pods->store().get(ns + "/" + worker_pod_name(name, 0)) : std::nullopt;
-  if (!rank0) return std::nullopt;
-  std::string ip = rank0->value("status", json::object()).value("podIP", "");
-  if (ip.empty()) return std::nullopt;
-  const json spec = job.value("spec", json::object());
-  int port = spec.value("metricsPort", 9090);
-  const json gang = spec.value("gang", json::object());
-  int world = gang.value("workers", 1) * gang.value("processesPerWorker", 1);
-  try {
-    kube::ClusterConfig target;
-    target.server = "http://" + ip + ":" + std::to_string(port);
-    auto transport = kube::make_http_transport(
-        target, kube::TransportOptions{std::chrono::ceil<std::chrono::seconds>(options_.scrape_timeout)});
-    kube::HttpResponse r = transport->send({"GET", "/metrics", "", "text/plain", {}});
-    if (r.status != 200) return std::nullopt;
-    return progress_from_metrics(parse_prometheus_text(r.body), world, format_time(Clock::now()));
-  } catch (const kube::ConnectionError& e) {
-    TLOG(Debug) << "progress of " << key << ": " << e.what();  // rank 0 not serving yet; next time
-    return std::nullopt;
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "common/metrics/operator_metrics.h"
 #include "operator/controller/planner.h"
+#include "operator/controller/progress_poller.h"
 #include "operator/kube/client.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/work_queue.h"
@@ -22,7 +23,7 @@ namespace torus::controller {
 struct ControllerOptions {
   std::vector<std::string> namespaces;  // the namespaces watched, one informer each per kind; empty = every namespace
   int workers = 4;
-  std::chrono::seconds progress_interval{15};  // how often a Running job's progress is read from rank 0
+  std::chrono::seconds progress_interval{15};  // how often a Running job's progress is read from rank 0 (requeued)
   std::chrono::milliseconds scrape_timeout{2000};
   std::string default_worker_image;  // for jobs whose spec.gang.image is empty (the chart's --worker-image)
 };
@@ -65,14 +66,18 @@ class Controller {
   // The caches holding namespace `ns`, or null when it is not watched.
   const Caches* caches_of(const std::string& ns) const;
   PlanInput observe(const Caches& caches, const json& job, const std::string& ns, const std::string& name) const;
-  void apply(const json& job, const Plan& plan, const std::string& ns);
+  // Applies `plan`; stops at a create the server refuses for good and returns it (the caller replans to fail the job).
+  std::optional<RefusedChild> apply(const json& job, const Plan& plan, const std::string& ns);
   void create_child(ChildKind kind, const std::string& ns, const json& object);
+  // A create refused in a way that may pass later (403 quota or RBAC, 404...) is a FailedCreate Warning event on the
+  // job, once per distinct message, before the pass is retried with backoff.
+  void warn_failed_create(const json& job, const CreateAction& create, const kube::ApiError& error);
   // A PodGroup the cluster does not serve (its scheduler is not installed) or RBAC forbids is a warning event on
   // the job, not an error: the pods are created anyway, and their Pending reason says the rest.
   void create_pod_group(const json& job, const std::string& ns, const json& group);
   void write_status(const json& job, json status, const std::string& ns);
   void record_event(const json& job, const EventRecord& event);
-  std::optional<api::Progress> scrape_progress(const json& job, const std::string& ns);
+  std::optional<json> rank0_of(const json& job, const std::string& ns) const;
   void observe_metrics(const json& job, const Plan& plan);
   void count_jobs_by_phase();
   bool still_exists(const json& job, const std::string& ns, const std::string& name);
@@ -85,8 +90,10 @@ class Controller {
   std::map<std::string, Caches> caches_;  // by watched namespace; "" when watching all of them
   kube::Informer* nodes_ = nullptr;       // null when nodes cannot be listed
   std::vector<std::thread> workers_;
-  std::mutex progress_mu_;
-  std::map<std::string, std::chrono::steady_clock::time_point> last_scrape_;
+  std::mutex bookkeeping_mu_;  // guards last_failed_create_ and last_phase_count_
+  ProgressPoller progress_;
+  // By job key: the last FailedCreate message recorded (guarded by bookkeeping_mu_).
+  std::map<std::string, std::string> last_failed_create_;
   std::chrono::steady_clock::time_point last_phase_count_{};
   enum class State { kIdle, kRunning, kStopped } state_ = State::kIdle;
 };

@@ -84,7 +84,7 @@ Decision decide_permanent(const GangPolicy& policy, const Failures& f) {
 }
 
 Decision decide_retryable(const GangPolicy& policy, const GangObservation& gang, const Failures& f) {
-  if (gang.attempt - 1 >= policy.backoff_limit) {
+  if (gang.restarts >= policy.backoff_limit) {
     std::ostringstream prefix;
     prefix << "backoff limit " << policy.backoff_limit << " reached after attempt " << gang.attempt << ": ";
     return failure_decision(Reason::kBackoffLimitExceeded, f.retryable, prefix.str());

@@ -46,7 +46,7 @@ RestartPolicy parse_restart_policy(const std::string& text, const std::string& f
 // The run policy knobs the decision depends on.
 struct GangPolicy {
   RestartPolicy restart_policy = RestartPolicy::kExitCode;
-  int backoff_limit = 3;                    // gang restarts allowed (attempt N+1 needs N <= backoff_limit)
+  int backoff_limit = 3;                    // restarts after failures allowed (one more needs restarts < limit)
   std::optional<Seconds> active_deadline;   // from the job's start (first attempt)
   std::optional<Seconds> running_deadline;  // from each attempt's start until every worker runs
   std::vector<int> extra_retryable_codes;   // besides ExitCode::kRetryable and kCollectiveTimeout
@@ -66,7 +66,8 @@ struct WorkerState {
 struct GangObservation {
   int expected_workers = 0;
   std::vector<WorkerState> workers;        // one per worker that exists in this attempt
-  int attempt = 1;                         // 1-based
+  int attempt = 0;                         // 0-based: the first attempt is 0, the first restart 1
+  int restarts = 0;                        // restarts after failures so far: the backoffLimit budget spent
   TimePoint job_start;                     // first attempt's start
   TimePoint attempt_start;                 // this attempt's start
   std::optional<TimePoint> running_since;  // when every worker of this attempt had reached Running

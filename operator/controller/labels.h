@@ -15,6 +15,9 @@ inline constexpr std::string_view kManagedByValue = "torus-operator";
 // Gang scheduling: coscheduling (scheduler-plugins) label and Volcano annotation.
 inline constexpr std::string_view kLabelPodGroup = "scheduling.x-k8s.io/pod-group";
 inline constexpr std::string_view kAnnotationVolcanoGroup = "scheduling.k8s.io/group-name";
+// On the ConfigMap and every pod: the fingerprint of the attempt spec they carry (spec_edits.h) and its generation.
+inline constexpr std::string_view kAnnotationSpecHash = "torus.dev/spec-hash";
+inline constexpr std::string_view kAnnotationGeneration = "torus.dev/generation";
 // The controller this operator answers to in spec.runPolicy.managedBy.
 inline constexpr std::string_view kControllerName = "torus.dev/operator";
 

@@ -9,6 +9,7 @@
 #include "common/api/validation.h"
 #include "operator/controller/children.h"
 #include "operator/controller/labels.h"
+#include "operator/controller/spec_edits.h"
 #include "operator/controller/time_util.h"
 
 namespace torus::controller {
@@ -35,6 +36,12 @@ std::string label(const json& obj, std::string_view key) {
   const json& labels = obj["metadata"].value("labels", json::object());
   auto it = labels.find(str(key));
   return it != labels.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::string annotation(const json& obj, std::string_view key) {
+  const json& annotations = obj["metadata"].value("annotations", json::object());
+  auto it = annotations.find(str(key));
+  return it != annotations.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 bool terminating(const json& obj) { return obj["metadata"].contains("deletionTimestamp"); }
@@ -64,9 +71,10 @@ struct Pass {
   api::TrainingJob job;
   api::TrainingJobStatus status;
   Plan plan;
-  BlocksPlan blocks;  // the node -> block map the workers get, if any
+  BlocksPlan blocks;      // the node -> block map the workers get, if any
+  std::string spec_hash;  // the fingerprint of the attempt spec the job asks for now (spec_edits.h)
 
-  int attempt() const { return status.attempt + 1; }
+  int attempt() const { return status.attempt; }  // 0-based, as status.attempt, the pod label and TORUS_ATTEMPT
   const std::string& name() const { return job.metadata.name; }
 
   void set(std::string_view type, ConditionStatus s, std::string reason, std::string message) {
@@ -92,7 +100,9 @@ struct Pass {
 
 bool finished(const std::optional<Phase>& phase) { return phase == Phase::kSucceeded || phase == Phase::kFailed; }
 
-void count_workers(Pass& p) {
+// Active and ready follow the pods; succeeded and failed of a finished job never go down, as a Job's do: a finished
+// pod deleted later (cleanPodPolicy All, kubectl delete) still ran to its end.
+void count_workers(Pass& p, const api::TrainingJobStatus& before) {
   api::WorkerCounts counts;
   for (const auto& pod : p.in.pods) {
     if (label(pod, kLabelAttempt) != std::to_string(p.attempt()) || terminating(pod)) continue;
@@ -101,6 +111,10 @@ void count_workers(Pass& p) {
     if (phase == "Failed") ++counts.failed;
     if (phase == "Pending" || phase == "Running") ++counts.active;
     if (phase == "Running" && pod_ready(pod)) ++counts.ready;
+  }
+  if (finished(before.phase)) {
+    counts.succeeded = std::max(counts.succeeded, before.workers.succeeded);
+    counts.failed = std::max(counts.failed, before.workers.failed);
   }
   p.status.workers = counts;
 }
@@ -174,21 +188,29 @@ const json* find_named(const std::vector<json>& objects, const std::string& name
   return nullptr;
 }
 
-// Level-triggered: the ConfigMap's block map follows the nodes' labels; written only when it differs.
-void sync_block_map(Pass& p, const json& config_map) {
+// Whether a pass may rewrite the job file: only before the pods of an attempt are created (spec_edits.h).
+enum class JobFile { kKeep, kRewrite };
+
+// Level-triggered: the ConfigMap's block map follows the nodes' labels; with kRewrite, job.json and the spec
+// annotations become the spec of the attempt about to start. Written (a PUT, before the pass's creates) only when
+// it differs.
+void sync_config_map(Pass& p, const json& config_map, JobFile file) {
+  json wanted = config_map;
+  if (!wanted.contains("data") || !wanted["data"].is_object()) wanted["data"] = json::object();
   const std::string key = str(kBlocksFileName);
-  const json data = config_map.value("data", json::object());
-  const bool mounted = p.blocks.ordering == RackOrdering::kMounted;
-  auto it = data.find(key);
-  const bool same = mounted ? (it != data.end() && *it == p.blocks.text) : it == data.end();
-  if (same) return;
-  json updated = config_map;
-  if (mounted) {
-    updated["data"][key] = p.blocks.text;
+  if (p.blocks.ordering == RackOrdering::kMounted) {
+    wanted["data"][key] = p.blocks.text;
   } else {
-    updated["data"].erase(key);
+    wanted["data"].erase(key);
   }
-  p.plan.updates.push_back({ChildKind::kConfigMap, std::move(updated)});
+  if (file == JobFile::kRewrite) {
+    const json fresh = build_config_map(p.job, p.attempt(), p.blocks);
+    wanted["data"][str(kJobFileName)] = fresh["data"][str(kJobFileName)];
+    wanted["metadata"]["annotations"] =
+        merge_objects(wanted["metadata"].value("annotations", json::object()), fresh["metadata"]["annotations"]);
+    wanted["metadata"]["labels"][str(kLabelAttempt)] = std::to_string(p.attempt());
+  }
+  if (wanted != config_map) p.plan.updates.push_back({ChildKind::kConfigMap, std::move(wanted)});
 }
 
 // The RackOrdering condition (jobs with a topology key), and a warning event when ordering goes off.
@@ -224,9 +246,7 @@ void ensure_shared_children(Pass& p) {
   if (!has_named(p.in.services, service_name(p.name()))) {
     p.plan.creates.push_back({ChildKind::kService, build_service(p.job, p.attempt())});
   }
-  if (const json* cm = find_named(p.in.config_maps, config_map_name(p.name()))) {
-    sync_block_map(p, *cm);
-  } else {
+  if (!find_named(p.in.config_maps, config_map_name(p.name()))) {
     p.plan.creates.push_back({ChildKind::kConfigMap, build_config_map(p.job, p.attempt(), p.blocks)});
   }
   report_rack_ordering(p);
@@ -241,6 +261,7 @@ GangObservation observe(Pass& p, const std::vector<json>& current) {
   GangObservation g;
   g.expected_workers = p.job.spec.gang.workers.value_or(1);
   g.attempt = p.attempt();
+  g.restarts = p.status.restarts;
   g.now = p.in.now;
   g.job_start = parse_time(p.status.start_time).value_or(p.in.now);
   g.attempt_start = p.in.now;
@@ -326,9 +347,17 @@ void run_gang(Pass& p, const std::vector<json>& current) {
   }
 }
 
+// Pods of the current attempt, in any state (being deleted included).
+bool attempt_has_pods(const Pass& p) {
+  return std::any_of(p.in.pods.begin(), p.in.pods.end(),
+                     [&](const json& pod) { return label(pod, kLabelAttempt) == std::to_string(p.attempt()); });
+}
+
+// Suspending ends the attempt that has pods: resuming starts the next one, with the spec of that moment.
 void suspend(Pass& p) {
   for (const auto& pod : p.in.pods) p.remove_pod(pod, "job suspended");
   if (p.status.phase != Phase::kSuspended) {
+    if (attempt_has_pods(p)) p.status.attempt += 1;
     p.status.phase = Phase::kSuspended;
     p.set(api::condition::kSuspended, ConditionStatus::kTrue, "Suspended", "spec.runPolicy.suspend is true");
     p.clear(api::condition::kRunning, "Suspended");
@@ -340,7 +369,8 @@ void resume(Pass& p) {
   p.status.phase = Phase::kPending;
   p.status.start_time = format_time(p.in.now);  // as Kubernetes Jobs do: the active deadline restarts
   p.set(api::condition::kSuspended, ConditionStatus::kFalse, "Resumed", "spec.runPolicy.suspend is false");
-  p.event(EventType::kNormal, "Resumed", "recreating the worker pods");
+  p.event(EventType::kNormal, "Resumed",
+          "recreating the worker pods as attempt " + std::to_string(p.attempt()) + " from the last checkpoint");
 }
 
 void start(Pass& p) {
@@ -352,9 +382,53 @@ void start(Pass& p) {
               " worker pods, their service, config map and secret");
 }
 
+// Pods made from another attempt spec than the one the job asks for now (pods without the annotation, made by an
+// older operator, count as current).
+bool built_from_another_spec(const Pass& p, const std::vector<json>& pods) {
+  return std::any_of(pods.begin(), pods.end(), [&](const json& pod) {
+    const std::string hash = annotation(pod, kAnnotationSpecHash);
+    return !hash.empty() && hash != p.spec_hash;
+  });
+}
+
+// "spec.gang.workers: 2 -> 3, ...", from the spec the ConfigMap holds (the cache may lag: this only words events).
+std::string describe_edit(const Pass& p, const json* config_map) {
+  if (config_map) {
+    const json doc =
+        json::parse(config_map->value("data", json::object()).value(str(kJobFileName), ""), nullptr, false);
+    if (doc.is_object() && doc.contains("spec")) {
+      std::string text;
+      for (const auto& change : changed_fields(doc["spec"], api::to_json(p.job)["spec"])) {
+        text += (text.empty() ? "" : ", ") + change;
+      }
+      if (!text.empty()) return text;
+    }
+  }
+  return "the spec changed (generation " + std::to_string(p.job.metadata.generation.value_or(0)) + ")";
+}
+
+// An edit of the running attempt's spec: a new attempt from the last checkpoint (the workers checkpoint on SIGTERM),
+// not a failure: status.restarts and the backoffLimit budget stay as they are.
+void restart_for_edit(Pass& p, const std::vector<json>& current, const json* config_map) {
+  const std::string what = describe_edit(p, config_map);
+  for (const auto& pod : current) p.remove_pod(pod, "spec edited: " + what);
+  p.status.attempt += 1;
+  p.status.phase = Phase::kRestarting;
+  p.status.ranks.clear();
+  const std::string message = what + "; restarting the gang as attempt " + std::to_string(p.attempt()) +
+                              " from the last checkpoint (an edit, not a failure: restarts and backoffLimit unchanged)";
+  p.set(api::condition::kRestarting, ConditionStatus::kTrue, "SpecChanged", message);
+  p.clear(api::condition::kRunning, "SpecChanged");
+  p.event(EventType::kNormal, "SpecChanged", message);
+}
+
 void reconcile_active(Pass& p) {
   ensure_shared_children(p);
-  if (p.job.spec.run_policy.suspend.value_or(false)) return suspend(p);
+  const json* config_map = find_named(p.in.config_maps, config_map_name(p.name()));
+  if (p.job.spec.run_policy.suspend.value_or(false)) {
+    if (config_map) sync_config_map(p, *config_map, JobFile::kKeep);
+    return suspend(p);
+  }
   if (p.status.phase == Phase::kSuspended) resume(p);
   // Pods of an earlier attempt, or being deleted, must be gone before their names can be reused.
   std::vector<json> current;
@@ -367,11 +441,27 @@ void reconcile_active(Pass& p) {
       waiting_for_old = true;
     }
   }
+  if (built_from_another_spec(p, current)) {
+    if (config_map) sync_config_map(p, *config_map, JobFile::kKeep);
+    return restart_for_edit(p, current, config_map);
+  }
+  // An attempt whose pods are all still to be created mounts the spec of this moment: the PUT precedes the creates.
+  if (config_map) {
+    const bool starting = !waiting_for_old && current.empty();
+    const bool stale = annotation(*config_map, kAnnotationSpecHash) != p.spec_hash;
+    sync_config_map(p, *config_map, starting && stale ? JobFile::kRewrite : JobFile::kKeep);
+  }
   if (waiting_for_old) {
     if (p.status.phase != Phase::kRestarting) p.status.phase = Phase::kRestarting;
     return;
   }
   run_gang(p, current);
+}
+
+void fail_refused(Pass& p, const RefusedChild& refused) {
+  finish(p, Phase::kFailed, api::condition::kFailed, "InvalidSpec",
+         "the API server refused to create " + std::string(to_string(refused.kind)) + " " + refused.name + " (" +
+             std::to_string(refused.code) + "): " + refused.message);
 }
 
 void fail_invalid(Pass& p, const api::FieldErrors& errors) {
@@ -383,6 +473,22 @@ void fail_invalid(Pass& p, const api::FieldErrors& errors) {
 }
 
 }  // namespace
+
+const char* to_string(ChildKind kind) {
+  switch (kind) {
+    case ChildKind::kPod:
+      return "Pod";
+    case ChildKind::kService:
+      return "Service";
+    case ChildKind::kConfigMap:
+      return "ConfigMap";
+    case ChildKind::kSecret:
+      return "Secret";
+    case ChildKind::kPodGroup:
+      return "PodGroup";
+  }
+  return "";
+}
 
 WorkerState worker_state(const json& pod) {
   WorkerState w;
@@ -422,6 +528,7 @@ Plan plan(const PlanInput& in) {
   api::Decoded decoded = api::decode_json(doc);
   Pass p{in, api::with_defaults(decoded.job), decoded.job.status, {}, {}};
   p.blocks = plan_blocks(p.job.spec.run_policy.topology.key, in.node_blocks);
+  p.spec_hash = spec_hash(p.job);
   const api::TrainingJobStatus original = p.status;
   if (p.job.spec.run_policy.managed_by != kControllerName) {
     p.plan.ownership = Plan::Ownership::kHandedOff;
@@ -429,11 +536,12 @@ Plan plan(const PlanInput& in) {
   }
   if (!p.job.metadata.deletion_timestamp.empty()) return p.plan;  // garbage collection removes the children
   if (!p.status.phase) start(p);
-  p.status.observed_generation = p.job.metadata.generation;
   api::FieldErrors errors = api::check_decoded(decoded);
   if (errors.empty()) errors = api::validate(p.job);
   if (!errors.empty()) {
     fail_invalid(p, errors);
+  } else if (in.refused_child && !finished(p.status.phase)) {
+    fail_refused(p, *in.refused_child);
   } else if (!finished(p.status.phase)) {
     reconcile_active(p);
   }
@@ -441,8 +549,14 @@ Plan plan(const PlanInput& in) {
     clean_pods(p);
     apply_ttl(p);
   }
-  count_workers(p);
-  map_ranks(p);
+  // observedGeneration: the generation whose spec the job's pods run. It waits while pods made from an earlier spec
+  // are still there (a spec edit tears them down, and the next attempt is made from this generation); a refused spec
+  // is observed at once.
+  if (!finished(original.phase) && (!errors.empty() || !built_from_another_spec(p, in.pods))) {
+    p.status.observed_generation = p.job.metadata.generation;
+  }
+  count_workers(p, original);
+  if (!finished(original.phase)) map_ranks(p);  // a finished job keeps the placement it ran with
   if (!(p.status == original)) p.plan.status = api::status_to_json(p.status);
   return p.plan;
 }

@@ -16,6 +16,16 @@ namespace torus::controller {
 using json = nlohmann::json;
 
 enum class ChildKind { kPod, kService, kConfigMap, kSecret, kPodGroup };
+const char* to_string(ChildKind kind);  // "Pod", "Service", ...
+
+// A child the API server refused for good: 400 BadRequest or 422 Invalid. The same spec builds the same object, so
+// no retry can succeed; the job fails (Failed/InvalidSpec, a Warning event) instead of retrying in silence.
+struct RefusedChild {
+  ChildKind kind = ChildKind::kPod;
+  std::string name;
+  int code = 0;         // the HTTP status
+  std::string message;  // the server's, which names the field
+};
 
 struct CreateAction {
   ChildKind kind;
@@ -52,6 +62,8 @@ struct PlanInput {
   std::string fresh_secret;  // used only when the Secret must be created
   // For jobs with runPolicy.topology.key: the nodes' values of that label; nullopt when nodes cannot be read.
   std::optional<BlockMap> node_blocks;
+  // Set when applying the previous plan of this pass met a create the server refused for good: this plan fails it.
+  std::optional<RefusedChild> refused_child;
 };
 
 // What the reconciler should do; applied in order: deletes, updates, creates, status, events, job deletion.

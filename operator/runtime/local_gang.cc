@@ -69,6 +69,7 @@ class Attempt {
     g.expected_workers = launch_.world_size;
     g.workers = workers_;
     g.attempt = number_;
+    g.restarts = number_;  // locally every attempt after the first follows a failure
     g.job_start = job_start;
     g.attempt_start = started_;
     g.running_since = started_;  // local processes run as soon as they are started
@@ -129,7 +130,7 @@ GangOutcome interrupted(Attempt& attempt, GangListener& listener, int attempt_nu
   }
   attempt.stop();
   return GangOutcome{GangPhase::kSuspended, controller::Reason::kNone,
-                     "interrupted: workers were asked to checkpoint and stop; run again to resume", attempt_number};
+                     "interrupted: workers were asked to checkpoint and stop; run again to resume", attempt_number + 1};
 }
 
 }  // namespace
@@ -150,15 +151,15 @@ GangOutcome run_local_gang(const GangLaunch& launch, GangListener& listener) {
   if (launch.world_size < 1)
     throw InvalidArgument("world size must be at least 1, got " + std::to_string(launch.world_size));
   const Clock::time_point job_start = Clock::now();
-  for (int number = 1;; ++number) {
+  for (int number = 0;; ++number) {  // attempt 0 first, as the operator's status.attempt
     listener.on_attempt_start(number);
     Attempt attempt(launch, listener, number);
     for (;;) {
       const controller::Decision d = controller::decide(launch.policy, attempt.observe(job_start));
-      if (d.verdict == Verdict::kSucceed) return GangOutcome{GangPhase::kSucceeded, d.reason, d.message, number};
+      if (d.verdict == Verdict::kSucceed) return GangOutcome{GangPhase::kSucceeded, d.reason, d.message, number + 1};
       if (d.verdict == Verdict::kFail) {
         attempt.stop();
-        return GangOutcome{GangPhase::kFailed, d.reason, d.message, number};
+        return GangOutcome{GangPhase::kFailed, d.reason, d.message, number + 1};
       }
       if (d.verdict == Verdict::kRestart) {
         listener.on_restart(d);

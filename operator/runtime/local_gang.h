@@ -15,7 +15,7 @@ namespace torus::runtime {
 
 struct GangLaunch {
   int world_size = 1;
-  // The command and environment of `rank` in `attempt` (1-based). Called once per rank per attempt.
+  // The command and environment of `rank` in `attempt` (0-based). Called once per rank per attempt.
   std::function<process::ProcessSpec(int rank, int attempt)> make_rank;
   controller::GangPolicy policy;
   std::chrono::milliseconds stop_grace{15000};  // SIGTERM -> SIGKILL when stopping a gang
@@ -37,7 +37,7 @@ struct GangOutcome {
 class GangListener {
  public:
   virtual ~GangListener() = default;
-  virtual void on_attempt_start(int /*attempt*/) {}
+  virtual void on_attempt_start(int /*attempt*/) {}  // 0-based: 0 first, 1 after the first restart
   virtual void on_line(int /*rank*/, process::Stream /*stream*/, std::string_view /*line*/) {}
   virtual void on_worker_exit(int /*rank*/, const process::Termination& /*how*/) {}
   virtual void on_restart(const controller::Decision& /*why*/) {}

@@ -121,7 +121,7 @@ class Console : public GangListener {
 
   void on_attempt_start(int attempt) override {
     report_.on_attempt_start(attempt);
-    if (attempt > 1) say("attempt " + std::to_string(attempt) + ": restarting every rank from the last checkpoint");
+    if (attempt > 0) say("attempt " + std::to_string(attempt) + ": restarting every rank from the last checkpoint");
   }
 
   void on_line(int rank, process::Stream, std::string_view line) override {

@@ -42,7 +42,7 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-void RunReport::on_attempt_start(int attempt) { attempts_ = attempt; }
+void RunReport::on_attempt_start(int attempt) { attempt_ = attempt; }
 
 void RunReport::on_event(int rank, const nlohmann::json& e) {
   const std::string type = value_or<std::string>(e, "event", "");
@@ -91,7 +91,7 @@ std::string RunReport::progress_line() const {
   if (progress_.accuracy) os << " · acc " << fixed(*progress_.accuracy * 100, 2) << "%";
   os << " · " << fixed(progress_.images_per_s, 0) << " img/s";
   if (progress_.eta_s >= 0) os << " · ETA " << format_duration(progress_.eta_s);
-  if (attempts_ > 1) os << " · attempt " << attempts_;
+  if (attempt_ > 0) os << " · attempt " << attempt_;
   return os.str();
 }
 

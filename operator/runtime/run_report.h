@@ -41,7 +41,7 @@ class RunReport {
   std::string algorithm_;
   uint64_t allreduce_calls_ = 0;  // rank 0's all-reduces with algorithm_, and their bytes
   uint64_t allreduce_bytes_ = 0;
-  int attempts_ = 0;
+  int attempt_ = 0;  // 0-based
   std::optional<int64_t> resumed_step_;
   std::vector<int> metrics_ports_;
 };

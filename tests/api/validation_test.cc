@@ -78,8 +78,12 @@ const Case kCases[] = {
       "spec.data.dataset: is required: the data set", "spec.training.epochs: is required: the number of epochs"}},
     {"bad_name",
      R"({"metadata": {"name": "My_Job"}})",
-     {"metadata.name: must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter "
-      "or digit) of at most 48 characters, got \"My_Job\""}},
+     {"metadata.name: must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter and ending "
+      "with a letter or digit: the job's Service takes this name) of at most 48 characters, got \"My_Job\""}},
+    {"name_starts_with_digit",
+     R"({"metadata": {"name": "9lives"}})",
+     {"metadata.name: must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter and ending "
+      "with a letter or digit: the job's Service takes this name) of at most 48 characters, got \"9lives\""}},
     {"wrong_kind",
      R"({"apiVersion": "torus.dev/v1", "kind": "Job"})",
      {"apiVersion: must be \"torus.dev/v1alpha1\", got \"torus.dev/v1\"",

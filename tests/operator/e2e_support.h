@@ -1,7 +1,9 @@
 #pragma once
 // What the operator end-to-end tests share: short commands run to completion, long-running daemons (the stand-in,
-// the operator) with their output in log files, waiting for compound conditions, and starting the stand-in.
+// the operator) with their output in log files, waiting for compound conditions, starting the stand-in, and the
+// OperatorE2E fixture (the stand-in's simulated kubelet and `torus operator` as real processes, driven by kubectl).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <csignal>
@@ -9,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -18,6 +22,8 @@
 
 #include "common/process/supervisor.h"
 #include "operator/controller/labels.h"
+#include "operator/kube/client.h"
+#include "operator/kube/config.h"
 #include "tests/support/temp_dir.h"
 
 namespace torus::controller::e2e {
@@ -25,9 +31,11 @@ namespace torus::controller::e2e {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+namespace res = kube::resources;
 
 inline const std::string kBin = std::string(TORUS_BINARY_DIR) + "/bin/";
 inline const std::string kKubectl = "/usr/bin/kubectl";
+inline constexpr const char* kNs = "default";
 
 struct CmdResult {
   int code = -1;
@@ -141,5 +149,130 @@ inline std::unique_ptr<Daemon> start_standin(const fs::path& dir, const std::str
     throw std::runtime_error("kube-standin did not write " + kubeconfig + " within 20 s (see " + log + ")");
   return standin;
 }
+
+// A tiny 1-epoch CPU job on synthetic data (restartPolicy ExitCode); `run_policy_extra` goes under spec.runPolicy.
+inline std::string job_yaml(const std::string& name, int workers, const std::string& run_policy_extra = "") {
+  return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
+         "\nspec:\n  gang:\n    workers: " + std::to_string(workers) +
+         "\n    device: cpu\n  model:\n    arch: resnet9\n  data:\n    dataset: synthetic\n"
+         "  training:\n    epochs: 1\n    batchSize: " +
+         std::to_string(32 * workers) +
+         "\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
+         "    checkpoint:\n      dir: /ckpt\n  runPolicy:\n    restartPolicy: ExitCode\n" +
+         run_policy_extra;
+}
+
+// The stand-in (8 simulated nodes in 2 racks, pods never run) and one operator "op-a", shared by a suite.
+class OperatorE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
+    if (!fs::exists(kBin + "kube-standin")) GTEST_SKIP() << "kube-standin not built";
+    tmp_ = std::make_unique<test::TempDir>("torus-operator-e2e");
+    dir_ = tmp_->path();
+    kubeconfig_ = (dir_ / "kubeconfig").string();
+    standin_ = start_standin(dir_, kubeconfig_, {"--nodes", "8", "--racks", "2"});
+    config_ = kube::load_kubeconfig(kubeconfig_);
+    client_ = std::make_unique<kube::Client>(config_, kube::ClientOptions{.qps = 500, .burst = 500});
+    start_operator("op-a");
+  }
+  static void TearDownTestSuite() {
+    operators_.clear();
+    standin_.reset();
+    client_.reset();
+    if (tmp_) expect_stayed_on_loopback(dir_);
+    if (tmp_) keep_logs_if_failed(*tmp_);
+    tmp_.reset();
+  }
+
+  static void start_operator(const std::string& id) {
+    std::vector<std::string> argv{kBin + "torus",
+                                  "operator",
+                                  "--kubeconfig",
+                                  kubeconfig_,
+                                  "--metrics-addr",
+                                  "127.0.0.1:0",
+                                  "--leader-elect",
+                                  "--id",
+                                  id,
+                                  "--lease-namespace",
+                                  kNs,
+                                  "--lease-duration",
+                                  "3",
+                                  "--renew-deadline",
+                                  "2",
+                                  "--retry-period",
+                                  "0.5"};
+    argv.insert(argv.end(), operator_flags_.begin(), operator_flags_.end());
+    operators_[id] = std::make_unique<Daemon>(id, argv, (dir_ / (id + ".log")).string());
+  }
+
+  static CmdResult kubectl(std::vector<std::string> args) {
+    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
+    return run_command(args);
+  }
+
+  static json control(const std::string& endpoint, const json& body) {
+    auto transport = kube::make_http_transport(config_, {});
+    kube::HttpResponse r = transport->send({"POST", "/_standin/" + endpoint, body.dump(), "application/json", {}});
+    EXPECT_EQ(r.status, 200) << endpoint << " " << body.dump() << ": " << r.body;
+    return json::parse(r.body, nullptr, false);
+  }
+
+  void apply(const std::string& name, int workers, const std::string& extra = "") {
+    std::string file = (dir_ / (name + ".yaml")).string();
+    std::ofstream(file) << job_yaml(name, workers, extra);
+    CmdResult r = kubectl({"apply", "-f", file});
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+
+  static std::vector<json> pods_of(const std::string& job) {
+    json list = client_->list(res::kPods, kNs, {std::string(kLabelJobName) + "=" + job, "", ""});
+    return list.value("items", json::array()).get<std::vector<json>>();
+  }
+  static std::optional<json> job(const std::string& name) { return client_->try_get(res::kTrainingJobs, kNs, name); }
+  static std::string phase(const std::string& name) {
+    auto j = job(name);
+    return j ? j->value("status", json::object()).value("phase", "") : "<gone>";
+  }
+  static std::string failed_reason(const std::string& name) {
+    auto j = job(name);
+    if (!j) return "<gone>";
+    for (const auto& c : j->value("status", json::object()).value("conditions", json::array())) {
+      if (c.value("type", "") == "Failed" && c.value("status", "") == "True") return c.value("reason", "");
+    }
+    return "";
+  }
+
+  // Every pod of the job running, `workers` of them, all in `attempt`.
+  static bool gang_running(const std::string& job, int workers, int attempt) {
+    return all_running(pods_of(job), workers, attempt);
+  }
+
+  void wait_phase(const std::string& name, const std::string& want, std::chrono::seconds timeout = 30s) {
+    CmdResult r = kubectl({"wait", "--for=jsonpath={.status.phase}=" + want, "trainingjob/" + name,
+                           "--timeout=" + std::to_string(timeout.count()) + "s"});
+    ASSERT_EQ(r.code, 0) << name << " never reached " << want << " (now " << phase(name) << "): " << r.out;
+  }
+
+  static void terminate(const std::string& pod, int code) {
+    control("kubelet", {{"action", "terminate"}, {"namespace", kNs}, {"name", pod}, {"exitCode", code}});
+  }
+
+  static std::string lease_holder() {
+    auto lease = client_->try_get(res::kLeases, kNs, "torus-operator");
+    return lease ? lease->value("spec", json::object()).value("holderIdentity", "") : "";
+  }
+
+  inline static std::unique_ptr<test::TempDir> tmp_;
+  inline static fs::path dir_;
+  inline static std::string kubeconfig_;
+  inline static kube::ClusterConfig config_;
+  inline static std::unique_ptr<Daemon> standin_;
+  inline static std::map<std::string, std::unique_ptr<Daemon>> operators_;
+  inline static std::unique_ptr<kube::Client> client_;
+  inline static std::vector<std::string>
+      operator_flags_;  // more flags for `torus operator` (set before SetUpTestSuite)
+};
 
 }  // namespace torus::controller::e2e

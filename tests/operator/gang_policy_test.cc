@@ -22,8 +22,14 @@ class GangBuilder {
     gang_.attempt_start = kT0;
     gang_.now = kT0;
   }
+  // Attempt `a` after `a` failure restarts (attempts started by spec edits or resumes: restarts(n) after).
   GangBuilder& attempt(int a) {
     gang_.attempt = a;
+    gang_.restarts = a;
+    return *this;
+  }
+  GangBuilder& restarts(int n) {
+    gang_.restarts = n;
     return *this;
   }
   GangBuilder& at(seconds since_start) {
@@ -221,17 +227,23 @@ INSTANTIATE_TEST_SUITE_P(
                                  Verdict::kRestart,
                                  Reason::kCollectiveTimeout,
                                  {"job-worker-0", "job-worker-1"}},
-                      DecideCase{"backoff limit 3 allows attempt 4",
+                      DecideCase{"backoff limit 3 allows attempt 3 (the third restart)",
                                  policy(RestartPolicy::kExitCode, 3),
-                                 GangBuilder(2).attempt(3).all_running().exited(0, 137).build(),
+                                 GangBuilder(2).attempt(2).all_running().exited(0, 137).build(),
                                  Verdict::kRestart,
                                  Reason::kRetryableFailure,
                                  {"job-worker-0"}},
                       DecideCase{"backoff limit exhausted",
                                  policy(RestartPolicy::kExitCode, 3),
-                                 GangBuilder(2).attempt(4).all_running().exited(0, 137).build(),
+                                 GangBuilder(2).attempt(3).all_running().exited(0, 137).build(),
                                  Verdict::kFail,
                                  Reason::kBackoffLimitExceeded,
+                                 {"job-worker-0"}},
+                      DecideCase{"attempts that followed spec edits spend no backoff",
+                                 policy(RestartPolicy::kExitCode, 1),
+                                 GangBuilder(2).attempt(3).restarts(0).all_running().exited(0, 137).build(),
+                                 Verdict::kRestart,
+                                 Reason::kRetryableFailure,
                                  {"job-worker-0"}},
                       DecideCase{"backoff limit 0 never restarts",
                                  policy(RestartPolicy::kOnFailure, 0),
@@ -302,8 +314,9 @@ TEST(Decide, RecheckAfterIsTheNearestDeadline) {
 
 TEST(Decide, MessagesNameWorkersAndCodes) {
   Decision d =
-      decide(policy(RestartPolicy::kExitCode, 1), GangBuilder(2).attempt(2).all_running().exited(1, 137).build());
+      decide(policy(RestartPolicy::kExitCode, 1), GangBuilder(2).attempt(1).all_running().exited(1, 137).build());
   EXPECT_NE(d.message.find("job-worker-1 exited with code 137"), std::string::npos) << d.message;
+  EXPECT_NE(d.message.find("after attempt 1"), std::string::npos) << d.message;
   EXPECT_NE(d.message.find("backoff limit 1"), std::string::npos) << d.message;
 }
 

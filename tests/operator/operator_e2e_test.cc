@@ -1,143 +1,15 @@
 // The operator end to end: `kube-standin` (API stand-in + simulated kubelet) and `torus operator` as real
 // processes, driven by the real kubectl for apply / get / wait / delete, as issue 5 lists.
-#include <gtest/gtest.h>
-#include <sys/stat.h>
-
-#include <fstream>
-#include <map>
-#include <set>
-
-#include "operator/kube/client.h"
-#include "operator/kube/config.h"
 #include "tests/operator/e2e_support.h"
 
 namespace torus::controller {
 namespace {
 
 using namespace e2e;
-namespace res = kube::resources;
-
-constexpr const char* kNs = "default";
-
-class OperatorE2E : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
-    if (!fs::exists(kBin + "kube-standin")) GTEST_SKIP() << "kube-standin not built";
-    tmp_ = std::make_unique<test::TempDir>("torus-operator-e2e");
-    dir_ = tmp_->path();
-    kubeconfig_ = (dir_ / "kubeconfig").string();
-    standin_ = start_standin(dir_, kubeconfig_, {"--nodes", "8", "--racks", "2"});
-    config_ = kube::load_kubeconfig(kubeconfig_);
-    client_ = std::make_unique<kube::Client>(config_, kube::ClientOptions{.qps = 500, .burst = 500});
-    start_operator("op-a");
-  }
-  static void TearDownTestSuite() {
-    operators_.clear();
-    standin_.reset();
-    client_.reset();
-    if (tmp_) expect_stayed_on_loopback(dir_);
-    if (tmp_) keep_logs_if_failed(*tmp_);
-    tmp_.reset();
-  }
-
-  static void start_operator(const std::string& id) {
-    operators_[id] = std::make_unique<Daemon>(
-        id,
-        std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", kubeconfig_, "--metrics-addr",
-                                 "127.0.0.1:0", "--leader-elect", "--id", id, "--lease-namespace", kNs,
-                                 "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5"},
-        (dir_ / (id + ".log")).string());
-  }
-
-  static CmdResult kubectl(std::vector<std::string> args) {
-    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
-    return run_command(args);
-  }
-
-  static json control(const std::string& endpoint, const json& body) {
-    auto transport = kube::make_http_transport(config_, {});
-    kube::HttpResponse r = transport->send({"POST", "/_standin/" + endpoint, body.dump(), "application/json", {}});
-    EXPECT_EQ(r.status, 200) << endpoint << " " << body.dump() << ": " << r.body;
-    return json::parse(r.body, nullptr, false);
-  }
-
-  static std::string job_yaml(const std::string& name, int workers, const std::string& run_policy_extra = "") {
-    return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
-           "\nspec:\n  gang:\n    workers: " + std::to_string(workers) +
-           "\n    device: cpu\n  model:\n    arch: resnet9\n  data:\n    dataset: synthetic\n"
-           "  training:\n    epochs: 1\n    batchSize: " +
-           std::to_string(32 * workers) +
-           "\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
-           "    checkpoint:\n      dir: /ckpt\n  runPolicy:\n    restartPolicy: ExitCode\n" +
-           run_policy_extra;
-  }
-
-  void apply(const std::string& name, int workers, const std::string& extra = "") {
-    std::string file = (dir_ / (name + ".yaml")).string();
-    std::ofstream(file) << job_yaml(name, workers, extra);
-    CmdResult r = kubectl({"apply", "-f", file});
-    ASSERT_EQ(r.code, 0) << r.out;
-  }
-
-  static std::vector<json> pods_of(const std::string& job) {
-    json list = client_->list(res::kPods, kNs, {std::string(kLabelJobName) + "=" + job, "", ""});
-    return list.value("items", json::array()).get<std::vector<json>>();
-  }
-  static std::optional<json> job(const std::string& name) { return client_->try_get(res::kTrainingJobs, kNs, name); }
-  static std::string phase(const std::string& name) {
-    auto j = job(name);
-    return j ? j->value("status", json::object()).value("phase", "") : "<gone>";
-  }
-  static std::string failed_reason(const std::string& name) {
-    auto j = job(name);
-    if (!j) return "<gone>";
-    for (const auto& c : j->value("status", json::object()).value("conditions", json::array())) {
-      if (c.value("type", "") == "Failed" && c.value("status", "") == "True") return c.value("reason", "");
-    }
-    return "";
-  }
-
-  // Every pod of the job running, `workers` of them, all in `attempt`.
-  static bool gang_running(const std::string& job, int workers, int attempt) {
-    return all_running(pods_of(job), workers, attempt);
-  }
-
-  void wait_phase(const std::string& name, const std::string& want, std::chrono::seconds timeout = 30s) {
-    CmdResult r = kubectl({"wait", "--for=jsonpath={.status.phase}=" + want, "trainingjob/" + name,
-                           "--timeout=" + std::to_string(timeout.count()) + "s"});
-    ASSERT_EQ(r.code, 0) << name << " never reached " << want << " (now " << phase(name) << "): " << r.out;
-  }
-
-  static void terminate(const std::string& pod, int code) {
-    control("kubelet", {{"action", "terminate"}, {"namespace", kNs}, {"name", pod}, {"exitCode", code}});
-  }
-
-  static std::string lease_holder() {
-    auto lease = client_->try_get(res::kLeases, kNs, "torus-operator");
-    return lease ? lease->value("spec", json::object()).value("holderIdentity", "") : "";
-  }
-
-  static std::unique_ptr<test::TempDir> tmp_;
-  static fs::path dir_;
-  static std::string kubeconfig_;
-  static kube::ClusterConfig config_;
-  static std::unique_ptr<Daemon> standin_;
-  static std::map<std::string, std::unique_ptr<Daemon>> operators_;
-  static std::unique_ptr<kube::Client> client_;
-};
-
-std::unique_ptr<test::TempDir> OperatorE2E::tmp_;
-fs::path OperatorE2E::dir_;
-std::string OperatorE2E::kubeconfig_;
-kube::ClusterConfig OperatorE2E::config_;
-std::unique_ptr<Daemon> OperatorE2E::standin_;
-std::map<std::string, std::unique_ptr<Daemon>> OperatorE2E::operators_;
-std::unique_ptr<kube::Client> OperatorE2E::client_;
 
 TEST_F(OperatorE2E, JobCreatesServiceConfigMapSecretAndPods) {
   apply("alpha", 3);
-  ASSERT_TRUE(eventually([] { return gang_running("alpha", 3, 1); })) << pods_of("alpha").size() << " pods";
+  ASSERT_TRUE(eventually([] { return gang_running("alpha", 3, 0); })) << pods_of("alpha").size() << " pods";
   wait_phase("alpha", "Running");
   json j = *job("alpha");
   std::string uid = j["metadata"]["uid"];
@@ -155,7 +27,7 @@ TEST_F(OperatorE2E, JobCreatesServiceConfigMapSecretAndPods) {
     for (const auto& e : pod["spec"]["containers"][0]["env"]) env[e["name"]] = e.value("value", "<ref>");
     EXPECT_EQ(env["MASTER_ADDR"], "alpha-worker-0.alpha.default.svc");
     EXPECT_EQ(env["WORLD_SIZE"], "3");
-    EXPECT_EQ(env["TORUS_ATTEMPT"], "1");
+    EXPECT_EQ(env["TORUS_ATTEMPT"], "0");
     ranks.insert(env["RANK"]);
   }
   EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2"}));
@@ -185,7 +57,7 @@ TEST_F(OperatorE2E, TopologyKeyMapsNodesToRacksForWorkersAndStatus) {
   const auto racks = racks_of_nodes();
   ASSERT_EQ(racks.size(), 8u);
   apply("tango", 3, "    topology:\n      key: " + key + "\n");
-  ASSERT_TRUE(eventually([] { return gang_running("tango", 3, 1); })) << phase("tango");
+  ASSERT_TRUE(eventually([] { return gang_running("tango", 3, 0); })) << phase("tango");
   EXPECT_EQ(map_in_config_map(), json(racks));
   std::map<std::string, std::string> node_of_pod;
   for (const auto& pod : pods_of("tango")) {
@@ -240,7 +112,7 @@ TEST_F(OperatorE2E, ListWithALimitReadsOnePage) {
 
 TEST_F(OperatorE2E, ServesMetricsHealthAndReadiness) {
   apply("papa", 1);
-  ASSERT_TRUE(eventually([] { return gang_running("papa", 1, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("papa", 1, 0); }));
   std::string url;
   ASSERT_TRUE(eventually(
       [&] {
@@ -273,7 +145,7 @@ TEST_F(OperatorE2E, ServesMetricsHealthAndReadiness) {
 TEST_F(OperatorE2E, AGangSchedulerGetsAPodGroupOwnedByTheJob) {
   apply("quebec", 3,
         "    schedulingPolicy:\n      schedulerName: scheduler-plugins-scheduler\n      minAvailable: 2\n");
-  ASSERT_TRUE(eventually([] { return gang_running("quebec", 3, 1); })) << phase("quebec");
+  ASSERT_TRUE(eventually([] { return gang_running("quebec", 3, 0); })) << phase("quebec");
   CmdResult r = kubectl({"get", "podgroups.scheduling.x-k8s.io", "quebec", "-o", "json"});
   ASSERT_EQ(r.code, 0) << r.out;
   const json group = json::parse(r.out);
@@ -290,7 +162,7 @@ TEST_F(OperatorE2E, AGangSchedulerGetsAPodGroupOwnedByTheJob) {
 // A cluster without Volcano does not serve its PodGroup: the job says so in a Warning event and runs anyway.
 TEST_F(OperatorE2E, AnUnservedPodGroupKindIsAWarningAndTheGangStillRuns) {
   apply("romeo", 2, "    schedulingPolicy:\n      schedulerName: volcano\n      queue: research\n");
-  ASSERT_TRUE(eventually([] { return gang_running("romeo", 2, 1); })) << phase("romeo");
+  ASSERT_TRUE(eventually([] { return gang_running("romeo", 2, 0); })) << phase("romeo");
   auto warned = [] {
     const json events = client_->list(res::kEvents, kNs, {.field_selector = "involvedObject.name=romeo"});
     for (const auto& e : events.value("items", json::array())) {
@@ -302,13 +174,13 @@ TEST_F(OperatorE2E, AnUnservedPodGroupKindIsAWarningAndTheGangStillRuns) {
   ASSERT_EQ(kubectl({"delete", "trainingjob", "romeo", "--wait=false"}).code, 0);
 }
 
-TEST_F(OperatorE2E, Exit137RestartsWholeGangAsAttempt2) {
+TEST_F(OperatorE2E, Exit137RestartsWholeGangAsAttempt1) {
   apply("bravo", 2);
-  ASSERT_TRUE(eventually([] { return gang_running("bravo", 2, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("bravo", 2, 0); }));
   std::set<std::string> first_uids;
   for (const auto& p : pods_of("bravo")) first_uids.insert(p["metadata"]["uid"]);
   terminate("bravo-worker-1", 137);
-  ASSERT_TRUE(eventually([] { return gang_running("bravo", 2, 2); })) << phase("bravo");
+  ASSERT_TRUE(eventually([] { return gang_running("bravo", 2, 1); })) << phase("bravo");
   for (const auto& p : pods_of("bravo")) EXPECT_FALSE(first_uids.count(p["metadata"]["uid"])) << "pod not replaced";
   wait_phase("bravo", "Running");
   EXPECT_EQ(job("bravo")->at("status").value("restarts", 0), 1);
@@ -316,7 +188,7 @@ TEST_F(OperatorE2E, Exit137RestartsWholeGangAsAttempt2) {
 
 TEST_F(OperatorE2E, Exit1FailsTheJob) {
   apply("charlie", 2);
-  ASSERT_TRUE(eventually([] { return gang_running("charlie", 2, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("charlie", 2, 0); }));
   terminate("charlie-worker-0", 1);
   wait_phase("charlie", "Failed");
   EXPECT_EQ(failed_reason("charlie"), "WorkerFailed");
@@ -331,9 +203,9 @@ TEST_F(OperatorE2E, Exit1FailsTheJob) {
 
 TEST_F(OperatorE2E, BackoffLimitExhaustedFailsWithReason) {
   apply("delta", 1, "    backoffLimit: 1\n");
-  ASSERT_TRUE(eventually([] { return gang_running("delta", 1, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("delta", 1, 0); }));
   terminate("delta-worker-0", 137);
-  ASSERT_TRUE(eventually([] { return gang_running("delta", 1, 2); }));
+  ASSERT_TRUE(eventually([] { return gang_running("delta", 1, 1); }));
   terminate("delta-worker-0", 137);
   wait_phase("delta", "Failed");
   EXPECT_EQ(failed_reason("delta"), "BackoffLimitExceeded");
@@ -341,7 +213,7 @@ TEST_F(OperatorE2E, BackoffLimitExhaustedFailsWithReason) {
 
 TEST_F(OperatorE2E, SuspendAndResume) {
   apply("echo", 2);
-  ASSERT_TRUE(eventually([] { return gang_running("echo", 2, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("echo", 2, 0); }));
   ASSERT_EQ(
       kubectl({"patch", "trainingjob", "echo", "--type=merge", "-p", R"({"spec":{"runPolicy":{"suspend":true}}})"})
           .code,
@@ -353,8 +225,12 @@ TEST_F(OperatorE2E, SuspendAndResume) {
       kubectl({"patch", "trainingjob", "echo", "--type=merge", "-p", R"({"spec":{"runPolicy":{"suspend":false}}})"})
           .code,
       0);
+  // Resuming starts the next attempt (it mounts the spec of that moment); a suspension is no failure.
   ASSERT_TRUE(eventually([] { return gang_running("echo", 2, 1); }));
   wait_phase("echo", "Running");
+  const json status = job("echo")->at("status");
+  EXPECT_EQ(status.value("attempt", -1), 1) << status.dump();
+  EXPECT_EQ(status.value("restarts", -1), 0) << status.dump();
 }
 
 TEST_F(OperatorE2E, ActiveDeadlineFailsTheJob) {
@@ -365,14 +241,50 @@ TEST_F(OperatorE2E, ActiveDeadlineFailsTheJob) {
 
 TEST_F(OperatorE2E, TtlDeletesFinishedJob) {
   apply("golf", 1, "    ttlSecondsAfterFinished: 1\n");
-  ASSERT_TRUE(eventually([] { return gang_running("golf", 1, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("golf", 1, 0); }));
   terminate("golf-worker-0", 0);
   EXPECT_TRUE(eventually([] { return !job("golf"); }, 30s)) << "phase " << phase("golf");
 }
 
+// Issue 17.4: a finished job's worker counts stay as it ended once its finished pods are deleted (cleanPodPolicy All
+// here; a kubectl delete of a pod alike).
+TEST_F(OperatorE2E, FinishedJobKeepsItsWorkerCountsWhenItsPodsAreDeleted) {
+  apply("golf-2", 2, "    cleanPodPolicy: All\n");
+  ASSERT_TRUE(eventually([] { return gang_running("golf-2", 2, 0); }));
+  terminate("golf-2-worker-0", 0);
+  terminate("golf-2-worker-1", 0);
+  wait_phase("golf-2", "Succeeded");
+  ASSERT_TRUE(eventually([] { return pods_of("golf-2").empty(); })) << pods_of("golf-2").size() << " pods left";
+  // A marker for "the operator has planned the job since its pods are gone": a stray pod of the job (another attempt,
+  // so no worker count sees it) that cleanPodPolicy All deletes in such a pass.
+  const json owner = job("golf-2")->at("metadata");
+  json stray = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata",
+                 {{"name", "golf-2-stray"},
+                  {"labels",
+                   {{std::string(kLabelManagedBy), std::string(kManagedByValue)},
+                    {std::string(kLabelJobName), "golf-2"},
+                    {std::string(kLabelAttempt), "99"}}},
+                  {"ownerReferences",
+                   {{{"apiVersion", "torus.dev/v1alpha1"},
+                     {"kind", "TrainingJob"},
+                     {"name", "golf-2"},
+                     {"uid", owner["uid"]},
+                     {"controller", true}}}}}},
+                {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  client_->create(res::kPods, kNs, stray);
+  ASSERT_TRUE(eventually([] { return !client_->try_get(res::kPods, kNs, "golf-2-stray"); }))
+      << "the operator never planned the finished job again";
+  const json status = job("golf-2")->at("status");
+  EXPECT_EQ(status["workers"].value("succeeded", 0), 2) << status.dump();
+  EXPECT_EQ(status["workers"].value("active", -1), 0) << status.dump();
+  EXPECT_EQ(status.value("attempt", -1), 0) << status.dump();
+}
+
 TEST_F(OperatorE2E, DeletionCascadesToChildren) {
   apply("hotel", 2);
-  ASSERT_TRUE(eventually([] { return gang_running("hotel", 2, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("hotel", 2, 0); }));
   ASSERT_EQ(kubectl({"delete", "trainingjob", "hotel", "--wait=true", "--timeout=30s"}).code, 0);
   EXPECT_TRUE(eventually([] {
     return pods_of("hotel").empty() && !client_->try_get(res::kServices, kNs, service_name("hotel")) &&
@@ -384,7 +296,7 @@ TEST_F(OperatorE2E, DeletionCascadesToChildren) {
 
 TEST_F(OperatorE2E, OperatorKilledMidJobCreatesNoDuplicates) {
   apply("india", 3);
-  ASSERT_TRUE(eventually([] { return gang_running("india", 3, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("india", 3, 0); }));
   std::set<std::string> uids;
   for (const auto& p : pods_of("india")) uids.insert(p["metadata"]["uid"]);
   for (auto& [id, op] : operators_) op->kill(SIGKILL);
@@ -392,7 +304,7 @@ TEST_F(OperatorE2E, OperatorKilledMidJobCreatesNoDuplicates) {
   start_operator("op-c");
   ASSERT_TRUE(eventually([] { return lease_holder() == "op-c"; }, 30s)) << "holder " << lease_holder();
   apply("juliet", 1);  // proves the new replica acts
-  ASSERT_TRUE(eventually([] { return gang_running("juliet", 1, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("juliet", 1, 0); }));
   auto pods = pods_of("india");
   ASSERT_EQ(pods.size(), 3u);
   for (const auto& p : pods) EXPECT_TRUE(uids.count(p["metadata"]["uid"])) << "pod recreated after restart";
@@ -404,21 +316,21 @@ TEST_F(OperatorE2E, TwoReplicasOneLeaderAndFailover) {
   start_operator("op-standby");
   // The standby must not take over while the leader renews.
   apply("kilo", 1);
-  ASSERT_TRUE(eventually([] { return gang_running("kilo", 1, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("kilo", 1, 0); }));
   EXPECT_EQ(lease_holder(), leader);
   // Graceful stop of the leader releases the lease: the standby takes over without waiting out the duration.
   EXPECT_EQ(operators_[leader]->kill(SIGTERM), 0);
   operators_.erase(leader);
   ASSERT_TRUE(eventually([] { return lease_holder() == "op-standby"; }, 20s)) << lease_holder();
   apply("lima", 2);
-  ASSERT_TRUE(eventually([] { return gang_running("lima", 2, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("lima", 2, 0); }));
   // A leader that dies without releasing (SIGKILL) is replaced once its lease expires (3 s here).
   start_operator("op-standby-2");
   operators_["op-standby"]->kill(SIGKILL);
   operators_.erase("op-standby");
   ASSERT_TRUE(eventually([] { return lease_holder() == "op-standby-2"; }, 20s)) << lease_holder();
   apply("mike-2", 1);
-  ASSERT_TRUE(eventually([] { return gang_running("mike-2", 1, 1); }));
+  ASSERT_TRUE(eventually([] { return gang_running("mike-2", 1, 0); }));
 }
 
 TEST_F(OperatorE2E, ConvergesThroughFaults) {
@@ -436,12 +348,12 @@ TEST_F(OperatorE2E, ConvergesThroughFaults) {
   control("faults", {{"action", "compact"}});
   control("faults", {{"action", "dropWatches"}});
   for (const char* name : {"mike", "november", "oscar"}) {
-    ASSERT_TRUE(eventually([&] { return gang_running(name, 3, 1); }, 60s)) << name << " " << pods_of(name).size();
+    ASSERT_TRUE(eventually([&] { return gang_running(name, 3, 0); }, 60s)) << name << " " << pods_of(name).size();
     wait_phase(name, "Running");
   }
   terminate("november-worker-2", 137);
   control("faults", {{"action", "dropWatches"}});
-  ASSERT_TRUE(eventually([] { return gang_running("november", 3, 2); }, 60s));
+  ASSERT_TRUE(eventually([] { return gang_running("november", 3, 1); }, 60s));
   // Never lost or duplicated: exactly the deterministic names, once each.
   for (const char* name : {"mike", "november", "oscar"}) {
     std::set<std::string> names;
@@ -493,17 +405,6 @@ class NamespacedOperatorE2E : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << r.out;
   }
 
-  // The same job as OperatorE2E::job_yaml (synthetic data, restartPolicy ExitCode).
-  static std::string job_yaml(const std::string& name, int workers) {
-    return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
-           "\nspec:\n  gang: {workers: " + std::to_string(workers) +
-           ", device: cpu}\n  model: {arch: resnet9}\n  data: {dataset: synthetic}\n"
-           "  training: {epochs: 1, batchSize: " +
-           std::to_string(32 * workers) +
-           ", lrSchedule: {type: one-cycle, peak: 0.1}, checkpoint: {dir: /ckpt}}\n"
-           "  runPolicy: {restartPolicy: ExitCode}\n";
-  }
-
   void terminate(const std::string& ns, const std::string& pod, int code) {
     auto transport = kube::make_http_transport(config_, {});
     const json body = {{"action", "terminate"}, {"namespace", ns}, {"name", pod}, {"exitCode", code}};
@@ -542,13 +443,13 @@ TEST_F(NamespacedOperatorE2E, WatchingAAndBRunsTheirJobsAndIgnoresC) {
   start_operator({"--namespace", "a,b"});
   apply("a", "alpha", 2);
   apply("b", "beta", 1);
-  ASSERT_TRUE(eventually([&] { return gang_running("a", "alpha", 2, 1); })) << pods_of("a", "alpha").size();
-  ASSERT_TRUE(eventually([&] { return gang_running("b", "beta", 1, 1); })) << pods_of("b", "beta").size();
+  ASSERT_TRUE(eventually([&] { return gang_running("a", "alpha", 2, 0); })) << pods_of("a", "alpha").size();
+  ASSERT_TRUE(eventually([&] { return gang_running("b", "beta", 1, 0); })) << pods_of("b", "beta").size();
   wait_phase("a", "alpha", "Running");
   wait_phase("b", "beta", "Running");
   // Pod events of each namespace reach the shared queue: a killed worker in b restarts b's gang.
   terminate("b", "beta-worker-0", 137);
-  ASSERT_TRUE(eventually([&] { return gang_running("b", "beta", 1, 2); })) << pods_of("b", "beta").size();
+  ASSERT_TRUE(eventually([&] { return gang_running("b", "beta", 1, 1); })) << pods_of("b", "beta").size();
   wait_phase("b", "beta", "Running");
 
   EXPECT_TRUE(pods_of("c", "gamma").empty());
@@ -570,13 +471,9 @@ TEST_F(NamespacedOperatorE2E, ForbiddenNodesMeanOneWarningAndNoRackOrdering) {
   ASSERT_EQ(transport->send({"POST", "/_standin/faults", fault.dump(), "application/json", {}}).status, 200);
   start_operator({"--namespace", "a"});
   const std::string file = (dir_ / "rack.yaml").string();
-  std::string yaml = job_yaml("rack", 2);
-  const std::string policy = "runPolicy: {restartPolicy: ExitCode}";
-  yaml.replace(yaml.find(policy), policy.size(),
-               "runPolicy: {restartPolicy: ExitCode, topology: {key: topology.torus.dev/rack}}");
-  std::ofstream(file) << yaml;
+  std::ofstream(file) << job_yaml("rack", 2, "    topology:\n      key: topology.torus.dev/rack\n");
   ASSERT_EQ(kubectl("a", {"apply", "-f", file}).code, 0);
-  ASSERT_TRUE(eventually([&] { return gang_running("a", "rack", 2, 1); })) << pods_of("a", "rack").size();
+  ASSERT_TRUE(eventually([&] { return gang_running("a", "rack", 2, 0); })) << pods_of("a", "rack").size();
   for (const auto& pod : pods_of("a", "rack")) {
     for (const auto& e : pod["spec"]["containers"][0]["env"]) EXPECT_NE(e["name"], "TORUS_TOPOLOGY_BLOCKS_FILE");
   }
@@ -602,8 +499,8 @@ TEST_F(NamespacedOperatorE2E, RepeatedWatchNamespaceFlagsAreTheSameList) {
   apply("c", "gamma", 1);
   apply("b", "beta", 1);
   apply("a", "alpha", 1);
-  ASSERT_TRUE(eventually([&] { return gang_running("a", "alpha", 1, 1); })) << pods_of("a", "alpha").size();
-  ASSERT_TRUE(eventually([&] { return gang_running("b", "beta", 1, 1); })) << pods_of("b", "beta").size();
+  ASSERT_TRUE(eventually([&] { return gang_running("a", "alpha", 1, 0); })) << pods_of("a", "alpha").size();
+  ASSERT_TRUE(eventually([&] { return gang_running("b", "beta", 1, 0); })) << pods_of("b", "beta").size();
   wait_phase("a", "alpha", "Running");
   wait_phase("b", "beta", "Running");
   EXPECT_TRUE(pods_of("c", "gamma").empty());

@@ -81,9 +81,17 @@ TEST(OperatorFlags, OtherFlagsKeepTheirForms) {
   EXPECT_EQ(f.lease.lease_duration, std::chrono::milliseconds(3000));
   EXPECT_EQ(f.lease.retry_period, std::chrono::milliseconds(500));
   EXPECT_EQ(f.progress_interval, std::chrono::seconds(2));
-  EXPECT_EQ(error_of({"--progress-interval", "0.5"}), "--progress-interval: expected at least 1 second");
   EXPECT_EQ(error_of({"--qps", "0"}), "--qps: must be a positive number, got '0'");
   EXPECT_EQ(error_of({"--bogus"}), "torus operator: unknown flag '--bogus' (see torus operator --help)");
+}
+
+TEST(OperatorFlags, ProgressInterval) {
+  EXPECT_EQ(parse_operator_flags({}).progress_interval, std::chrono::seconds(15));
+  EXPECT_EQ(parse_operator_flags({"--progress-interval", "2"}).progress_interval, std::chrono::seconds(2));
+  EXPECT_EQ(parse_operator_flags({"--progress-interval=30"}).progress_interval, std::chrono::seconds(30));
+  EXPECT_EQ(error_of({"--progress-interval", "0.5"}),
+            "--progress-interval: must be a whole number of seconds >= 1, got '0.5'");
+  EXPECT_EQ(error_of({"--progress-interval", "-3"}), "--progress-interval: must be a positive number, got '-3'");
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
 #pragma once
 // Fluent fixtures for planner tests: a TrainingJob as the API server stores it, and pods as a kubelet reports them.
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/api/codec.h"
+#include "common/api/defaults.h"
+#include "operator/controller/children.h"
 #include "operator/controller/labels.h"
 #include "operator/controller/planner.h"
 #include "operator/controller/time_util.h"
@@ -38,6 +42,11 @@ class JobBuilder {
               {"runPolicy", {{"restartPolicy", "ExitCode"}, {"backoffLimit", 2}}}}}};
   }
   JobBuilder& workers(int n) { return spec("gang", "workers", n); }
+  JobBuilder& epochs(int n) { return spec("training", "epochs", n); }
+  JobBuilder& generation(int g) {
+    job_["metadata"]["generation"] = g;
+    return *this;
+  }
   JobBuilder& gpus(int per_worker) {
     job_["spec"]["gang"]["device"] = "gpu";
     job_["spec"]["gang"]["processesPerWorker"] = per_worker;
@@ -102,7 +111,7 @@ class JobBuilder {
 
 class PodBuilder {
  public:
-  PodBuilder(const std::string& job, int index, int attempt = 1) {
+  PodBuilder(const std::string& job, int index, int attempt = 0) {
     pod_ = {{"apiVersion", "v1"},
             {"kind", "Pod"},
             {"metadata",
@@ -137,6 +146,10 @@ class PodBuilder {
     pod_["metadata"]["deletionTimestamp"] = format_time(kT0);
     return *this;
   }
+  PodBuilder& annotate(const std::string& key, const std::string& value) {
+    pod_["metadata"]["annotations"][key] = value;
+    return *this;
+  }
   PodBuilder& created_at(int s) {
     pod_["metadata"]["creationTimestamp"] = format_time(at(s));
     return *this;
@@ -162,6 +175,29 @@ class NodeBuilder {
  private:
   json node_;
 };
+
+// The job as the planner sees it (decoded, defaulted), and the fingerprint of its spec that its pods carry.
+inline api::TrainingJob defaulted(const json& job) { return api::with_defaults(api::decode_json(job).job); }
+inline std::string spec_hash_of(const json& job) { return spec_hash(defaulted(job)); }
+
+// The reason of the job's condition `type` when it is True in the plan's new status, else "<none>".
+inline std::string condition_reason(const Plan& p, const std::string& type) {
+  if (!p.status) return "<none>";
+  for (const auto& c : p.status->value("conditions", json::array())) {
+    if (c["type"] == type && c["status"] == "True") return c.value("reason", "");
+  }
+  return "<none>";
+}
+
+// A pod's worker environment: values, or "<fieldPath>" for downward API references.
+inline std::map<std::string, std::string> env_of(const json& pod) {
+  std::map<std::string, std::string> env;
+  for (const auto& e : pod["spec"]["containers"][0]["env"]) {
+    env[e["name"]] = e.contains("value") ? e["value"].get<std::string>()
+                                         : "<" + e["valueFrom"]["fieldRef"]["fieldPath"].get<std::string>() + ">";
+  }
+  return env;
+}
 
 // The shared children of a job (service, config map, secret) as if they exist.
 inline PlanInput with_children(json job, std::vector<json> pods, TimePoint now) {

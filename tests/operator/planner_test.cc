@@ -36,23 +36,6 @@ std::string phase_of(const Plan& p, const PlanInput& in) {
   return in.job.contains("status") ? in.job["status"].value("phase", "<none>") : "<none>";
 }
 
-std::string condition_reason(const Plan& p, const std::string& type) {
-  if (!p.status) return "<none>";
-  for (const auto& c : p.status->value("conditions", json::array())) {
-    if (c["type"] == type && c["status"] == "True") return c.value("reason", "");
-  }
-  return "<none>";
-}
-
-std::map<std::string, std::string> env_of(const json& pod) {
-  std::map<std::string, std::string> env;
-  for (const auto& e : pod["spec"]["containers"][0]["env"]) {
-    env[e["name"]] = e.contains("value") ? e["value"].get<std::string>()
-                                         : "<" + e["valueFrom"]["fieldRef"]["fieldPath"].get<std::string>() + ">";
-  }
-  return env;
-}
-
 struct Case {
   const char* name;
   PlanInput input;
@@ -104,16 +87,16 @@ INSTANTIATE_TEST_SUITE_P(
              {"mnist-worker-0", "mnist-worker-1"}},
         Case{"old attempt pods are deleted before new ones are created",
              with_children(JobBuilder().phase("Restarting", 1).build(),
-                           {PodBuilder("mnist", 0, 1).running().build(), PodBuilder("mnist", 1, 1).exited(137).build()},
+                           {PodBuilder("mnist", 0, 0).running().build(), PodBuilder("mnist", 1, 0).exited(137).build()},
                            at(11)),
              "Restarting",
              kNone,
              {"mnist-worker-0", "mnist-worker-1"}},
         Case{"terminating pods block recreation",
              with_children(JobBuilder().phase("Restarting", 1).build(),
-                           {PodBuilder("mnist", 0, 1).terminating().build()}, at(11)),
+                           {PodBuilder("mnist", 0, 0).terminating().build()}, at(11)),
              "Restarting", kNone, kNone},
-        Case{"attempt 2 pods are created once the old ones are gone",
+        Case{"attempt 1 pods are created once the old ones are gone",
              with_children(JobBuilder().phase("Restarting", 1).build(), {}, at(12)),
              "Restarting",
              {"mnist-worker-0", "mnist-worker-1"},
@@ -128,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(
             "WorkerFailed"},
         Case{"backoff limit exhausted",
              with_children(JobBuilder().backoff_limit(1).phase("Running", 1).condition("Running", "True", 3).build(),
-                           {PodBuilder("mnist", 0, 2).running().build(), PodBuilder("mnist", 1, 2).exited(137).build()},
+                           {PodBuilder("mnist", 0, 1).running().build(), PodBuilder("mnist", 1, 1).exited(137).build()},
                            at(10)),
              "Failed",
              {},
@@ -220,7 +203,7 @@ TEST(Planner, NewJobCreatesServiceConfigMapSecretWithOwnerRefs) {
     EXPECT_EQ(ref["uid"], "uid-mnist");
     EXPECT_EQ(ref["kind"], "TrainingJob");
     EXPECT_EQ(ref["controller"], true);
-    EXPECT_EQ(c.object["metadata"]["labels"][std::string(kLabelAttempt)], "1");
+    EXPECT_EQ(c.object["metadata"]["labels"][std::string(kLabelAttempt)], "0");
     EXPECT_EQ(c.object["metadata"]["labels"][std::string(kLabelJobName)], "mnist");
   }
   ASSERT_TRUE(p.status);
@@ -240,7 +223,7 @@ TEST(Planner, WorkerPodCarriesRankEnvironment) {
   EXPECT_EQ(env["NODE_RANK"], "2");
   EXPECT_EQ(env["RANK"], "2");
   EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "1");
-  EXPECT_EQ(env["TORUS_ATTEMPT"], "1");
+  EXPECT_EQ(env["TORUS_ATTEMPT"], "0");
   EXPECT_EQ(env["TORUS_JOB_NAME"], "mnist");
   EXPECT_EQ(env["TORUS_NODE_NAME"], "<spec.nodeName>");
   EXPECT_EQ(env["TORUS_RENDEZVOUS_SECRET_FILE"], "/etc/torus/rendezvous/secret");
@@ -358,11 +341,19 @@ TEST(Planner, RestartBumpsAttemptAndRecordsCause) {
   EXPECT_NE(p.events.back().message.find("mnist-worker-1 exited with code 137"), std::string::npos);
 }
 
-TEST(Planner, AttemptTwoPodsAreLabelledAttemptTwo) {
+// One numbering, 0-based: status.attempt, the pod label, TORUS_ATTEMPT and the events say the same number.
+TEST(Planner, AttemptOnePodsAreLabelledAttemptOne) {
   Plan p = plan(with_children(JobBuilder().phase("Restarting", 1).build(), {}, at(12)));
   ASSERT_EQ(created_pods(p).size(), 2u);
-  EXPECT_EQ(p.creates[0].object["metadata"]["labels"][std::string(kLabelAttempt)], "2");
-  EXPECT_EQ(env_of(p.creates[0].object)["TORUS_ATTEMPT"], "2");
+  EXPECT_EQ(p.creates[0].object["metadata"]["labels"][std::string(kLabelAttempt)], "1");
+  EXPECT_EQ(env_of(p.creates[0].object)["TORUS_ATTEMPT"], "1");
+  Plan running = plan(with_children(
+      JobBuilder().phase("Restarting", 1).build(),
+      {PodBuilder("mnist", 0, 1).running().build(), PodBuilder("mnist", 1, 1).running().build()}, at(13)));
+  ASSERT_TRUE(running.status);
+  EXPECT_EQ((*running.status)["attempt"], 1);
+  ASSERT_FALSE(running.events.empty());
+  EXPECT_EQ(running.events.back().message, "all 2 workers of attempt 1 are running");
 }
 
 TEST(Planner, GangTimeoutMessageNamesThePod) {
@@ -406,6 +397,46 @@ TEST(Planner, RankMapInStatus) {
   EXPECT_EQ(ranks[0]["node"], "node-a");
   EXPECT_EQ(ranks[1]["node"], "node-b");
   EXPECT_EQ((*p.status)["workers"]["ready"], 2);
+}
+
+// A child the server refused for good (422) fails the job with a reason and a Warning event; nothing is created,
+// and the running pods go (cleanPodPolicy Running).
+TEST(Planner, AChildRefusedForGoodFailsTheJob) {
+  PlanInput in =
+      with_children(JobBuilder().phase("Pending").build(), {PodBuilder("mnist", 0).running().build()}, at(5));
+  in.refused_child = RefusedChild{ChildKind::kPod, "mnist-worker-1", 422,
+                                  "Pod \"mnist-worker-1\" is invalid: spec.containers[1].image: Required value"};
+  Plan p = plan(in);
+  EXPECT_EQ(phase_of(p, in), "Failed");
+  EXPECT_EQ(condition_reason(p, "Failed"), "InvalidSpec");
+  EXPECT_TRUE(created_pods(p).empty());
+  EXPECT_EQ(deleted_pods(p), (std::vector<std::string>{"mnist-worker-0"}));
+  ASSERT_FALSE(p.events.empty());
+  EXPECT_EQ(p.events.back().type, EventType::kWarning);
+  EXPECT_EQ(p.events.back().reason, "InvalidSpec");
+  EXPECT_EQ(p.events.back().message,
+            "the API server refused to create Pod mnist-worker-1 (422): Pod \"mnist-worker-1\" is invalid: "
+            "spec.containers[1].image: Required value");
+}
+
+// A finished job's succeeded/failed counts never shrink: cleanPodPolicy All deletes the finished pods after the
+// pass that finished the job, and the job still says both workers succeeded, where they ran.
+TEST(Planner, FinishedJobKeepsItsWorkerCountsWhenPodsAreDeleted) {
+  json job = JobBuilder().clean_pod_policy("All").phase("Running").condition("Running", "True", 3).build();
+  std::vector<json> pods = {PodBuilder("mnist", 0).running("n0").exited(0).build(),
+                            PodBuilder("mnist", 1).running("n1").exited(0).build()};
+  Plan done = plan(with_children(job, pods, at(10)));
+  ASSERT_TRUE(done.status);
+  EXPECT_EQ((*done.status)["phase"], "Succeeded");
+  EXPECT_EQ((*done.status)["workers"]["succeeded"], 2);
+  EXPECT_EQ(deleted_pods(done), (std::vector<std::string>{"mnist-worker-0", "mnist-worker-1"}));
+  job["status"] = *done.status;
+  for (const auto& remaining : {std::vector<json>{pods[1]}, std::vector<json>{}}) {
+    Plan later = plan(with_children(job, remaining, at(11)));
+    const json status = later.status ? *later.status : job["status"];
+    EXPECT_EQ(status["workers"]["succeeded"], 2) << remaining.size() << " pods left";
+    EXPECT_EQ(status["ranks"].size(), 2u) << remaining.size() << " pods left";
+  }
 }
 
 TEST(Planner, SteadyStateWritesNothing) {

@@ -137,8 +137,13 @@ TEST(RackOrderingPlan, ConfigMapAndWorkerEnvFollowTheTopologyKey) {
 TEST(RackOrderingPlan, ExistingConfigMapIsUpdatedOnlyWhenTheMapDiffers) {
   json job = JobBuilder().topology(kRack, "Preferred").phase("Pending").build();
   const BlockMap blocks = {{"node-0", "rack-0"}, {"node-1", "rack-1"}};
-  auto config_map = [](std::optional<std::string> map_text) {
-    json cm = {{"metadata", {{"name", "mnist-config"}, {"namespace", "team"}, {"resourceVersion", "12"}}},
+  // Made for this spec (spec_edits.h): the job file is current, only the map can differ.
+  auto config_map = [&job](std::optional<std::string> map_text) {
+    json cm = {{"metadata",
+                {{"name", "mnist-config"},
+                 {"namespace", "team"},
+                 {"resourceVersion", "12"},
+                 {"annotations", {{std::string(kAnnotationSpecHash), spec_hash_of(job)}}}}},
                {"data", {{"job.json", "{}"}}}};
     if (map_text) cm["data"]["topology-blocks.json"] = *map_text;
     return cm;

@@ -11,16 +11,11 @@
 #include <sstream>
 
 #include "common/process/worker_events.h"
-#include "operator/kube/client.h"
-#include "operator/kube/config.h"
 #include "tests/operator/e2e_support.h"
 #include "worker/comm/socket.h"
 
 namespace torus::controller::e2e {
 namespace {
-
-namespace res = kube::resources;
-constexpr const char* kNs = "default";
 
 int free_port() {
   const comm::Fd probe = comm::listen_tcp("127.0.0.1", 0);
@@ -221,6 +216,35 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
   std::string resumed;
   for (const json& pod : pods_of("gamma")) {
     EXPECT_EQ(attempt_of(pod), first_attempt + 1);
+    resumed += read_file(pod_dir(pod) / "worker.log");
+  }
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(resumed, m, std::regex("resuming at step ([0-9]+)"))) << resumed;
+  EXPECT_GT(std::stoi(m[1]), 0) << resumed;
+}
+
+// Issue 17.1 with real workers: scaling a running gang 2 -> 4 is a new attempt (not a failure) whose four ranks
+// mount the edited job file and resume from the checkpoint the two wrote.
+TEST_F(TrainingE2E, ScalingARunningGangResumesFromItsCheckpointWithTheNewWorld) {
+  apply("epsilon", 2, 1, 40);
+  ASSERT_TRUE(eventually([] { return logs_of("epsilon").find("checkpoint written") != std::string::npos; }, 120s))
+      << logs_of("epsilon");
+  ASSERT_EQ(
+      kubectl({"patch", "trainingjob", "epsilon", "--type=merge", "-p", R"({"spec":{"gang":{"workers":4}}})"}).code, 0);
+  ASSERT_TRUE(eventually([] { return all_running(pods_of("epsilon"), 4, 1); }, 60s))
+      << status_of("epsilon").dump() << "\n"
+      << logs_of("epsilon");
+  wait_phase("epsilon", "Succeeded", 240s);
+  EXPECT_EQ(started_ranks("epsilon", 4), (std::set<int>{0, 1, 2, 3})) << logs_of("epsilon");
+  const json status = status_of("epsilon");
+  EXPECT_EQ(status.value("attempt", -1), 1) << status.dump();
+  EXPECT_EQ(status.value("restarts", -1), 0) << "an edit is not a failure: " << status.dump();
+  EXPECT_EQ(status["workers"].value("succeeded", 0), 4) << status.dump();
+  std::string resumed;
+  for (const json& pod : pods_of("epsilon")) {
+    EXPECT_EQ(attempt_of(pod), 1);
+    const json job_file = json::parse(read_file(pod_dir(pod) / "volumes" / "torus-job" / "job.json"), nullptr, false);
+    EXPECT_EQ(job_file["spec"]["gang"].value("workers", 0), 4) << pod_dir(pod);
     resumed += read_file(pod_dir(pod) / "worker.log");
   }
   std::smatch m;

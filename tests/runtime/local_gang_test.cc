@@ -53,17 +53,17 @@ TEST(LocalGang, AllRanksSucceed) {
   EXPECT_NE(std::find(r.lines.begin(), r.lines.end(), "1:hi from 1"), r.lines.end());
 }
 
-TEST(LocalGang, SigkilledRankRestartsTheWholeGangAsAttemptTwo) {
+TEST(LocalGang, SigkilledRankRestartsTheWholeGangAsAttemptOne) {
   Recorder r;
-  // Attempt 1: rank 1 is SIGKILLed (137, retryable) while rank 0 hangs; attempt 2: both succeed.
+  // Attempt 0: rank 1 is SIGKILLed (137, retryable) while rank 0 hangs; attempt 1: both succeed.
   auto out = run_local_gang(
-      launch_of({"[ $TORUS_ATTEMPT = 1 ] && exec sleep 60; exit 0", "[ $TORUS_ATTEMPT = 1 ] && kill -9 $$; exit 0"}),
+      launch_of({"[ $TORUS_ATTEMPT = 0 ] && exec sleep 60; exit 0", "[ $TORUS_ATTEMPT = 0 ] && kill -9 $$; exit 0"}),
       r);
   EXPECT_EQ(out.phase, GangPhase::kSucceeded) << out.message;
   EXPECT_EQ(out.attempts, 2);
-  EXPECT_EQ(r.attempts, (std::vector<int>{1, 2}));
+  EXPECT_EQ(r.attempts, (std::vector<int>{0, 1}));
   EXPECT_EQ(r.restarts, 1);
-  // Attempt 1's hanging rank 0 was stopped, not left behind.
+  // Attempt 0's hanging rank 0 was stopped, not left behind.
   EXPECT_EQ(std::count_if(r.exits.begin(), r.exits.end(), [](auto& e) { return e.second == 137; }), 1);
   EXPECT_EQ(std::count_if(r.exits.begin(), r.exits.end(), [](auto& e) { return e.second == 128 + SIGTERM; }), 1);
 }

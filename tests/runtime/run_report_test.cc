@@ -9,7 +9,7 @@ namespace {
 
 TEST(RunReport, ProgressLineFromRankZeroEvents) {
   RunReport r;
-  r.on_attempt_start(1);
+  r.on_attempt_start(0);
   r.on_event(0, {{"event", "progress"},
                  {"epoch", 2},
                  {"epochs", 4},
@@ -25,10 +25,10 @@ TEST(RunReport, ProgressLineFromRankZeroEvents) {
 
 TEST(RunReport, SummaryEndsWithMachineReadableResult) {
   RunReport r;
-  r.on_attempt_start(1);
+  r.on_attempt_start(0);
   r.on_event(0, {{"event", "started"}, {"metrics_port", 9401}, {"target_accuracy", 0.92}});
   r.on_event(1, {{"event", "started"}, {"metrics_port", 9402}});
-  r.on_attempt_start(2);
+  r.on_attempt_start(1);
   r.on_event(0, {{"event", "evaluated"}, {"accuracy", 0.925}, {"time_to_target_s", 101.26}});
   r.on_event(0, {{"event", "finished"}, {"accuracy", 0.931}, {"images_per_s", 2210.0}, {"busbw_gbps", 3.5}});
   GangOutcome out{GangPhase::kSucceeded, controller::Reason::kNone, "", 2};

@@ -34,7 +34,7 @@ struct TelemetryOptions {
   std::string ns = "local";
   int rank = 0;
   int world_size = 1;
-  int attempt = 1;
+  int attempt = 0;  // 0-based, as TORUS_ATTEMPT
   int64_t epochs = 0;
   int64_t total_steps = 0;   // optimizer steps of the whole run (for progress and ETA)
   int64_t global_batch = 0;  // first phase

@@ -1,0 +1,65 @@
+#include "operator/controller/progress_poller.h"
+
+#include <algorithm>
+
+#include "common/log/log.h"
+#include "operator/controller/progress.h"
+#include "operator/controller/time_util.h"
+#include "operator/kube/client.h"
+
+namespace torus::controller {
+
+using json = nlohmann::json;
+
+ProgressPoller::ProgressPoller(std::chrono::seconds interval, std::chrono::milliseconds timeout)
+    : interval_(std::max(interval, std::chrono::seconds(1))), timeout_(timeout) {}
+
+std::optional<api::Progress> ProgressPoller::poll(const std::string& key, const json& job,
+                                                  const std::optional<json>& rank0) {
+  {
+    std::lock_guard lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    auto it = last_read_.find(key);
+    if (it != last_read_.end() && now - it->second < interval_) return std::nullopt;
+    last_read_[key] = now;
+  }
+  if (!rank0) return std::nullopt;
+  const std::string ip = rank0->value("status", json::object()).value("podIP", "");
+  if (ip.empty()) return std::nullopt;
+  return read(key, job, ip);
+}
+
+std::chrono::seconds ProgressPoller::next_in(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = last_read_.find(key);
+  if (it == last_read_.end()) return std::chrono::seconds(1);
+  const auto left = it->second + interval_ - std::chrono::steady_clock::now();
+  return std::max(std::chrono::ceil<std::chrono::seconds>(left), std::chrono::seconds(1));
+}
+
+void ProgressPoller::forget(const std::string& key) {
+  std::lock_guard lock(mu_);
+  last_read_.erase(key);
+}
+
+std::optional<api::Progress> ProgressPoller::read(const std::string& key, const json& job,
+                                                  const std::string& ip) const {
+  const json spec = job.value("spec", json::object());
+  const int port = spec.value("metricsPort", 9090);
+  const json gang = spec.value("gang", json::object());
+  const int world = gang.value("workers", 1) * gang.value("processesPerWorker", 1);
+  try {
+    kube::ClusterConfig target;
+    target.server = "http://" + ip + ":" + std::to_string(port);
+    auto transport =
+        kube::make_http_transport(target, kube::TransportOptions{std::chrono::ceil<std::chrono::seconds>(timeout_)});
+    kube::HttpResponse r = transport->send({"GET", "/metrics", "", "text/plain", {}});
+    if (r.status != 200) return std::nullopt;
+    return progress_from_metrics(parse_prometheus_text(r.body), world, format_time(Clock::now()));
+  } catch (const kube::ConnectionError& e) {
+    TLOG(Debug) << "progress of " << key << ": " << e.what();  // rank 0 not serving yet; next time
+    return std::nullopt;
+  }
+}
+
+}  // namespace torus::controller

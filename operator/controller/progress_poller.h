@@ -1,0 +1,38 @@
+#pragma once
+// Reads rank 0's /metrics for Running jobs on a fixed period (ControllerOptions::progress_interval, 15 s by default):
+// the controller requeues every Running job for its next read, so a quiet job's progress does not go stale waiting
+// for some other event. Thread-safe: the controller's workers share one poller.
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "common/api/training_job.h"
+
+namespace torus::controller {
+
+class ProgressPoller {
+ public:
+  ProgressPoller(std::chrono::seconds interval, std::chrono::milliseconds timeout);
+
+  // When a read of job `key` is due: rank 0's progress, read from `rank0`'s pod IP at the job's metricsPort.
+  // nullopt when not due, when rank 0 has no IP yet, or when it does not answer (yet): the next read is due anyway.
+  std::optional<api::Progress> poll(const std::string& key, const nlohmann::json& job,
+                                    const std::optional<nlohmann::json>& rank0);
+  // Time until the next read of `key` is due, at least 1 s: the requeue-after of a Running job.
+  std::chrono::seconds next_in(const std::string& key) const;
+  // The job is no longer Running: its next run starts with a read.
+  void forget(const std::string& key);
+
+ private:
+  std::optional<api::Progress> read(const std::string& key, const nlohmann::json& job, const std::string& ip) const;
+
+  std::chrono::seconds interval_;
+  std::chrono::milliseconds timeout_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::chrono::steady_clock::time_point> last_read_;
+};
+
+}  // namespace torus::controller
