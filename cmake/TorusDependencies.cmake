@@ -1,10 +1,13 @@
-# Every dependency comes from a Debian package (scripts/install-deps.sh installs them) or /usr/local/cuda.
+# Every dependency comes from a Debian package (scripts/lib.sh installs them) or /usr/local/cuda; on a machine
+# without Debian packages, from the prefix of scripts/gpu-prefix.sh (CMAKE_PREFIX_PATH, set by scripts/lib.sh).
 find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(yaml-cpp REQUIRED)          # target: yaml-cpp
 find_package(nlohmann_json 3.11 REQUIRED) # target: nlohmann_json::nlohmann_json
-find_package(cpprestsdk REQUIRED)        # target: cpprestsdk::cpprest
+if(TORUS_WITH_OPERATOR)
+  find_package(cpprestsdk REQUIRED)      # target: cpprestsdk::cpprest
+endif()
 find_package(Boost 1.74 REQUIRED)        # headers: Asio/Beast for the test API server
 find_package(dnnl REQUIRED)              # target: DNNL::dnnl (oneDNN 2.x)
 find_package(Gloo REQUIRED)              # target: gloo
@@ -31,8 +34,9 @@ if(TORUS_WITH_CUDA)
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
-    find_library(TORUS_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
-    find_library(TORUS_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+    # The versioned names: the pip wheels of cuDNN and NCCL (next to PyTorch) ship no unversioned .so.
+    find_library(TORUS_CUDNN_LIB NAMES cudnn libcudnn.so.9 HINTS ${CUDAToolkit_LIBRARY_DIR})
+    find_library(TORUS_NCCL_LIB NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR})
     find_path(TORUS_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
     find_path(TORUS_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
     if(TORUS_CUDNN_LIB AND TORUS_NCCL_LIB AND TORUS_CUDNN_INCLUDE AND TORUS_NCCL_INCLUDE)

@@ -28,6 +28,61 @@ torus_install_packages() {
   fi
 }
 
+# A machine without Debian packages (a borrowed GPU machine: the CUDA toolkit, CMake, ninja and a Python with
+# PyTorch, no network) builds against the prefix of scripts/gpu-prefix.sh instead: .gpu-prefix/, unpacked from
+# .gpu-prefix.tar.gz when only that travelled. TORUS_OFFLINE=1 asks for this where apt-get exists too.
+torus_offline() { [[ "${TORUS_OFFLINE:-0}" == 1 ]] || ! command -v apt-get >/dev/null; }
+
+# torus_use_prefix TEST...: points the first configure at the prefix alone (CMAKE_IGNORE_PREFIX_PATH hides the
+# system's /usr), leaves the operator out (cpprestsdk is not in the prefix) and registers only the named tests.
+torus_use_prefix() {
+  local prefix="$TORUS_ROOT/.gpu-prefix" archive="$TORUS_ROOT/.gpu-prefix.tar.gz"
+  if [[ -f "$archive" && ( ! -d "$prefix" || "$archive" -nt "$prefix" ) ]]; then
+    rm -rf "$prefix" && mkdir -p "$prefix" && tar -C "$prefix" -xzf "$archive" && touch "$prefix"
+  fi
+  [[ -d "$prefix/usr/lib" ]] || {
+    echo "torus: no Debian packages here and no $prefix: run scripts/gpu-prefix.sh where apt works, then carry" \
+      ".gpu-prefix.tar.gz (docs/gpu.md, 'Running the check on a borrowed GPU machine')" >&2
+    return 1
+  }
+  local need have
+  need="$(cat "$prefix/GLIBC_MIN")"
+  have="$(getconf GNU_LIBC_VERSION | cut -d' ' -f2)"
+  if [[ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]]; then
+    echo "torus: the prefix's libraries (Debian bookworm) need glibc >= $need; this machine has $have" >&2
+    return 1
+  fi
+  local libs="$prefix/usr/lib/x86_64-linux-gnu;$prefix/usr/lib" only
+  only="$(IFS=';'; echo "$*")"
+  echo "torus: no Debian packages: building against $prefix (glibc $have >= $need)"
+  TORUS_CMAKE_ARGS=(-DTORUS_WITH_OPERATOR=OFF "-DTORUS_ONLY_TESTS=$only" "-DCMAKE_PREFIX_PATH=$prefix/usr"
+    "-DCMAKE_IGNORE_PREFIX_PATH=/usr;/usr/local;/" "-DCMAKE_BUILD_RPATH=$libs"
+    # DT_RPATH (not RUNPATH) also finds the libraries the carried ones need (libdnnl's libOpenCL, Gloo's hiredis).
+    "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -Wl,-rpath-link,${libs/;/:}")
+  torus_find_wheel_cuda_libs
+}
+
+# cuDNN and NCCL where the CUDA toolkit lacks them: the pip wheels next to PyTorch (nvidia-cudnn-cu13,
+# nvidia-nccl-cu13) hold their headers and versioned libraries; hand CMake the exact files.
+torus_find_wheel_cuda_libs() {
+  local cuda="/usr/local/cuda" roots
+  roots="$(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null || true)"
+  local name var
+  for name in cudnn nccl; do
+    var="$(echo "$name" | tr a-z A-Z)"
+    if compgen -G "$cuda/lib*/lib$name.so*" >/dev/null || [[ -z "$roots" ]]; then continue; fi
+    local header lib
+    # shellcheck disable=SC2086
+    header="$(find $roots -name "$name.h" -path '*include*' 2>/dev/null | head -1)"
+    # shellcheck disable=SC2086
+    lib="$(find $roots -name "lib$name.so*" 2>/dev/null | sort | head -1)"
+    if [[ -n "$header" && -n "$lib" ]]; then
+      echo "torus: $name from the Python wheels: $lib"
+      TORUS_CMAKE_ARGS+=("-DTORUS_${var}_INCLUDE=$(dirname "$header")" "-DTORUS_${var}_LIB=$lib")
+    fi
+  done
+}
+
 # Python packages from PyPI that Debian lacks: the official Helm library (renders the chart in tests).
 TORUS_PIP_PACKAGES=(helm-python-sdk==0.2.2)
 
@@ -42,12 +97,17 @@ torus_install_pip_packages() {
   fi
 }
 
+# Extra arguments for torus_build's first configure (torus_use_prefix fills it).
+TORUS_CMAKE_ARGS=()
+
 # torus_build [TARGET...]: configures build/ once and builds the named targets (all of them when none is named).
 # The demo names only the two binaries it runs: a third of the build, so a fresh machine trains sooner.
 torus_build() {
   if [ ! -f "$TORUS_BUILD/build.ninja" ]; then
     echo "torus: configuring $TORUS_BUILD"
-    cmake -S "$TORUS_ROOT" -B "$TORUS_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    local quiet=/dev/null
+    ((${#TORUS_CMAKE_ARGS[@]})) && quiet=/dev/stdout  # a prefix build shows where each library was found
+    cmake -S "$TORUS_ROOT" -B "$TORUS_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${TORUS_CMAKE_ARGS[@]}" >"$quiet"
   fi
   local targets=()
   (($#)) && targets=(--target "$@")

@@ -7,7 +7,9 @@
 #include "common/launch/exit_codes.h"
 #include "common/util/main_guard.h"
 #include "operator/cli/command.h"
+#if TORUS_WITH_OPERATOR
 #include "operator/cli/operator_command.h"
+#endif
 #include "operator/cli/run_command.h"
 #include "operator/cli/validate_command.h"
 
@@ -18,7 +20,9 @@ namespace {
 const std::array kCommands = {
     Command{"validate", kValidateSummary, kValidateUsage, validate_command},
     Command{"run", kRunSummary, kRunUsage, run_command},
+#if TORUS_WITH_OPERATOR  // CMake option TORUS_WITH_OPERATOR
     Command{"operator", kOperatorSummary, kOperatorUsage, operator_command},
+#endif
 };
 
 void print_help(std::FILE* out) {
