@@ -3,6 +3,8 @@
 #   scripts/gpu-check.sh                 # build, formula tests, `ctest -L gpu`, a 1-GPU training run, bench/gpu/gpu.sh
 #   SANITIZE=1 scripts/gpu-check.sh      # also the GPU tests under compute-sanitizer (memcheck, racecheck, synccheck)
 #   SKIP_BENCH=1 scripts/gpu-check.sh    # without the benchmarks (they take several minutes)
+#   TORUS_OFFLINE=1 scripts/gpu-check.sh # install nothing: build against .gpu-prefix(.tar.gz) of scripts/gpu-prefix.sh
+#                                        # (the default where apt-get is missing: a borrowed GPU machine, docs/gpu.md)
 # Builds into $TORUS_BUILD (default build/). Exits 3 with "no CUDA device" without a GPU, non-zero on any failure,
 # and fails when a GPU test skipped although a device is present (only the no-device test may skip then).
 # shellcheck source=scripts/lib.sh

@@ -57,6 +57,8 @@ torus_use_prefix() {
   echo "torus: no Debian packages: building against $prefix (glibc $have >= $need)"
   TORUS_CMAKE_ARGS=(-DTORUS_WITH_OPERATOR=OFF "-DTORUS_ONLY_TESTS=$only" "-DCMAKE_PREFIX_PATH=$prefix/usr"
     "-DCMAKE_IGNORE_PREFIX_PATH=/usr;/usr/local;/" "-DCMAKE_BUILD_RPATH=$libs"
+    # glibc's librt (empty since 2.34), which FindCUDAToolkit looks for under the hidden /usr.
+    -DCUDAToolkit_rt_LIBRARY=rt
     # DT_RPATH (not RUNPATH) also finds the libraries the carried ones need (libdnnl's libOpenCL, Gloo's hiredis).
     "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -Wl,-rpath-link,${libs/;/:}")
   torus_find_wheel_cuda_libs
@@ -105,9 +107,12 @@ TORUS_CMAKE_ARGS=()
 torus_build() {
   if [ ! -f "$TORUS_BUILD/build.ninja" ]; then
     echo "torus: configuring $TORUS_BUILD"
-    local quiet=/dev/null
-    ((${#TORUS_CMAKE_ARGS[@]})) && quiet=/dev/stdout  # a prefix build shows where each library was found
-    cmake -S "$TORUS_ROOT" -B "$TORUS_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${TORUS_CMAKE_ARGS[@]}" >"$quiet"
+    local configure=(cmake -S "$TORUS_ROOT" -B "$TORUS_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+    if ((${#TORUS_CMAKE_ARGS[@]})); then
+      "${configure[@]}" "${TORUS_CMAKE_ARGS[@]}"  # a prefix build shows where each library was found
+    else
+      "${configure[@]}" >/dev/null
+    fi
   fi
   local targets=()
   (($#)) && targets=(--target "$@")
