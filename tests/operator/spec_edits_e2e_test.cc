@@ -124,5 +124,18 @@ TEST_F(SpecEditsE2E, AChildRefusedForGoodFailsTheJob) {
   ASSERT_EQ(kubectl({"delete", "trainingjob", "uniform", "--wait=false"}).code, 0);
 }
 
+// A refusal that may pass later (403: a quota or RBAC being fixed) is no failure: a FailedCreate Warning event says
+// it, and the pass is retried until the pods exist.
+TEST_F(SpecEditsE2E, AForbiddenCreateIsAWarningEventAndRetried) {
+  control("faults", {{"action", "fail"}, {"verb", "create"}, {"resource", "pods"}, {"count", 3}, {"code", 403}});
+  apply("whiskey", 2);
+  EXPECT_TRUE(eventually([] { return has_event("whiskey", "Warning", "FailedCreate", "retrying with backoff"); }))
+      << kubectl({"get", "events", "--field-selector", "involvedObject.name=whiskey"}).out;
+  EXPECT_TRUE(has_event("whiskey", "Warning", "FailedCreate", "creating Pod whiskey-worker-"));
+  ASSERT_TRUE(eventually([] { return gang_running("whiskey", 2, 0); }, 60s)) << phase("whiskey");
+  EXPECT_EQ(failed_reason("whiskey"), "");
+  ASSERT_EQ(kubectl({"delete", "trainingjob", "whiskey", "--wait=false"}).code, 0);
+}
+
 }  // namespace
 }  // namespace torus::controller
