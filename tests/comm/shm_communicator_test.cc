@@ -1,6 +1,6 @@
 // The shared-memory level on its own, ranks as threads: all-reduce over window and slice boundaries (sizes that
 // neither the window nor the rank count divides, 1 element, odd counts), with 2, 3 and 4 ranks, on both sides of
-// the size from which results are written back with streaming stores.
+// the size from which results are written back with streaming stores; all-gather likewise.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -21,8 +21,9 @@ std::string job_name() { return ::testing::UnitTest::GetInstance()->current_test
 // Exact in float (small integers) so every element can be compared for equality.
 float contribution(int rank, size_t i) { return static_cast<float>((rank + 1) * 3 + static_cast<int>(i % 29)); }
 
-// Runs `n` ranks of one ShmCommunicator group with `slot_bytes` windows; each rank all-reduces every count in turn.
-void all_reduce_counts(int n, size_t slot_bytes, const std::vector<size_t>& counts, ReduceOp op) {
+// Runs `n` ranks of one ShmCommunicator group with `slot_bytes` windows, each calling `body(shm, rank)`.
+template <typename Body>
+void run_group(int n, size_t slot_bytes, Body body) {
   TcpStoreServer server("127.0.0.1", 0, "k");
   TcpStoreOptions o;
   o.port = server.port();
@@ -32,6 +33,13 @@ void all_reduce_counts(int n, size_t slot_bytes, const std::vector<size_t>& coun
     ShmOptions opt;
     opt.slot_bytes = slot_bytes;
     ShmCommunicator shm(rank, n, std::make_shared<PrefixStore>(job_name() + std::to_string(n), base), opt);
+    body(shm, rank);
+  });
+}
+
+// Runs `n` ranks of one ShmCommunicator group with `slot_bytes` windows; each rank all-reduces every count in turn.
+void all_reduce_counts(int n, size_t slot_bytes, const std::vector<size_t>& counts, ReduceOp op) {
+  run_group(n, slot_bytes, [&](ShmCommunicator& shm, int rank) {
     for (size_t count : counts) {
       std::vector<float> v(count);
       for (size_t i = 0; i < count; ++i) v[i] = contribution(rank, i);
@@ -69,6 +77,27 @@ TEST(ShmAllReduce, LargeBuffersWrittenBackWithStreamingStores) {
   const std::vector<size_t> counts = {(16u << 20) / sizeof(float) + 1, (17u << 20) / sizeof(float) + 3};
   all_reduce_counts(2, 64u << 10, counts, ReduceOp::kSum);
   all_reduce_counts(3, 64u << 10, counts, ReduceOp::kSum);
+}
+
+TEST(ShmAllGather, SmallAndLargeBuffersWithOddCounts) {
+  // Each rank fills only its own chunk; afterwards every chunk holds its owner's values on every rank. The large
+  // counts take the streaming copy-out.
+  const std::vector<size_t> counts = {1, 5, kWindowFloats + 3, (16u << 20) / sizeof(float) + 7};
+  for (int n : {2, 3}) {
+    run_group(n, 4096, [&](ShmCommunicator& shm, int rank) {
+      for (size_t count : counts) {
+        std::vector<float> v(count, -1.0f);
+        const Range mine = chunk_range(count, n, rank);
+        for (size_t i = mine.begin; i < mine.end; ++i) v[i] = contribution(rank, i);
+        shm.all_gather_now(buffer_of(std::span<float>(v)));
+        for (int owner = 0; owner < n; ++owner) {
+          const Range c = chunk_range(count, n, owner);
+          for (size_t i = c.begin; i < c.end; ++i)
+            ASSERT_EQ(v[i], contribution(owner, i)) << n << " ranks, count " << count << ", element " << i;
+        }
+      }
+    });
+  }
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ constexpr size_t kHeaderBytes = 64 * 1024;  // header padded so slots start page
 // A short poll before sleeping on the futex; none when the group has more ranks than CPUs: a spinning waiter would
 // steal the core its descheduled peer needs.
 constexpr int kSpinsBeforeSleep = 128;
-// All-reduce buffers from this size on are written back with streaming stores (see all_reduce_now).
+// All-reduce and all-gather buffers from this size on are written back with streaming stores (copy_out_for).
 constexpr size_t kStreamingBytes = 16u << 20;
 
 inline void cpu_relax() {
@@ -118,6 +118,13 @@ void copy_streaming(void* dst, const void* src, size_t bytes) {
   std::memcpy(d, s, bytes);
 #endif
 }
+
+using CopyFn = void (*)(void*, const void*, size_t);
+
+// How peers' results are written into a caller's buffer of `bytes`: a buffer this large has left the cache before
+// its next reader, so its lines are written with streaming stores (at 64 MiB on 2 ranks the all-reduce's copy-out
+// took 4-5 ms instead of 13-14, docs/collectives.md "Measured").
+CopyFn copy_out_for(size_t bytes) { return bytes >= kStreamingBytes ? copy_streaming : copy_cached; }
 
 }  // namespace
 
@@ -226,9 +233,7 @@ void ShmCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
   if (buf.count == 0 || n == 1) return;
   const size_t elem = element_size(buf.dtype);
   const size_t window = options_.slot_bytes / elem;
-  // A buffer this large has left the cache before its next reader: peers' slices are written to it with streaming
-  // stores (at 64 MiB on 2 ranks the copy-out pass took 4-5 ms instead of 13-14, docs/collectives.md "Measured").
-  const auto copy_out = buf.bytes() >= kStreamingBytes ? copy_streaming : copy_cached;
+  const CopyFn copy_out = copy_out_for(buf.bytes());
   std::vector<const void*> inputs(static_cast<size_t>(n));
   for (size_t start = 0; start < buf.count; start += window) {
     const size_t len = std::min(window, buf.count - start);
@@ -291,6 +296,7 @@ void ShmCommunicator::all_gather_now(Buffer buf) {
   size_t longest = 0;
   for (int j = 0; j < n; ++j) longest = std::max(longest, chunk_range(buf.count, n, j).size());
   const Range mine = chunk_range(buf.count, n, rank());
+  const CopyFn copy_out = copy_out_for(buf.bytes());
   for (size_t offset = 0; offset < longest; offset += piece) {
     const int set = next_set();
     if (offset < mine.size())
@@ -299,7 +305,7 @@ void ShmCommunicator::all_gather_now(Buffer buf) {
     for (int j = 0; j < n; ++j) {
       const Range c = chunk_range(buf.count, n, j);
       if (j == rank() || offset >= c.size()) continue;
-      std::memcpy(buf.at(c.begin + offset), slot(set, j), std::min(piece, c.size() - offset) * elem);
+      copy_out(buf.at(c.begin + offset), slot(set, j), std::min(piece, c.size() - offset) * elem);
     }
   }
 }
