@@ -2,10 +2,8 @@
 // TrainingJob <-> JSON / YAML. Decoding is strict: an unknown field or a wrong type is an error naming its path
 // (`spec.training.batchSze: unknown field`), except inside the opaque `spec.gang.resources` and
 // `spec.gang.template`. Every error is collected; nothing is silently dropped. YAML is read with the YAML 1.2
-// core schema (true/false, ints, floats, null; quoted scalars are strings). Errors in YAML carry the line:column of
-// their field (source_map.h); a malformed file reports where the parser stopped.
-#include <yaml-cpp/yaml.h>
-
+// core schema (yaml.h). Errors in YAML carry the line:column of their field (source_map.h); a malformed file
+// reports where the parser stopped.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -36,13 +34,5 @@ nlohmann::json to_json(const TrainingJob& job);
 std::string to_yaml(const TrainingJob& job);
 nlohmann::json status_to_json(const TrainingJobStatus& status);  // for PATCHing the status subresource
 nlohmann::json spec_to_json(const TrainingJobSpec& spec);
-
-// Generic YAML <-> JSON with the same scalar rules (YAML 1.2 core schema). yaml_to_json reports duplicate keys and
-// non-scalar keys as FieldErrors at their JSON path and position; with `sources`, it records where every map entry
-// (its key) and list element was written.
-nlohmann::json yaml_to_json(const YAML::Node& node, FieldErrors& errors, SourceMap* sources = nullptr);
-// Parses a YAML text holding one document; malformed YAML becomes a FieldError with line and column.
-nlohmann::json parse_yaml_document(std::string_view text, FieldErrors& errors, SourceMap* sources = nullptr);
-std::string json_to_yaml(const nlohmann::json& value);
 
 }  // namespace torus::api

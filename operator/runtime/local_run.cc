@@ -20,6 +20,7 @@
 #include "common/api/defaults.h"
 #include "common/api/resolve.h"
 #include "common/api/validation.h"
+#include "common/api/yaml.h"
 #include "common/launch/rank_env.h"
 #include "common/process/interrupt_fd.h"
 #include "common/process/worker_events.h"

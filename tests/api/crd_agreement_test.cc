@@ -6,6 +6,7 @@
 
 #include "common/api/codec.h"
 #include "common/api/validation.h"
+#include "common/api/yaml.h"
 #include "tests/api/corpus.h"
 #include "tests/support/openapi_schema.h"
 

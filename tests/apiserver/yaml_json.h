@@ -1,6 +1,5 @@
 #pragma once
-// YAML manifests to JSON objects (yaml-cpp), resolving plain scalars the way YAML 1.2's core schema does:
-// true/false, null/~, integers and floats become JSON values; quoted scalars stay strings.
+// YAML manifests to JSON objects, the scalars resolved by common/api/yaml.h (YAML 1.2 core schema).
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -8,7 +7,7 @@
 namespace torus::standin {
 
 // Every document of a YAML stream (multi-document files separated by ---), empty documents skipped. Throws
-// InvalidArgument naming `source` and the line on a parse error.
+// InvalidArgument naming `source` and the line on a parse error or a duplicate or non-scalar map key.
 std::vector<nlohmann::json> yaml_documents(const std::string& text, const std::string& source);
 std::vector<nlohmann::json> yaml_file_documents(const std::string& path);
 
