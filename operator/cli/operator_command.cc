@@ -13,6 +13,7 @@
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/operator_metrics.h"
 #include "common/util/error.h"
+#include "common/util/random.h"
 #include "operator/cli/operator_flags.h"
 #include "operator/controller/controller.h"
 #include "operator/kube/config.h"
@@ -65,7 +66,7 @@ std::string default_identity() {
   if (const char* pod = std::getenv("POD_NAME"); pod && *pod) return pod;
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  return std::string(host) + "-" + controller::random_secret().substr(0, 8);
+  return std::string(host) + "-" + random_hex(4);
 }
 
 // SIGINT and SIGTERM ask for a graceful stop; SIGUSR1 only wakes the waiter thread at destruction.

@@ -1,9 +1,8 @@
 #include "operator/controller/controller.h"
 
-#include <openssl/rand.h>
-
 #include "common/api/codec.h"
 #include "common/log/log.h"
+#include "common/util/random.h"
 #include "operator/controller/labels.h"
 #include "operator/controller/time_util.h"
 
@@ -70,15 +69,6 @@ std::string phase_after(const json& job, const Plan& plan) {
 bool refused_for_good(const kube::ApiError& e) { return e.status() == 400 || e.status() == 422; }
 
 }  // namespace
-
-std::string random_secret() {
-  unsigned char bytes[32];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) throw SystemError("RAND_bytes: no randomness for the rendezvous secret");
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) out += {kHex[b >> 4], kHex[b & 15]};
-  return out;
-}
 
 Controller::Controller(kube::Client& client, ControllerOptions options, metrics::OperatorMetrics* metrics)
     : client_(client),

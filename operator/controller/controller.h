@@ -98,7 +98,4 @@ class Controller {
   enum class State { kIdle, kRunning, kStopped } state_ = State::kIdle;
 };
 
-// A random hex secret for a job's rendezvous (OpenSSL RAND_bytes).
-std::string random_secret();
-
 }  // namespace torus::controller

@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <sstream>
 
 #include "common/api/codec.h"
@@ -26,6 +25,7 @@
 #include "common/process/worker_events.h"
 #include "common/util/env.h"
 #include "common/util/error.h"
+#include "common/util/random.h"
 #include "common/util/tunables.h"
 #include "operator/runtime/run_report.h"
 
@@ -82,17 +82,6 @@ int free_local_port() {
   }
   ::close(fd);
   return ntohs(addr.sin_port);
-}
-
-std::string random_secret() {
-  std::random_device rd;  // /dev/urandom
-  std::ostringstream os;
-  for (int i = 0; i < 8; ++i) {
-    char buf[9];
-    std::snprintf(buf, sizeof(buf), "%08x", rd());
-    os << buf;
-  }
-  return os.str();
 }
 
 std::string worker_binary(const LocalRunOptions& options) {

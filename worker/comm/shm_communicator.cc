@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <openssl/rand.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/statvfs.h>
@@ -21,6 +20,7 @@
 #include "common/log/log.h"
 #include "common/util/env.h"
 #include "common/util/error.h"
+#include "common/util/random.h"
 
 namespace torus::comm {
 
@@ -80,14 +80,6 @@ size_t fit_slot_bytes(size_t wanted, int ranks) {
   return fitted;
 }
 
-std::string random_suffix() {
-  unsigned char r[8];
-  if (RAND_bytes(r, sizeof(r)) != 1) throw SystemError("RAND_bytes failed");
-  std::ostringstream os;
-  for (unsigned char c : r) os << std::hex << static_cast<int>(c >> 4) << static_cast<int>(c & 15);
-  return os.str();
-}
-
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, long timeout_ns) {
   timespec ts{0, timeout_ns};
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
@@ -138,7 +130,7 @@ ShmCommunicator::ShmCommunicator(int rank, int size, std::shared_ptr<Store> stor
   Fd fd;
   if (rank == 0) {
     options_.slot_bytes = fit_slot_bytes(std::max<size_t>(4096, options_.slot_bytes / 4096 * 4096), size);
-    name = "/torus-" + random_suffix();
+    name = "/torus-" + random_hex(8);
     fd = Fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
     if (!fd.valid()) throw_errno("shm_open " + name);
     if (::ftruncate(fd.get(), static_cast<off_t>(segment_bytes())) != 0) {
