@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "common/api/defaults.h"
+
 namespace torus::launch {
 
 // What the environment asks one process to run.
@@ -41,7 +43,7 @@ struct RankEnv {
   int world_size = 1;
   std::string job_file;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int master_port = api::kDefaultRendezvousPort;
   std::string secret;                      // the secret itself (read from secret_file when that is set)
   std::optional<std::string> secret_file;  // where the secret came from (pods: the mounted Secret)
   // This process.

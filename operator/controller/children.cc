@@ -1,6 +1,7 @@
 #include "operator/controller/children.h"
 
 #include "common/api/codec.h"
+#include "common/api/defaults.h"
 #include "common/api/resolve.h"
 #include "operator/controller/labels.h"
 #include "operator/controller/spec_edits.h"
@@ -95,8 +96,8 @@ json worker_container(const api::TrainingJob& job, int index, int attempt, const
           {"env", rank_env(job, index, attempt, blocks)},
           {"resources", worker_resources(job)},
           {"ports",
-           {{{"name", "rendezvous"}, {"containerPort", job.spec.rendezvous_port.value_or(29500)}},
-            {{"name", "metrics"}, {"containerPort", job.spec.metrics_port.value_or(9090)}}}},
+           {{{"name", "rendezvous"}, {"containerPort", job.spec.rendezvous_port.value_or(api::kDefaultRendezvousPort)}},
+            {{"name", "metrics"}, {"containerPort", job.spec.metrics_port.value_or(api::kDefaultMetricsPort)}}}},
           {"volumeMounts",
            {{{"name", "torus-job"}, {"mountPath", str(kJobFileDir)}, {"readOnly", true}},
             {{"name", "torus-rendezvous"}, {"mountPath", str(kSecretDir)}, {"readOnly", true}}}}};
@@ -113,14 +114,14 @@ launch::RankEnv pod_rank_env(const api::TrainingJob& job, int index, int attempt
   e.world_size = api::world_size(job.spec);
   e.job_file = str(kJobFileDir) + "/" + str(kJobFileName);
   e.master_addr = master_address(job);
-  e.master_port = job.spec.rendezvous_port.value_or(29500);
+  e.master_port = job.spec.rendezvous_port.value_or(api::kDefaultRendezvousPort);
   e.secret_file = str(kSecretDir) + "/" + str(kSecretKey);
   // A single-process pod is exactly one rank; a pod of several starts its local ranks itself (torus-worker).
   e.launch = ppw == 1 ? launch::Launch::kRank : launch::Launch::kLocalRanks;
   e.node_rank = index;
   e.rank = index * ppw;
   e.local_world_size = ppw;
-  e.metrics_port = job.spec.metrics_port.value_or(9090);
+  e.metrics_port = job.spec.metrics_port.value_or(api::kDefaultMetricsPort);
   // The worker looks its node (TORUS_NODE_NAME) up in the map: pods cannot read their node's labels.
   if (blocks.ordering == RackOrdering::kMounted) {
     e.topology_key = job.spec.run_policy.topology.key;
@@ -159,8 +160,8 @@ json build_service(const api::TrainingJob& job, int attempt) {
                  {"publishNotReadyAddresses", true},
                  {"selector", {{str(kLabelJobName), job.metadata.name}, {str(kLabelRole), "worker"}}},
                  {"ports",
-                  {{{"name", "rendezvous"}, {"port", job.spec.rendezvous_port.value_or(29500)}},
-                   {{"name", "metrics"}, {"port", job.spec.metrics_port.value_or(9090)}}}}};
+                  {{{"name", "rendezvous"}, {"port", job.spec.rendezvous_port.value_or(api::kDefaultRendezvousPort)}},
+                   {{"name", "metrics"}, {"port", job.spec.metrics_port.value_or(api::kDefaultMetricsPort)}}}}};
   return svc;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/api/defaults.h"
 #include "common/log/log.h"
 #include "operator/controller/progress.h"
 #include "operator/controller/time_util.h"
@@ -45,7 +46,7 @@ void ProgressPoller::forget(const std::string& key) {
 std::optional<api::Progress> ProgressPoller::read(const std::string& key, const json& job,
                                                   const std::string& ip) const {
   const json spec = job.value("spec", json::object());
-  const int port = spec.value("metricsPort", 9090);
+  const int port = spec.value("metricsPort", api::kDefaultMetricsPort);
   const json gang = spec.value("gang", json::object());
   const int world = gang.value("workers", 1) * gang.value("processesPerWorker", 1);
   try {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "common/api/defaults.h"
 #include "common/util/error.h"
 
 namespace torus::launch {
@@ -121,7 +122,7 @@ RankEnv sample() {
   e.node_rank = 1;
   e.node_name = "node-3";
   e.bind_address = "127.0.0.7";
-  e.metrics_port = 9090;
+  e.metrics_port = api::kDefaultMetricsPort;
   e.topology_key = "topology.torus.dev/rack";
   return e;
 }
@@ -140,7 +141,7 @@ TEST(RankEnv, WhatTheWriterWritesTheReaderReadsBack) {
   EXPECT_EQ(back.ns, "team-a");
   EXPECT_EQ(back.job_file, "/etc/torus/job/job.json");
   EXPECT_EQ(back.bind_address, "127.0.0.7");
-  EXPECT_EQ(back.metrics_port, 9090);
+  EXPECT_EQ(back.metrics_port, api::kDefaultMetricsPort);
 }
 
 TEST(RankEnv, MissingVariablesTakeTheDocumentedDefaults) {
@@ -193,7 +194,7 @@ TEST(RankEnv, APodOfSeveralProcessesNamesNoRankAndItsLocalRanksFollowTheNodeRank
     EXPECT_EQ(r.rank, 4 + local);
     EXPECT_EQ(r.local_rank, local);
     EXPECT_EQ(r.node_rank, 1);
-    EXPECT_EQ(r.metrics_port, 9090 + local);
+    EXPECT_EQ(r.metrics_port, api::kDefaultMetricsPort + local);
   }
   EXPECT_THROW(local_rank_env(back, 4), InvalidArgument);
   EXPECT_THROW(local_rank_env(sample(), 0), InvalidArgument);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/api/defaults.h"
 #include "operator/controller/children.h"
 #include "tests/operator/planner_fixtures.h"
 
@@ -218,7 +219,7 @@ TEST(Planner, WorkerPodCarriesRankEnvironment) {
   const json& pod = p.creates[2].object;
   auto env = env_of(pod);
   EXPECT_EQ(env["MASTER_ADDR"], "mnist-worker-0.mnist.team.svc");
-  EXPECT_EQ(env["MASTER_PORT"], "29500");
+  EXPECT_EQ(env["MASTER_PORT"], std::to_string(api::kDefaultRendezvousPort));
   EXPECT_EQ(env["WORLD_SIZE"], "4");
   EXPECT_EQ(env["NODE_RANK"], "2");
   EXPECT_EQ(env["RANK"], "2");

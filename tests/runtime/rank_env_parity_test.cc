@@ -91,7 +91,7 @@ TEST_F(RankEnvParity, EveryRankOfAMultiProcessGangIsTheSameRankUnderBothLauncher
     EXPECT_EQ(pod.bind_address, "127.0.1.2");
     EXPECT_EQ(local.bind_address, "127.0.0.1");
     EXPECT_EQ(pod.node_name, "node-1");
-    EXPECT_EQ(pod.metrics_port, 9090 + rank % 2);
+    EXPECT_EQ(pod.metrics_port, api::kDefaultMetricsPort + rank % 2);
   }
 }
 
