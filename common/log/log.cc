@@ -58,7 +58,15 @@ void set_tag(std::string tag) {
   tag_ref() = std::move(tag);
 }
 
+// `file` relative to the source tree. -fmacro-prefix-map strips the tree's absolute prefix; a compiler that saw a
+// path relative to the build folder (ccache with base_dir rewrites them so) left "../" steps in front of it.
+const char* source_relative(const char* file) {
+  while (std::strncmp(file, "../", 3) == 0) file += 3;
+  return file;
+}
+
 void write(Level level, const char* file, int line, const std::string& message) {
+  file = source_relative(file);
   const auto now = std::chrono::system_clock::now();
   const std::time_t secs = std::chrono::system_clock::to_time_t(now);
   const int millis =
