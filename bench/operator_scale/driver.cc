@@ -1,7 +1,8 @@
 // operator_scale_driver: the measuring half of bench/operator_scale.sh. Creates N TrainingJobs at once against
-// a running kube-standin + `torus operator`, watches pods through an informer, and reports per-job time from
-// creation until all of its pods exist, API requests per job (the stand-in's own count, minus the driver's),
-// and the stand-in's raw request capacity.
+// a running kube-standin + `torus operator`, watches pods and jobs through informers, and reports per-job time from
+// creation until all of its pods exist and until its status says Running, the operator's API requests per job from
+// creation to Running (the stand-in's own count, minus the driver's; by resource and verb too), and the stand-in's
+// raw request capacity.
 //
 //   operator_scale_driver --kubeconfig K --jobs 200 --workers 8 [--capacity-seconds 3] [--timeout 300]
 // Prints one `key=value` line per figure and `RESULT ...` last.
@@ -80,10 +81,28 @@ json job(const std::string& name, int workers) {
             {"runPolicy", {{"restartPolicy", "ExitCode"}}}}}};
 }
 
-int64_t standin_total(const kube::ClusterConfig& cfg) {
+json standin_stats(const kube::ClusterConfig& cfg) {
   auto t = kube::make_http_transport(cfg, {});
   kube::HttpResponse r = t->send({"GET", "/_standin/stats", "", "application/json", {}});
-  return json::parse(r.body).value("total", int64_t{0});
+  return json::parse(r.body);
+}
+
+// "resource verb=N/job ..." for what changed between two stats reads.
+std::string per_job_breakdown(const json& before, const json& after, int jobs) {
+  std::string out;
+  const json b = before.value("byResource", json::object());
+  const json a = after.value("byResource", json::object());
+  for (const auto& [resource, verbs] : a.items()) {
+    for (const auto& [verb, n] : verbs.items()) {
+      int64_t was = b.value(resource, json::object()).value(verb, int64_t{0});
+      double per = static_cast<double>(n.get<int64_t>() - was) / jobs;
+      if (per < 0.05) continue;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s%s.%s=%.2f", out.empty() ? "" : " ", resource.c_str(), verb.c_str(), per);
+      out += buf;
+    }
+  }
+  return out;
 }
 
 // Requests per second the stand-in answers for cheap GETs from 8 client threads (its own ceiling).
@@ -120,6 +139,7 @@ int run(int argc, char** argv) {
   std::map<std::string, Clock::time_point> created;   // job -> when its create returned
   std::map<std::string, Clock::time_point> complete;  // job -> when its last pod appeared
   std::map<std::string, std::set<std::string>> pods;  // job -> pod names seen
+  std::map<std::string, Clock::time_point> running;   // job -> when its status first said Running
   auto on_pod = [&](const json& pod) {
     std::string j = pod["metadata"].value("labels", json::object()).value(std::string(controller::kLabelJobName), "");
     std::lock_guard lock(mu);
@@ -129,10 +149,20 @@ int run(int argc, char** argv) {
   };
   kube::Informer informer(client, res::kPods, {f.ns, controller::owned_selector()},
                           {on_pod, [&](const json&, const json& p) { on_pod(p); }, nullptr});
+  auto on_job = [&](const json& j) {
+    if (j.value("status", json::object()).value("phase", "") != "Running") return;
+    std::lock_guard lock(mu);
+    running.try_emplace(j["metadata"].value("name", ""), Clock::now());
+  };
+  kube::Informer jobs_informer(client, res::kTrainingJobs, {f.ns, ""},
+                               {on_job, [&](const json&, const json& j) { on_job(j); }, nullptr});
   informer.start();
-  if (!informer.wait_synced(std::chrono::seconds(30))) throw Timeout("pod informer did not sync");
+  jobs_informer.start();
+  if (!informer.wait_synced(std::chrono::seconds(30)) || !jobs_informer.wait_synced(std::chrono::seconds(30)))
+    throw Timeout("pod or job informer did not sync");
 
-  int64_t before = standin_total(cfg);
+  const json stats_before = standin_stats(cfg);
+  int64_t before = stats_before.value("total", int64_t{0});
   uint64_t driver_before = client.requests_sent();
   auto t0 = Clock::now();
   // Created "at once": 16 threads, each creating its share back to back.
@@ -152,30 +182,42 @@ int run(int argc, char** argv) {
   for (;;) {
     {
       std::lock_guard lock(mu);
-      if (static_cast<int>(complete.size()) >= f.jobs) break;
+      if (static_cast<int>(complete.size()) >= f.jobs && static_cast<int>(running.size()) >= f.jobs) break;
     }
-    if (Clock::now() > deadline) throw Timeout("not every job got its pods within --timeout");
+    if (Clock::now() > deadline) throw Timeout("not every job got its pods and Running within --timeout");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  auto t_end = Clock::now();
   informer.stop();
-  int64_t after = standin_total(cfg);
+  jobs_informer.stop();
+  const json stats_after = standin_stats(cfg);
+  int64_t after = stats_after.value("total", int64_t{0});
   // The driver's own traffic (creates, the informer's list/watch, these stats calls) is not the operator's.
   int64_t driver = static_cast<int64_t>(client.requests_sent() - driver_before) + 2;
 
-  std::vector<double> latencies;
-  for (const auto& [name, c] : created) latencies.push_back(std::chrono::duration<double>(complete[name] - c).count());
-  double wall = std::chrono::duration<double>(t_end - t0).count();
+  std::vector<double> latencies, to_running;
+  Clock::time_point t_end = t0;
+  for (const auto& [name, c] : created) {
+    latencies.push_back(std::chrono::duration<double>(complete[name] - c).count());
+    to_running.push_back(std::chrono::duration<double>(running[name] - c).count());
+    t_end = std::max(t_end, complete[name]);
+  }
+  double wall = std::chrono::duration<double>(t_end - t0).count();  // until every pod exists
   double per_job = static_cast<double>(after - before - driver) / f.jobs;
   double capacity = standin_capacity(cfg, f.capacity_seconds);
   std::printf("jobs=%d workers=%d wall_seconds=%.3f\n", f.jobs, f.workers, wall);
   std::printf("p50_seconds=%.3f p99_seconds=%.3f max_seconds=%.3f\n", percentile(latencies, 0.5),
               percentile(latencies, 0.99), percentile(latencies, 1.0));
-  std::printf("operator_requests=%lld requests_per_job=%.1f\n", static_cast<long long>(after - before - driver),
-              per_job);
+  std::printf("running_p50_seconds=%.3f running_p99_seconds=%.3f\n", percentile(to_running, 0.5),
+              percentile(to_running, 0.99));
+  std::printf("operator_requests=%lld requests_per_job=%.1f (creation to Running)\n",
+              static_cast<long long>(after - before - driver), per_job);
+  std::printf("per_job (driver's creates and stats reads included): %s\n",
+              per_job_breakdown(stats_before, stats_after, f.jobs).c_str());
   std::printf("standin_capacity_rps=%.0f\n", capacity);
-  std::printf("DRIVER jobs_per_second=%.2f p99_seconds=%.3f requests_per_job=%.1f standin_rps=%.0f\n", f.jobs / wall,
-              percentile(latencies, 0.99), per_job, capacity);
+  std::printf(
+      "DRIVER jobs_per_second=%.2f p99_seconds=%.3f running_p99_seconds=%.3f requests_per_job=%.1f "
+      "standin_rps=%.0f\n",
+      f.jobs / wall, percentile(latencies, 0.99), percentile(to_running, 0.99), per_job, capacity);
   return 0;
 }
 

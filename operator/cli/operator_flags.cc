@@ -18,6 +18,16 @@ double number_flag(const std::string& flag, const std::string& value) {
   return v;
 }
 
+// A client rate flag: a number >= 0, where 0 means no client-side limit.
+double rate_flag(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(v >= 0)) {
+    throw InvalidArgument(flag + ": must be a number >= 0 (0: no client-side limit), got '" + value + "'");
+  }
+  return v;
+}
+
 std::string trim(const std::string& s) {
   const auto first = s.find_first_not_of(" \t");
   if (first == std::string::npos) return "";
@@ -82,9 +92,9 @@ OperatorFlags parse_operator_flags(const std::vector<std::string>& args) {
     } else if (a == "--metrics-addr") {
       f.metrics_addr = value();
     } else if (a == "--qps") {
-      f.qps = number_flag(a, value());
+      f.qps = rate_flag(a, value());
     } else if (a == "--burst") {
-      f.burst = static_cast<int>(number_flag(a, value()));
+      f.burst = static_cast<int>(rate_flag(a, value()));
     } else if (a == "--lease-duration") {
       f.lease.lease_duration = std::chrono::milliseconds(static_cast<int64_t>(number_flag(a, value()) * 1000));
     } else if (a == "--renew-deadline") {

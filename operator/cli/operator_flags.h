@@ -17,8 +17,9 @@ struct OperatorFlags {
   std::string identity;
   enum class LeaderElect { kOff, kOn } leader_elect = LeaderElect::kOff;
   std::string metrics_addr = ":8080";
-  double qps = 20;
-  int burst = 30;
+  // No client-side limit by default: the API server's Priority and Fairness protects it (docs/operator.md).
+  double qps = 0;
+  int burst = 0;
   int workers = 4;
   std::chrono::seconds progress_interval{15};  // how often a Running job's progress is read from rank 0
   std::string worker_image;

@@ -229,14 +229,16 @@ void Controller::process(const std::string& key) {
     if (requeue) queue_.add_after(key, *requeue);
     if (metrics_) metrics_->reconciles.inc();
   } catch (const kube::ApiError& e) {
-    // A conflict means our cache was stale: requeue (with backoff) and plan again from fresher state.
+    // A conflict means our cache was stale: requeue and plan again from fresher state (write_status re-read it).
     if (metrics_) metrics_->reconcile_errors.labels({e.conflict() ? "conflict" : "api"}).inc();
     if (e.conflict()) {
+      // Not an error: redone promptly (a short backoff of its own), never pushed out by the 1000 s error cap.
       TLOG(Debug) << "reconcile " << key << ": " << e.what();
+      queue_.add_conflicted(key);
     } else {
       TLOG(Warn) << "reconcile " << key << ": " << e.what();
+      queue_.add_rate_limited(key);
     }
-    queue_.add_rate_limited(key);
   } catch (const std::exception& e) {  // the worker loop's top: one bad pass must not stop the controller
     if (metrics_) metrics_->reconcile_errors.labels({"error"}).inc();
     TLOG(Warn) << "reconcile " << key << ": " << e.what();
@@ -288,6 +290,8 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   auto job = caches->jobs->store().get(key);
   if (!job) {  // deleted: garbage collection removes the children
     progress_.forget(key);
+    expectations_.forget(key);
+    status_pacing_.forget(key);
     std::lock_guard lock(bookkeeping_mu_);
     last_failed_create_.erase(key);
     return std::nullopt;
@@ -301,6 +305,9 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   if (needs_secret) input.fresh_secret = random_secret();
   Plan plan = controller::plan(input);
   if (plan.ownership == Plan::Ownership::kHandedOff) return std::nullopt;
+  expectations_.filter(key, input, plan);
+  const std::optional<std::chrono::seconds> deferred = status_pacing_.defer(key, *job, plan, input.now);
+  if (deferred) plan.status.reset();  // written by the pass `deferred` from now, with what has changed by then
   if (!plan.creates.empty() && job->contains("status") && !still_exists(*job, ns, name)) return std::nullopt;
   observe_metrics(*job, plan);
   if (auto refused = apply(*job, plan, ns)) {
@@ -313,6 +320,7 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
     return failed.requeue_after;
   }
   std::optional<std::chrono::seconds> requeue = plan.requeue_after;
+  if (deferred) requeue = requeue ? std::min(*requeue, *deferred) : *deferred;
   if (phase_after(*job, plan) == "Running") {
     // The next read of rank 0's progress: a quiet job is polled on the promised period, not only on events.
     const auto next = progress_.next_in(key);
@@ -365,20 +373,7 @@ std::optional<RefusedChild> Controller::apply(const json& job, const Plan& plan,
     client_.remove(resource_of(d.kind), ns, d.name);
   }
   for (const auto& u : plan.updates) client_.update(resource_of(u.kind), ns, u.object);
-  for (const auto& c : plan.creates) {
-    try {
-      if (c.kind == ChildKind::kPodGroup) {
-        create_pod_group(job, ns, c.object);
-      } else {
-        create_child(c.kind, ns, c.object);
-      }
-    } catch (const kube::ApiError& e) {
-      if (refused_for_good(e))
-        return RefusedChild{c.kind, c.object["metadata"].value("name", ""), e.status(), e.what()};
-      if (e.status() / 100 == 4 && e.status() != 409 && e.status() != 429) warn_failed_create(job, c, e);
-      throw;
-    }
-  }
+  if (auto refused = create_children(job, plan.creates, ns)) return refused;
   std::optional<json> status = plan.status;
   const std::string key = kube::object_key(job);
   if (phase_after(job, plan) != "Running") {
@@ -395,6 +390,26 @@ std::optional<RefusedChild> Controller::apply(const json& job, const Plan& plan,
   for (const auto& e : plan.events) record_event(job, e);
   if (plan.job_action == Plan::JobAction::kDelete) {
     client_.remove(res::kTrainingJobs, ns, job["metadata"].value("name", ""), kube::Propagation::kForeground);
+  }
+  return std::nullopt;
+}
+
+std::optional<RefusedChild> Controller::create_children(const json& job, const std::vector<CreateAction>& creates,
+                                                        const std::string& ns) {
+  for (const auto& c : creates) {
+    try {
+      if (c.kind == ChildKind::kPodGroup) {
+        create_pod_group(job, ns, c.object);
+      } else {
+        create_child(c.kind, ns, c.object);
+      }
+      expectations_.created(kube::object_key(job), c, Clock::now());
+    } catch (const kube::ApiError& e) {
+      if (refused_for_good(e))
+        return RefusedChild{c.kind, c.object["metadata"].value("name", ""), e.status(), e.what()};
+      if (e.status() / 100 == 4 && e.status() != 409 && e.status() != 429) warn_failed_create(job, c, e);
+      throw;
+    }
   }
   return std::nullopt;
 }
@@ -434,10 +449,23 @@ void Controller::write_status(const json& job, json status, const std::string& n
   json updated = job;
   updated["status"] = std::move(status);
   // PUT with the cached resourceVersion: a 409 tells us the cache was stale, and the pass is redone.
-  json stored = client_.update(res::kTrainingJobs, ns, updated, kube::Subresource::kStatus);
+  const std::string name = job["metadata"].value("name", "");
+  std::optional<json> stored;
+  try {
+    stored = client_.update(res::kTrainingJobs, ns, updated, kube::Subresource::kStatus);
+  } catch (const kube::ApiError& e) {
+    if (!e.conflict()) throw;
+    stored = client_.try_get(res::kTrainingJobs, ns, name);  // the retried pass must not plan from the stale copy
+    if (stored) cache_job(*stored, ns);
+    throw;
+  }
+  status_pacing_.wrote(kube::object_key(job), Clock::now());
+  cache_job(*stored, ns);  // so that the next pass does not replan from the stale copy
+}
+
+void Controller::cache_job(json stored, const std::string& ns) {
   stored["apiVersion"] = res::kTrainingJobs.api_version();
   stored["kind"] = res::kTrainingJobs.kind;
-  // So that the next pass does not replan from the stale copy.
   if (const Caches* caches = caches_of(ns)) caches->jobs->store().upsert(stored);
 }
 

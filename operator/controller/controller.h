@@ -14,6 +14,7 @@
 #include "common/metrics/operator_metrics.h"
 #include "operator/controller/planner.h"
 #include "operator/controller/progress_poller.h"
+#include "operator/controller/write_pacing.h"
 #include "operator/kube/client.h"
 #include "operator/kube/informer.h"
 #include "operator/kube/work_queue.h"
@@ -68,6 +69,9 @@ class Controller {
   PlanInput observe(const Caches& caches, const json& job, const std::string& ns, const std::string& name) const;
   // Applies `plan`; stops at a create the server refuses for good and returns it (the caller replans to fail the job).
   std::optional<RefusedChild> apply(const json& job, const Plan& plan, const std::string& ns);
+  // The pass's creates, in order; stops at the first failure: a refusal for good is returned, anything else thrown.
+  std::optional<RefusedChild> create_children(const json& job, const std::vector<CreateAction>& creates,
+                                              const std::string& ns);
   void create_child(ChildKind kind, const std::string& ns, const json& object);
   // A create refused in a way that may pass later (403 quota or RBAC, 404...) is a FailedCreate Warning event on the
   // job, once per distinct message, before the pass is retried with backoff.
@@ -75,7 +79,9 @@ class Controller {
   // A PodGroup the cluster does not serve (its scheduler is not installed) or RBAC forbids is a warning event on
   // the job, not an error: the pods are created anyway, and their Pending reason says the rest.
   void create_pod_group(const json& job, const std::string& ns, const json& group);
+  // A 409 re-reads the job into the cache before it is rethrown, so the retried pass plans from fresh state.
   void write_status(const json& job, json status, const std::string& ns);
+  void cache_job(json stored, const std::string& ns);
   void record_event(const json& job, const EventRecord& event);
   std::optional<json> rank0_of(const json& job, const std::string& ns) const;
   void observe_metrics(const json& job, const Plan& plan);
@@ -92,6 +98,8 @@ class Controller {
   std::vector<std::thread> workers_;
   std::mutex bookkeeping_mu_;  // guards last_failed_create_ and last_phase_count_
   ProgressPoller progress_;
+  CreateExpectations expectations_;
+  StatusPacing status_pacing_;
   // By job key: the last FailedCreate message recorded (guarded by bookkeeping_mu_).
   std::map<std::string, std::string> last_failed_create_;
   std::chrono::steady_clock::time_point last_phase_count_{};

@@ -101,10 +101,8 @@ Client::Client(std::unique_ptr<Transport> transport, const ClusterConfig& config
              config, options) {}
 
 Client::Client(TransportFactory make_transport, const ClusterConfig& config, const ClientOptions& options)
-    : config_(config),
-      options_(options),
-      make_transport_(std::move(make_transport)),
-      bucket_(options.qps, options.burst) {
+    : config_(config), options_(options), make_transport_(std::move(make_transport)) {
+  if (options.qps > 0) bucket_.emplace(options.qps, options.burst);
   token_ = config_.bearer_token;
   // A kubeconfig's own token or certificate wins over its exec plugin (client-go's order).
   if (config_.exec && token_.empty() && config_.client_cert_pem.empty()) refresh_credentials();
@@ -167,7 +165,7 @@ HttpResponse Client::call(HttpRequest request) {
   authorize(request);
   bool refreshed = false;
   for (int attempt = 0;; ++attempt) {
-    bucket_.acquire();
+    if (bucket_) bucket_->acquire();
     ++requests_;
     std::optional<HttpResponse> response;
     std::string failure;
@@ -271,7 +269,7 @@ WatchEnd Client::watch(const Resource& r, const std::string& ns, const WatchOpti
   HttpRequest request{"GET", r.collection_path(ns) + q, "", "application/json", {}};
   refresh_if_expired();
   authorize(request);
-  bucket_.acquire();
+  if (bucket_) bucket_->acquire();
   ++requests_;
   WatchEnd end = WatchEnd::kClosed;
   StreamCancel local;

@@ -68,7 +68,7 @@ class ApiError : public Error {
 };
 
 struct ClientOptions {
-  double qps = 20.0;  // client-go's defaults are 5/10; an operator with many pods per job needs more
+  double qps = 20.0;  // <= 0: no client-side limit (`torus operator`'s default: the server's APF protects it)
   int burst = 30;
   int max_retries = 6;
   Duration retry_base = std::chrono::milliseconds(50);
@@ -154,7 +154,7 @@ class Client {
   ClusterConfig config_;
   ClientOptions options_;
   TransportFactory make_transport_;
-  TokenBucket bucket_;
+  std::optional<TokenBucket> bucket_;  // none when options.qps <= 0
   std::atomic<uint64_t> requests_{0};
   std::mutex refresh_mu_;  // one refresh at a time; taken before token_mu_
   std::mutex token_mu_;    // guards the credentials and the transport below

@@ -2,7 +2,8 @@
 
 namespace torus::kube {
 
-WorkQueue::WorkQueue(Duration base, Duration cap) : backoff_(base, cap) {}
+WorkQueue::WorkQueue(Duration base, Duration cap, Duration conflict_cap)
+    : backoff_(base, cap), conflict_backoff_(base, conflict_cap) {}
 
 void WorkQueue::enqueue_locked(const std::string& key) {
   if (state_ == State::kShutDown || !dirty_.insert(key).second) return;
@@ -38,7 +39,12 @@ void WorkQueue::add_after(const std::string& key, Duration delay) {
 
 void WorkQueue::add_rate_limited(const std::string& key) { add_after(key, backoff_.next(key)); }
 
-void WorkQueue::forget(const std::string& key) { backoff_.forget(key); }
+void WorkQueue::add_conflicted(const std::string& key) { add_after(key, conflict_backoff_.next(key)); }
+
+void WorkQueue::forget(const std::string& key) {
+  backoff_.forget(key);
+  conflict_backoff_.forget(key);
+}
 
 void WorkQueue::promote_due_timers_locked(SteadyClock::time_point now) {
   while (!timers_.empty() && timers_.begin()->first <= now) {

@@ -1,6 +1,7 @@
 #pragma once
 // The controller work queue (client-go's rate-limited delaying queue): de-duplicated keys, one key processed by
-// one worker at a time, per-key exponential backoff for errors, and timers for requeueAfter.
+// one worker at a time, per-key exponential backoff for errors, a short separate backoff for conflicts, and timers
+// for requeueAfter.
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -18,8 +19,10 @@ namespace torus::kube {
 
 class WorkQueue {
  public:
-  // Error backoff from `base` doubling to `cap` per key (defaults: 5 ms .. 1000 s).
-  explicit WorkQueue(Duration base = std::chrono::milliseconds(5), Duration cap = std::chrono::seconds(1000));
+  // Error backoff from `base` doubling to `cap` per key (defaults: 5 ms .. 1000 s); conflict backoff from `base`
+  // doubling to `conflict_cap` (default 1 s).
+  explicit WorkQueue(Duration base = std::chrono::milliseconds(5), Duration cap = std::chrono::seconds(1000),
+                     Duration conflict_cap = std::chrono::seconds(1));
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
@@ -29,7 +32,10 @@ class WorkQueue {
   void add_after(const std::string& key, Duration delay);
   // Queues `key` after its next exponential backoff delay.
   void add_rate_limited(const std::string& key);
-  // Resets `key`'s backoff after a successful pass.
+  // Queues `key` after its next conflict backoff: a 409 means only that the pass worked from a stale copy, so it is
+  // redone promptly from fresher state, however many conflicts came before (never the error backoff's 1000 s).
+  void add_conflicted(const std::string& key);
+  // Resets `key`'s backoffs (error and conflict) after a successful pass.
   void forget(const std::string& key);
   int failures(const std::string& key) const { return backoff_.failures(key); }
 
@@ -54,6 +60,7 @@ class WorkQueue {
   std::multimap<SteadyClock::time_point, std::string> timers_;
   std::map<std::string, SteadyClock::time_point> timer_of_;  // the earliest pending timer per key
   ExponentialBackoff backoff_;
+  ExponentialBackoff conflict_backoff_;
   enum class State { kOpen, kShutDown } state_ = State::kOpen;
 };
 

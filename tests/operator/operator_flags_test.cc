@@ -81,8 +81,16 @@ TEST(OperatorFlags, OtherFlagsKeepTheirForms) {
   EXPECT_EQ(f.lease.lease_duration, std::chrono::milliseconds(3000));
   EXPECT_EQ(f.lease.retry_period, std::chrono::milliseconds(500));
   EXPECT_EQ(f.progress_interval, std::chrono::seconds(2));
-  EXPECT_EQ(error_of({"--qps", "0"}), "--qps: must be a positive number, got '0'");
+  EXPECT_EQ(error_of({"--qps", "-1"}), "--qps: must be a number >= 0 (0: no client-side limit), got '-1'");
   EXPECT_EQ(error_of({"--bogus"}), "torus operator: unknown flag '--bogus' (see torus operator --help)");
+}
+
+// As controller-runtime's clients since 2025: no client-side limit unless asked for (the server's APF protects it).
+TEST(OperatorFlags, NoClientRateLimitByDefault) {
+  EXPECT_EQ(parse_operator_flags({}).qps, 0);
+  EXPECT_EQ(parse_operator_flags({}).burst, 0);
+  EXPECT_EQ(parse_operator_flags({"--qps", "0"}).qps, 0);
+  EXPECT_EQ(parse_operator_flags({"--qps", "20", "--burst", "30"}).qps, 20);
 }
 
 TEST(OperatorFlags, ProgressInterval) {

@@ -107,6 +107,26 @@ TEST(WorkQueue, RateLimitedCountsFailuresAndForgetResets) {
   EXPECT_EQ(q.failures("ns/a"), 0);
 }
 
+// A run of 409s (a conflict storm) must not push a key out by the error backoff's 1000 s cap: each conflict is
+// retried within the conflict cap, and conflicts leave the error backoff alone.
+TEST(WorkQueue, ConflictsRetryWithinTheConflictCapNotTheErrorCap) {
+  WorkQueue q(5ms, 1000s, 20ms);
+  auto storm = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 40; ++i) {  // 5 ms * 2^39 would be years under the error backoff
+      q.add_conflicted("ns/a");
+      auto key = q.get();
+      if (key != "ns/a") return false;
+      q.done(*key);
+    }
+    return true;
+  });
+  const bool finished = storm.wait_for(60s) == std::future_status::ready;
+  q.shutdown();  // a regression's blocked get() returns, so the test still ends
+  EXPECT_TRUE(finished) << "a conflicted key waited past the conflict cap";
+  EXPECT_TRUE(storm.get());
+  EXPECT_EQ(q.failures("ns/a"), 0) << "conflicts are not errors";
+}
+
 TEST(Backoff, DoublesFrom5msAndCapsAt1000s) {
   ExponentialBackoff b(5ms, 1000s);
   EXPECT_EQ(b.next("k"), 5ms);

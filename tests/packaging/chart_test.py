@@ -143,6 +143,9 @@ class DefaultValues(unittest.TestCase):
         self.assertIn("--metrics-address=0.0.0.0:8080", container["args"])
         self.assertTrue(any(a.startswith("--worker-image=ghcr.io/torus-dev/torus-worker:0.1.0")
                             for a in container["args"]), container["args"])
+        # No client-side rate limit by default: the API server's Priority and Fairness protects it.
+        self.assertIn("--qps=0", container["args"])
+        self.assertIn("--burst=0", container["args"])
         self.assertEqual(container["image"], "ghcr.io/torus-dev/torus-operator:0.1.0")
         sc = container["securityContext"]
         self.assertTrue(sc["readOnlyRootFilesystem"])
@@ -269,6 +272,12 @@ class MinimalValues(unittest.TestCase):
         self.assertEqual(pod["serviceAccountName"], "existing-sa")
         self.assertNotIn("--leader-elect", pod["containers"][0]["args"])
 
+    def test_client_rate_limit_reaches_the_args(self):
+        values = dict(self.VALUES, clientRateLimit={"qps": 20, "burst": 30})
+        args = one(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+        self.assertIn("--qps=20", args)
+        self.assertIn("--burst=30", args)
+
 
 class RejectedValues(unittest.TestCase):
     def assert_rejected(self, values, error, *needles):
@@ -285,6 +294,7 @@ class RejectedValues(unittest.TestCase):
         self.assert_rejected({"podSecurityContext": {"runAsNonRoot": False}}, helm.HelmValuesError, "runAsNonRoot")
         self.assert_rejected({"watchNamespaces": ["Not_A_Namespace"]}, helm.HelmValuesError, "watchNamespaces")
         self.assert_rejected({"logLevel": "loud"}, helm.HelmValuesError, "logLevel")
+        self.assert_rejected({"clientRateLimit": {"qps": -1}}, helm.HelmValuesError, "qps")
 
     def test_two_replicas_without_leader_election_fail_to_render(self):
         self.assert_rejected({"leaderElection": {"enabled": False}}, helm.HelmRenderError, "leaderElection.enabled")

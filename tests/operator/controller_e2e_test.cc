@@ -1,0 +1,115 @@
+// The controller's API economy against the stand-in (real `torus operator` and kube-standin processes): the requests
+// one 8-worker job costs from creation to Running, counted by the stand-in; and a status left stale by a storm of
+// 409s rewritten promptly (the conflict backoff, not the error backoff's 1000 s cap).
+#include <gtest/gtest.h>
+
+#include "tests/operator/e2e_support.h"
+
+namespace torus::controller::e2e {
+namespace {
+
+class OperatorRequestsE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kBin + "kube-standin")) GTEST_SKIP() << "kube-standin not built";
+    tmp_ = std::make_unique<test::TempDir>("torus-controller-e2e");
+    dir_ = tmp_->path();
+    kubeconfig_ = (dir_ / "kubeconfig").string();
+    standin_ = start_standin(dir_, kubeconfig_, {"--nodes", "8"});
+    config_ = kube::load_kubeconfig(kubeconfig_);
+    client_ = std::make_unique<kube::Client>(config_, kube::ClientOptions{.qps = 500, .burst = 500});
+    // The chart's defaults: no client rate flags.
+    operator_ = std::make_unique<Daemon>("operator",
+                                         std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig",
+                                                                  kubeconfig_, "--metrics-addr", "127.0.0.1:0"},
+                                         (dir_ / "operator.log").string());
+    // Synced: the operator watches jobs, pods, services, config maps, secrets and nodes.
+    ASSERT_TRUE(eventually([&] { return stats().value("openWatches", 0) >= 6; }, 30s)) << stats().dump();
+  }
+  void TearDown() override {
+    operator_.reset();
+    standin_.reset();
+    client_.reset();
+    if (tmp_) expect_stayed_on_loopback(dir_);
+    if (tmp_) keep_logs_if_failed(*tmp_);
+  }
+
+  json control(const std::string& method, const std::string& endpoint, const json& body = nullptr) {
+    auto transport = kube::make_http_transport(config_, {});
+    kube::HttpResponse r =
+        transport->send({method, "/_standin/" + endpoint, body.is_null() ? "" : body.dump(), "application/json", {}});
+    EXPECT_EQ(r.status, 200) << endpoint << ": " << r.body;
+    return json::parse(r.body, nullptr, false);
+  }
+  json stats() { return control("GET", "stats"); }
+
+  json status_of(const std::string& name) {
+    auto j = client_->try_get(res::kTrainingJobs, kNs, name);
+    return j ? j->value("status", json::object()) : json::object();
+  }
+
+  void apply(const std::string& name, int workers) {
+    const std::string file = (dir_ / (name + ".yaml")).string();
+    std::ofstream(file) << job_yaml(name, workers);
+    const CmdResult r = run_command({kKubectl, "--kubeconfig", kubeconfig_, "-n", kNs, "create", "-f", file});
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+
+  std::unique_ptr<test::TempDir> tmp_;
+  fs::path dir_;
+  std::string kubeconfig_;
+  kube::ClusterConfig config_;
+  std::unique_ptr<Daemon> standin_;
+  std::unique_ptr<Daemon> operator_;
+  std::unique_ptr<kube::Client> client_;
+};
+
+int64_t count(const json& stats, const std::string& resource, const std::string& verb) {
+  return stats.value("byResource", json::object()).value(resource, json::object()).value(verb, int64_t{0});
+}
+
+// 11 children (service, config map, secret, 8 pods) created once each, the status written once when the job is
+// accepted and once when the gang runs (the pods' transitions between them coalesced), Created and GangRunning
+// events: nothing read live, nothing created twice.
+TEST_F(OperatorRequestsE2E, AnEightWorkerJobReachesRunningInFifteenRequests) {
+  control("DELETE", "stats");
+  apply("octo", 8);  // kubectl: discovery and the create, told apart below by resource
+  const uint64_t mine_before = client_->requests_sent();
+  ASSERT_TRUE(eventually([&] { return status_of("octo").value("phase", "") == "Running"; }, 60s))
+      << status_of("octo").dump();
+  const json s = stats();
+  const int64_t my_gets = static_cast<int64_t>(client_->requests_sent() - mine_before);
+  EXPECT_EQ(count(s, "pods", "create"), 8) << s.dump();
+  EXPECT_EQ(count(s, "services", "create"), 1) << s.dump();
+  EXPECT_EQ(count(s, "configmaps", "create"), 1) << s.dump();
+  EXPECT_EQ(count(s, "secrets", "create"), 1) << s.dump();
+  EXPECT_LE(count(s, "trainingjobs.torus.dev/status", "update"), 2) << s.dump();
+  EXPECT_LE(count(s, "events", "create"), 2) << s.dump();
+  EXPECT_EQ(count(s, "trainingjobs.torus.dev", "get"), my_gets) << "the operator read the job live: " << s.dump();
+  int64_t operator_requests = 0;
+  for (const char* r : {"pods", "services", "configmaps", "secrets", "events", "trainingjobs.torus.dev/status"}) {
+    const json verbs = s["byResource"].value(r, json::object());
+    for (const auto& [verb, n] : verbs.items()) operator_requests += n.get<int64_t>();
+  }
+  EXPECT_LE(operator_requests, 15) << s.dump();
+  std::printf("requests from creation to Running: %lld (%s)\n", static_cast<long long>(operator_requests),
+              s["byResource"].dump().c_str());
+}
+
+// 20 conflicts in a row on the job's status writes: under the error backoff (5 ms doubling) the 20th retry would
+// wait about 45 minutes; each conflict is retried from a fresh read instead, and the status catches up.
+TEST_F(OperatorRequestsE2E, AStatusLeftStaleByConflictsIsRewrittenPromptly) {
+  control("POST", "faults", {{"action", "conflict"}, {"resource", "trainingjobs.torus.dev"}, {"count", 20}});
+  apply("storm", 2);
+  ASSERT_TRUE(eventually(
+      [&] {
+        const json st = status_of("storm");
+        return st.value("phase", "") == "Running" && st.value("workers", json::object()).value("active", 0) == 2;
+      },
+      60s))
+      << status_of("storm").dump() << " " << stats().dump();
+  EXPECT_GE(count(stats(), "trainingjobs.torus.dev/status", "update"), 21) << "the 20 conflicts were not all met";
+}
+
+}  // namespace
+}  // namespace torus::controller::e2e

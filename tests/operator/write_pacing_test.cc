@@ -1,0 +1,82 @@
+// Create expectations and status pacing (operator/controller/write_pacing.h): pure, on a fake clock.
+#include "operator/controller/write_pacing.h"
+
+#include <gtest/gtest.h>
+
+namespace torus::controller {
+namespace {
+
+using namespace std::chrono_literals;
+
+json named(const std::string& name) { return {{"metadata", {{"name", name}}}}; }
+
+Plan creating(const std::vector<std::string>& pods) {
+  Plan plan;
+  plan.creates.push_back({ChildKind::kPodGroup, named("j")});
+  for (const auto& p : pods) plan.creates.push_back({ChildKind::kPod, named(p)});
+  return plan;
+}
+
+std::vector<std::string> created_names(const Plan& plan) {
+  std::vector<std::string> out;
+  for (const auto& c : plan.creates)
+    out.push_back(std::string(to_string(c.kind)) + "/" + c.object["metadata"]["name"].get<std::string>());
+  return out;
+}
+
+TEST(CreateExpectations, AChildCreatedButNotYetCachedIsNotCreatedAgain) {
+  CreateExpectations e(30s);
+  const TimePoint t0{};
+  for (const auto& c : creating({"w-0", "w-1"}).creates) e.created("ns/j", c, t0);
+  PlanInput in{};
+  in.now = t0 + 1s;
+  in.pods = {named("w-0")};  // the watch has brought w-0 only
+  Plan again = creating({"w-1"});
+  e.filter("ns/j", in, again);
+  EXPECT_TRUE(again.creates.empty()) << "w-1 is on its way, and a PodGroup goes with its pods";
+  // w-0 seen: its expectation ended, so w-0 deleted later is created again.
+  Plan after_delete = creating({"w-0"});
+  in.pods = {};
+  e.filter("ns/j", in, after_delete);
+  EXPECT_EQ(created_names(after_delete), (std::vector<std::string>{"PodGroup/j", "Pod/w-0"}));
+}
+
+TEST(CreateExpectations, AnExpectationNeverMetEndsAfterItsTtl) {
+  CreateExpectations e(30s);
+  const TimePoint t0{};
+  e.created("ns/j", {ChildKind::kPod, named("w-0")}, t0);
+  PlanInput in{};
+  in.now = t0 + 31s;
+  Plan plan = creating({"w-0"});
+  e.filter("ns/j", in, plan);
+  EXPECT_EQ(created_names(plan), (std::vector<std::string>{"PodGroup/j", "Pod/w-0"}));
+  Plan other = creating({"w-0"});
+  e.filter("ns/other", in, other);
+  EXPECT_EQ(other.creates.size(), 2u) << "expectations are per job";
+}
+
+json job_with(const json& status) { return {{"metadata", {{"name", "j"}}}, {"status", status}}; }
+
+TEST(StatusPacing, WorkerCountsWaitForTheWindowAndRememberedChangesDoNot) {
+  StatusPacing pacing(1s);
+  const TimePoint t0{};
+  const json before = {{"phase", "Pending"}, {"workers", {{"active", 0}}}};
+  Plan counts;
+  counts.status = json{{"phase", "Pending"}, {"workers", {{"active", 3}}}, {"ranks", json::array()}};
+  EXPECT_EQ(pacing.defer("ns/j", job_with(before), counts, t0), std::nullopt) << "nothing written yet";
+  pacing.wrote("ns/j", t0);
+  EXPECT_EQ(pacing.defer("ns/j", job_with(before), counts, t0 + 200ms), std::optional(1s));
+  EXPECT_EQ(pacing.defer("ns/j", job_with(before), counts, t0 + 1s), std::nullopt) << "the window has passed";
+  Plan running;
+  running.status = json{{"phase", "Running"}, {"workers", {{"active", 8}}}};
+  EXPECT_EQ(pacing.defer("ns/j", job_with(before), running, t0 + 200ms), std::nullopt) << "the phase is memory";
+  Plan with_event = counts;
+  with_event.events.push_back({EventType::kNormal, "X", "y"});
+  EXPECT_EQ(pacing.defer("ns/j", job_with(before), with_event, t0 + 200ms), std::nullopt);
+  EXPECT_EQ(pacing.defer("ns/j", job_with(before), Plan{}, t0 + 200ms), std::nullopt) << "no status to write";
+  pacing.forget("ns/j");
+  EXPECT_EQ(pacing.defer("ns/j", job_with(before), counts, t0 + 200ms), std::nullopt);
+}
+
+}  // namespace
+}  // namespace torus::controller
