@@ -37,6 +37,8 @@ await_file() {
   return 1
 }
 
+cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.1f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+
 # run_once LABEL QPS BURST (QPS empty: the operator's default) -> prints the driver's lines and "rss_mb=..."; appends a summary to $WORK/summary
 run_once() {
   local label="$1" qps="$2" burst="$3" dir="$WORK/$1"
@@ -58,14 +60,18 @@ run_once() {
   await_file "$dir/operator.log"
   "$BUILD/bin/operator_scale_driver" --kubeconfig "$dir/kubeconfig" --jobs "$JOBS" --workers "$WORKERS" \
     --timeout 600 | tee "$dir/driver.out"
-  local rss_kb
+  local rss_kb op_cpu standin_cpu
   rss_kb="$(awk '/VmHWM/ {print $2}' "/proc/$op/status")"
+  # CPU seconds (user + system) each process used: where a shared machine's cores went.
+  op_cpu="$(cpu_seconds "$op")"
+  standin_cpu="$(cpu_seconds "$standin")"
+  echo "cpu_seconds operator=$op_cpu standin=$standin_cpu"
   kill "$op" "$standin"
   wait "$op" "$standin" 2>/dev/null || true
   local rss_mb
   rss_mb="$(awk -v k="$rss_kb" 'BEGIN {printf "%.1f", k / 1024}')"
   echo "rss_mb=$rss_mb"
-  sed -n 's/^DRIVER //p' "$dir/driver.out" | sed "s/^/$label qps=${qps:-none} burst=${burst:-none} rss_mb=$rss_mb /" >>"$WORK/summary"
+  sed -n 's/^DRIVER //p' "$dir/driver.out" | sed "s/^/$label qps=${qps:-none} burst=${burst:-none} rss_mb=$rss_mb op_cpu_s=$op_cpu standin_cpu_s=$standin_cpu /" >>"$WORK/summary"
 }
 
 echo "== raised client rate limit (the operator is measured) =="

@@ -12,12 +12,7 @@ class OperatorRequestsE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!fs::exists(kBin + "kube-standin")) GTEST_SKIP() << "kube-standin not built";
-    tmp_ = std::make_unique<test::TempDir>("torus-controller-e2e");
-    dir_ = tmp_->path();
-    kubeconfig_ = (dir_ / "kubeconfig").string();
-    standin_ = start_standin(dir_, kubeconfig_, {"--nodes", "8"});
-    config_ = kube::load_kubeconfig(kubeconfig_);
-    client_ = std::make_unique<kube::Client>(config_, kube::ClientOptions{.qps = 500, .burst = 500});
+    session_.start("torus-controller-e2e", {"--nodes", "8"});
     // The chart's defaults: no client rate flags.
     operator_ = std::make_unique<Daemon>("operator",
                                          std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig",
@@ -28,10 +23,7 @@ class OperatorRequestsE2E : public ::testing::Test {
   }
   void TearDown() override {
     operator_.reset();
-    standin_.reset();
-    client_.reset();
-    if (tmp_) expect_stayed_on_loopback(dir_);
-    if (tmp_) keep_logs_if_failed(*tmp_);
+    session_.finish();
   }
 
   json control(const std::string& method, const std::string& endpoint, const json& body = nullptr) {
@@ -55,13 +47,12 @@ class OperatorRequestsE2E : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << r.out;
   }
 
-  std::unique_ptr<test::TempDir> tmp_;
-  fs::path dir_;
-  std::string kubeconfig_;
-  kube::ClusterConfig config_;
-  std::unique_ptr<Daemon> standin_;
+  StandinSession session_;
+  const fs::path& dir_ = session_.dir;
+  const std::string& kubeconfig_ = session_.kubeconfig;
+  const kube::ClusterConfig& config_ = session_.config;
+  std::unique_ptr<kube::Client>& client_ = session_.client;
   std::unique_ptr<Daemon> operator_;
-  std::unique_ptr<kube::Client> client_;
 };
 
 int64_t count(const json& stats, const std::string& resource, const std::string& verb) {

@@ -150,6 +150,33 @@ inline std::unique_ptr<Daemon> start_standin(const fs::path& dir, const std::str
   return standin;
 }
 
+// A stand-in of one test's own (started in a fresh temporary folder with `kubelet_flags`) and a client to it, for the
+// fixtures that start one per test. finish() (after the test's operator is stopped) stops it, fails the test on a
+// connection beyond loopback, and keeps the logs of a failed test.
+struct StandinSession {
+  std::unique_ptr<test::TempDir> tmp;
+  fs::path dir;
+  std::string kubeconfig;
+  kube::ClusterConfig config;
+  std::unique_ptr<Daemon> standin;
+  std::unique_ptr<kube::Client> client;
+
+  void start(const std::string& prefix, const std::vector<std::string>& kubelet_flags) {
+    tmp = std::make_unique<test::TempDir>(prefix);
+    dir = tmp->path();
+    kubeconfig = (dir / "kubeconfig").string();
+    standin = start_standin(dir, kubeconfig, kubelet_flags);
+    config = kube::load_kubeconfig(kubeconfig);
+    client = std::make_unique<kube::Client>(config, kube::ClientOptions{.qps = 500, .burst = 500});
+  }
+  void finish() {
+    standin.reset();
+    client.reset();
+    if (tmp) expect_stayed_on_loopback(dir);
+    if (tmp) keep_logs_if_failed(*tmp);
+  }
+};
+
 // A tiny 1-epoch CPU job on synthetic data (restartPolicy ExitCode); `run_policy_extra` goes under spec.runPolicy.
 inline std::string job_yaml(const std::string& name, int workers, const std::string& run_policy_extra = "") {
   return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +

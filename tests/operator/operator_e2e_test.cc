@@ -370,20 +370,12 @@ class NamespacedOperatorE2E : public ::testing::Test {
   void SetUp() override {
     if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
     if (!fs::exists(kBin + "kube-standin")) GTEST_SKIP() << "kube-standin not built";
-    tmp_ = std::make_unique<test::TempDir>("torus-operator-ns-e2e");
-    dir_ = tmp_->path();
-    kubeconfig_ = (dir_ / "kubeconfig").string();
-    standin_ = start_standin(dir_, kubeconfig_, {"--nodes", "4"});
-    config_ = kube::load_kubeconfig(kubeconfig_);
-    client_ = std::make_unique<kube::Client>(config_, kube::ClientOptions{.qps = 500, .burst = 500});
+    session_.start("torus-operator-ns-e2e", {"--nodes", "4"});
     for (const char* ns : {"a", "b", "c"}) ASSERT_EQ(kubectl("default", {"create", "namespace", ns}).code, 0);
   }
   void TearDown() override {
     operator_.reset();
-    standin_.reset();
-    client_.reset();
-    if (tmp_) expect_stayed_on_loopback(dir_);
-    if (tmp_) keep_logs_if_failed(*tmp_);
+    session_.finish();
   }
 
   void start_operator(const std::vector<std::string>& namespace_flags) {
@@ -427,13 +419,12 @@ class NamespacedOperatorE2E : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << ns << "/" << name << " never reached " << want << ": " << r.out;
   }
 
-  std::unique_ptr<test::TempDir> tmp_;
-  fs::path dir_;
-  std::string kubeconfig_;
-  kube::ClusterConfig config_;
-  std::unique_ptr<Daemon> standin_;
+  StandinSession session_;
+  const fs::path& dir_ = session_.dir;
+  const std::string& kubeconfig_ = session_.kubeconfig;
+  const kube::ClusterConfig& config_ = session_.config;
+  std::unique_ptr<kube::Client>& client_ = session_.client;
   std::unique_ptr<Daemon> operator_;
-  std::unique_ptr<kube::Client> client_;
 };
 
 TEST_F(NamespacedOperatorE2E, WatchingAAndBRunsTheirJobsAndIgnoresC) {
