@@ -16,8 +16,8 @@ class OperatorRequestsE2E : public ::testing::Test {
     // The chart's defaults: no client rate flags.
     operator_ = std::make_unique<Daemon>("operator",
                                          std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig",
-                                                                  kubeconfig_, "--metrics-addr", "127.0.0.1:0"},
-                                         (dir_ / "operator.log").string());
+                                                                  session_.kubeconfig, "--metrics-addr", "127.0.0.1:0"},
+                                         (session_.dir / "operator.log").string());
     // Synced: the operator watches jobs, pods, services, config maps, secrets and nodes.
     ASSERT_TRUE(eventually([&] { return stats().value("openWatches", 0) >= 6; }, 30s)) << stats().dump();
   }
@@ -27,7 +27,7 @@ class OperatorRequestsE2E : public ::testing::Test {
   }
 
   json control(const std::string& method, const std::string& endpoint, const json& body = nullptr) {
-    auto transport = kube::make_http_transport(config_, {});
+    auto transport = kube::make_http_transport(session_.config, {});
     kube::HttpResponse r =
         transport->send({method, "/_standin/" + endpoint, body.is_null() ? "" : body.dump(), "application/json", {}});
     EXPECT_EQ(r.status, 200) << endpoint << ": " << r.body;
@@ -36,22 +36,18 @@ class OperatorRequestsE2E : public ::testing::Test {
   json stats() { return control("GET", "stats"); }
 
   json status_of(const std::string& name) {
-    auto j = client_->try_get(res::kTrainingJobs, kNs, name);
+    auto j = session_.client->try_get(res::kTrainingJobs, kNs, name);
     return j ? j->value("status", json::object()) : json::object();
   }
 
   void apply(const std::string& name, int workers) {
-    const std::string file = (dir_ / (name + ".yaml")).string();
+    const std::string file = (session_.dir / (name + ".yaml")).string();
     std::ofstream(file) << job_yaml(name, workers);
-    const CmdResult r = run_command({kKubectl, "--kubeconfig", kubeconfig_, "-n", kNs, "create", "-f", file});
+    const CmdResult r = run_command({kKubectl, "--kubeconfig", session_.kubeconfig, "-n", kNs, "create", "-f", file});
     ASSERT_EQ(r.code, 0) << r.out;
   }
 
   StandinSession session_;
-  const fs::path& dir_ = session_.dir;
-  const std::string& kubeconfig_ = session_.kubeconfig;
-  const kube::ClusterConfig& config_ = session_.config;
-  std::unique_ptr<kube::Client>& client_ = session_.client;
   std::unique_ptr<Daemon> operator_;
 };
 
@@ -65,11 +61,11 @@ int64_t count(const json& stats, const std::string& resource, const std::string&
 TEST_F(OperatorRequestsE2E, AnEightWorkerJobReachesRunningInFifteenRequests) {
   control("DELETE", "stats");
   apply("octo", 8);  // kubectl: discovery and the create, told apart below by resource
-  const uint64_t mine_before = client_->requests_sent();
+  const uint64_t mine_before = session_.client->requests_sent();
   ASSERT_TRUE(eventually([&] { return status_of("octo").value("phase", "") == "Running"; }, 60s))
       << status_of("octo").dump();
   const json s = stats();
-  const int64_t my_gets = static_cast<int64_t>(client_->requests_sent() - mine_before);
+  const int64_t my_gets = static_cast<int64_t>(session_.client->requests_sent() - mine_before);
   EXPECT_EQ(count(s, "pods", "create"), 8) << s.dump();
   EXPECT_EQ(count(s, "services", "create"), 1) << s.dump();
   EXPECT_EQ(count(s, "configmaps", "create"), 1) << s.dump();
