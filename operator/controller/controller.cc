@@ -11,6 +11,7 @@ namespace {
 
 namespace res = kube::resources;
 constexpr const char* kByJob = "job";
+constexpr std::chrono::milliseconds kChildEventWindow{200};  // child events coalesced into one pass of their job
 
 std::string str(std::string_view s) { return std::string(s); }
 
@@ -176,7 +177,8 @@ const Controller::Caches* Controller::caches_of(const std::string& ns) const {
 Controller::~Controller() { stop(); }
 
 void Controller::enqueue_owner(const json& child) {
-  for (const auto& key : job_of(child)) queue_.add(key);
+  // A gang's pods change together (created, bound, started, ready): the events of one short window make one pass.
+  for (const auto& key : job_of(child)) queue_.add_after(key, kChildEventWindow);
 }
 
 bool Controller::start(std::chrono::milliseconds sync_timeout) {

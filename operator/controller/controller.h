@@ -49,6 +49,7 @@ class Controller {
  private:
   void worker_loop();
   void process(const std::string& key);
+  // Queues the child's job after a short window (kChildEventWindow), so that events arriving together make one pass.
   void enqueue_owner(const json& child);
   // Nodes (cluster-scoped, names and labels only) for jobs with runPolicy.topology.key; false when the operator
   // may not list them (403: one warning, and jobs run without rack ordering).
