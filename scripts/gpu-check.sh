@@ -16,7 +16,7 @@ if torus_offline; then
   torus_use_prefix "${GPU_TESTS[@]}"
   torus_build torus torus-worker torus_gpu_bench "${GPU_TESTS[@]}"
 else
-  torus_install_packages
+  torus_install_packages "${TORUS_PACKAGES[@]}" "${TORUS_TEST_PACKAGES[@]}"
   torus_build
 fi
 
