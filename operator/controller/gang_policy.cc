@@ -9,7 +9,6 @@
 namespace torus::controller {
 namespace {
 
-using Phase = WorkerState::Phase;
 
 bool is_worker_retryable_code(const GangPolicy& policy, int code) {
   if (code == to_int(ExitCode::kRetryable) || code == to_int(ExitCode::kCollectiveTimeout)) return true;
@@ -100,7 +99,7 @@ Decision decide_retryable(const GangPolicy& policy, const GangObservation& gang,
 std::vector<std::string> not_running(const GangObservation& gang) {
   std::vector<std::string> names;
   for (const auto& w : gang.workers) {
-    if (w.phase == Phase::kPending) names.push_back(w.detail.empty() ? w.name : w.name + " (" + w.detail + ")");
+    if (w.phase == PodPhase::kPending) names.push_back(w.detail.empty() ? w.name : w.name + " (" + w.detail + ")");
   }
   int missing = gang.expected_workers - static_cast<int>(gang.workers.size());
   if (missing > 0) names.push_back(std::to_string(missing) + " worker(s) never created");
@@ -158,7 +157,7 @@ RestartPolicy parse_restart_policy(const std::string& text, const std::string& f
 std::optional<int> effective_exit_code(const WorkerState& worker) {
   if (worker.exit_code) return worker.exit_code;
   if (worker.term_signal) return 128 + *worker.term_signal;
-  if (worker.phase == Phase::kSucceeded) return 0;
+  if (worker.phase == PodPhase::kSucceeded) return 0;
   return std::nullopt;
 }
 

@@ -52,11 +52,13 @@ struct GangPolicy {
   std::vector<int> extra_retryable_codes;   // besides ExitCode::kRetryable and kCollectiveTimeout
 };
 
+// A worker's lifecycle: the Kubernetes pod phase (minus Unknown); a local process maps onto it.
+enum class PodPhase { kPending, kRunning, kSucceeded, kFailed };
+
 // One worker as observed (a pod's main container, or a local process).
 struct WorkerState {
-  enum class Phase { kPending, kRunning, kSucceeded, kFailed };
   std::string name;  // pod or process name, used in messages
-  Phase phase = Phase::kPending;
+  PodPhase phase = PodPhase::kPending;
   std::optional<int> exit_code;    // set when the worker exited
   std::optional<int> term_signal;  // a local process killed by a signal (counts as 128 + signal)
   std::string detail;              // e.g. "OOMKilled", "Unschedulable: 0/3 nodes available"

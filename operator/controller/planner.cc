@@ -280,7 +280,7 @@ GangObservation observe(Pass& p, const std::vector<json>& current) {
   if (g.running_since) {
     for (int i = 0; i < g.expected_workers; ++i) {
       if (by_index.count(i)) continue;
-      g.workers.push_back({worker_pod_name(p.name(), i), WorkerState::Phase::kFailed, 137, std::nullopt,
+      g.workers.push_back({worker_pod_name(p.name(), i), PodPhase::kFailed, 137, std::nullopt,
                            "pod disappeared while the gang was running"});
     }
   }
@@ -290,7 +290,7 @@ GangObservation observe(Pass& p, const std::vector<json>& current) {
 bool all_running(const GangObservation& g) {
   if (static_cast<int>(g.workers.size()) < g.expected_workers) return false;
   return std::all_of(g.workers.begin(), g.workers.end(), [](const WorkerState& w) {
-    return w.phase == WorkerState::Phase::kRunning || w.phase == WorkerState::Phase::kSucceeded;
+    return w.phase == PodPhase::kRunning || w.phase == PodPhase::kSucceeded;
   });
 }
 
@@ -495,9 +495,9 @@ WorkerState worker_state(const json& pod) {
   w.name = pod["metadata"].value("name", "");
   const json status = pod.value("status", json::object());
   std::string phase = status.value("phase", "Pending");
-  if (phase == "Running") w.phase = WorkerState::Phase::kRunning;
-  if (phase == "Succeeded") w.phase = WorkerState::Phase::kSucceeded;
-  if (phase == "Failed") w.phase = WorkerState::Phase::kFailed;
+  if (phase == "Running") w.phase = PodPhase::kRunning;
+  if (phase == "Succeeded") w.phase = PodPhase::kSucceeded;
+  if (phase == "Failed") w.phase = PodPhase::kFailed;
   for (const auto& cs : status.value("containerStatuses", json::array())) {
     if (cs.value("name", "") != kWorkerContainer) continue;
     const json term = cs.value("state", json::object()).value("terminated", json::object());
@@ -506,12 +506,12 @@ WorkerState worker_state(const json& pod) {
       w.detail = term.value("reason", "");
     }
   }
-  if (w.phase == WorkerState::Phase::kFailed && !w.exit_code) {
+  if (w.phase == PodPhase::kFailed && !w.exit_code) {
     // Evicted or lost with no container exit: the platform's doing, like a kill.
     w.exit_code = 137;
     w.detail = status.value("reason", "pod failed without a container exit code");
   }
-  if (w.phase == WorkerState::Phase::kPending) {
+  if (w.phase == PodPhase::kPending) {
     for (const auto& c : status.value("conditions", json::array())) {
       if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") {
         w.detail = c.value("reason", "Unschedulable");

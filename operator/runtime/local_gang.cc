@@ -17,6 +17,7 @@ namespace torus::runtime {
 namespace {
 
 using controller::Clock;
+using controller::PodPhase;
 using controller::Verdict;
 using controller::WorkerState;
 using std::chrono::milliseconds;
@@ -44,7 +45,7 @@ class Attempt {
       process::ProcessSpec spec = launch.make_rank(rank, attempt);
       workers_[static_cast<size_t>(rank)].name = spec.name.empty() ? "rank " + std::to_string(rank) : spec.name;
       sup_.start(spec);
-      workers_[static_cast<size_t>(rank)].phase = WorkerState::Phase::kRunning;
+      workers_[static_cast<size_t>(rank)].phase = PodPhase::kRunning;
     }
     started_ = Clock::now();
   }
@@ -59,7 +60,7 @@ class Attempt {
     } else {
       w.exit_code = t.exit_code;
     }
-    w.phase = t.success() ? WorkerState::Phase::kSucceeded : WorkerState::Phase::kFailed;
+    w.phase = t.success() ? PodPhase::kSucceeded : PodPhase::kFailed;
     if (!t.success()) w.detail = error_of(t.index);  // the rank's own words, quoted in the failure reason
     listener_.on_worker_exit(static_cast<int>(t.index), t);
   }
@@ -129,23 +130,11 @@ GangOutcome interrupted(Attempt& attempt, GangListener& listener, int attempt_nu
     }
   }
   attempt.stop();
-  return GangOutcome{GangPhase::kSuspended, controller::Reason::kNone,
+  return GangOutcome{api::Phase::kSuspended, controller::Reason::kNone,
                      "interrupted: workers were asked to checkpoint and stop; run again to resume", attempt_number + 1};
 }
 
 }  // namespace
-
-const char* to_string(GangPhase phase) {
-  switch (phase) {
-    case GangPhase::kSucceeded:
-      return "Succeeded";
-    case GangPhase::kFailed:
-      return "Failed";
-    case GangPhase::kSuspended:
-      return "Suspended";
-  }
-  return "";
-}
 
 GangOutcome run_local_gang(const GangLaunch& launch, GangListener& listener) {
   if (launch.world_size < 1)
@@ -156,10 +145,10 @@ GangOutcome run_local_gang(const GangLaunch& launch, GangListener& listener) {
     Attempt attempt(launch, listener, number);
     for (;;) {
       const controller::Decision d = controller::decide(launch.policy, attempt.observe(job_start));
-      if (d.verdict == Verdict::kSucceed) return GangOutcome{GangPhase::kSucceeded, d.reason, d.message, number + 1};
+      if (d.verdict == Verdict::kSucceed) return GangOutcome{api::Phase::kSucceeded, d.reason, d.message, number + 1};
       if (d.verdict == Verdict::kFail) {
         attempt.stop();
-        return GangOutcome{GangPhase::kFailed, d.reason, d.message, number + 1};
+        return GangOutcome{api::Phase::kFailed, d.reason, d.message, number + 1};
       }
       if (d.verdict == Verdict::kRestart) {
         listener.on_restart(d);

@@ -23,11 +23,8 @@ struct GangLaunch {
   int interrupt_fd = -1;                        // readable on Ctrl-C (a signalfd or a pipe); -1: none
 };
 
-enum class GangPhase { kSucceeded, kFailed, kSuspended };
-const char* to_string(GangPhase phase);
-
 struct GangOutcome {
-  GangPhase phase = GangPhase::kFailed;
+  api::Phase phase = api::Phase::kFailed;  // the job's final phase: kSucceeded, kFailed or kSuspended (interrupted)
   controller::Reason reason = controller::Reason::kNone;
   std::string message;
   int attempts = 0;  // attempts started; restarts = attempts - 1

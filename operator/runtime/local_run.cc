@@ -390,15 +390,9 @@ int run_local(const LocalRunOptions& options) {
   for (size_t i = 0; i + 1 < lines.size(); ++i) std::fprintf(stderr, "%s\n", lines[i].c_str());
   std::printf("%s\n", lines.back().c_str());
   std::fflush(stdout);
-  switch (outcome.phase) {
-    case GangPhase::kSucceeded:
-      return 0;
-    case GangPhase::kSuspended:
-      return 130;
-    case GangPhase::kFailed:
-      return 1;
-  }
-  return 1;
+  if (outcome.phase == api::Phase::kSucceeded) return 0;
+  if (outcome.phase == api::Phase::kSuspended) return 130;
+  return 1;  // kFailed
 }
 
 }  // namespace torus::runtime

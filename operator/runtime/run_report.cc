@@ -97,7 +97,7 @@ std::string RunReport::progress_line() const {
 
 std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double wall_seconds) const {
   std::vector<std::string> lines;
-  lines.push_back(std::string("phase: ") + to_string(outcome.phase) +
+  lines.push_back("phase: " + std::string(api::to_string(outcome.phase)) +
                   (outcome.message.empty() ? "" : " (" + outcome.message + ")"));
   lines.push_back("final accuracy: " + (final_accuracy_ ? fixed(*final_accuracy_ * 100, 2) + "%" : "n/a"));
   if (target_) {
@@ -115,7 +115,7 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
                   (resumed_step_ ? ", resumed at step " + std::to_string(*resumed_step_) : ""));
   lines.push_back("wall time: " + format_duration(wall_seconds));
   std::ostringstream result;
-  result << "RESULT phase=" << to_string(outcome.phase)
+  result << "RESULT phase=" << api::to_string(outcome.phase)
          << " accuracy=" << (final_accuracy_ ? fixed(*final_accuracy_, 4) : "nan")
          << " time_to_target_s=" << (time_to_target_s_ ? fixed(*time_to_target_s_, 1) : "nan")
          << " images_per_s=" << fixed(images_per_s_, 0) << " busbw_gbps=" << fixed(busbw_gbps_, 3)

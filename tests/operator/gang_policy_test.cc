@@ -8,7 +8,6 @@
 namespace torus::controller {
 namespace {
 
-using Phase = WorkerState::Phase;
 using std::chrono::seconds;
 
 const TimePoint kT0 = TimePoint(seconds(1'700'000'000));
@@ -45,14 +44,14 @@ class GangBuilder {
     gang_.running_since = gang_.attempt_start;
     return *this;
   }
-  GangBuilder& running(int index) { return add(index, Phase::kRunning, std::nullopt, ""); }
-  GangBuilder& pending(int index, std::string detail = "") { return add(index, Phase::kPending, std::nullopt, detail); }
+  GangBuilder& running(int index) { return add(index, PodPhase::kRunning, std::nullopt, ""); }
+  GangBuilder& pending(int index, std::string detail = "") { return add(index, PodPhase::kPending, std::nullopt, detail); }
   GangBuilder& exited(int index, int code) {
-    return replace(index, code == 0 ? Phase::kSucceeded : Phase::kFailed, code, "");
+    return replace(index, code == 0 ? PodPhase::kSucceeded : PodPhase::kFailed, code, "");
   }
   GangBuilder& signalled(int index, int sig) {
     WorkerState& w = slot(index);
-    w.phase = Phase::kFailed;
+    w.phase = PodPhase::kFailed;
     w.exit_code.reset();
     w.term_signal = sig;
     return *this;
@@ -65,13 +64,13 @@ class GangBuilder {
     for (auto& w : gang_.workers) {
       if (w.name == name) return w;
     }
-    gang_.workers.push_back(WorkerState{name, Phase::kPending, std::nullopt, std::nullopt, ""});
+    gang_.workers.push_back(WorkerState{name, PodPhase::kPending, std::nullopt, std::nullopt, ""});
     return gang_.workers.back();
   }
-  GangBuilder& add(int index, Phase phase, std::optional<int> code, std::string detail) {
+  GangBuilder& add(int index, PodPhase phase, std::optional<int> code, std::string detail) {
     return replace(index, phase, code, std::move(detail));
   }
-  GangBuilder& replace(int index, Phase phase, std::optional<int> code, std::string detail) {
+  GangBuilder& replace(int index, PodPhase phase, std::optional<int> code, std::string detail) {
     WorkerState& w = slot(index);
     w.phase = phase;
     w.exit_code = code;
@@ -126,10 +125,10 @@ TEST(ClassifyExit, ExtraRetryableCodes) {
 }
 
 TEST(EffectiveExitCode, SignalCountsAs128Plus) {
-  WorkerState w{"p", Phase::kFailed, std::nullopt, 9, ""};
+  WorkerState w{"p", PodPhase::kFailed, std::nullopt, 9, ""};
   EXPECT_EQ(effective_exit_code(w), 137);
   w.term_signal.reset();
-  w.phase = Phase::kRunning;
+  w.phase = PodPhase::kRunning;
   EXPECT_EQ(effective_exit_code(w), std::nullopt);
 }
 

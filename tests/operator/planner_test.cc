@@ -454,7 +454,7 @@ TEST(Planner, SteadyStateWritesNothing) {
 
 TEST(Planner, WorkerStateReadsExitCodeAndReason) {
   WorkerState w = worker_state(PodBuilder("j", 0).exited(137, "OOMKilled").build());
-  EXPECT_EQ(w.phase, WorkerState::Phase::kFailed);
+  EXPECT_EQ(w.phase, PodPhase::kFailed);
   EXPECT_EQ(w.exit_code, 137);
   EXPECT_EQ(w.detail, "OOMKilled");
 }

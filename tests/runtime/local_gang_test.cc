@@ -47,7 +47,7 @@ GangLaunch launch_of(std::vector<std::string> scripts, RestartPolicy policy = Re
 TEST(LocalGang, AllRanksSucceed) {
   Recorder r;
   auto out = run_local_gang(launch_of({"echo hi from $RANK", "echo hi from $RANK"}), r);
-  EXPECT_EQ(out.phase, GangPhase::kSucceeded);
+  EXPECT_EQ(out.phase, api::Phase::kSucceeded);
   EXPECT_EQ(out.attempts, 1);
   EXPECT_EQ(r.exits.size(), 2u);
   EXPECT_NE(std::find(r.lines.begin(), r.lines.end(), "1:hi from 1"), r.lines.end());
@@ -59,7 +59,7 @@ TEST(LocalGang, SigkilledRankRestartsTheWholeGangAsAttemptOne) {
   auto out = run_local_gang(
       launch_of({"[ $TORUS_ATTEMPT = 0 ] && exec sleep 60; exit 0", "[ $TORUS_ATTEMPT = 0 ] && kill -9 $$; exit 0"}),
       r);
-  EXPECT_EQ(out.phase, GangPhase::kSucceeded) << out.message;
+  EXPECT_EQ(out.phase, api::Phase::kSucceeded) << out.message;
   EXPECT_EQ(out.attempts, 2);
   EXPECT_EQ(r.attempts, (std::vector<int>{0, 1}));
   EXPECT_EQ(r.restarts, 1);
@@ -71,7 +71,7 @@ TEST(LocalGang, SigkilledRankRestartsTheWholeGangAsAttemptOne) {
 TEST(LocalGang, PermanentFailureFailsAtOnceAndStopsTheOthers) {
   Recorder r;
   auto out = run_local_gang(launch_of({"exec sleep 60", "echo bad config >&2; exit 1"}), r);
-  EXPECT_EQ(out.phase, GangPhase::kFailed);
+  EXPECT_EQ(out.phase, api::Phase::kFailed);
   EXPECT_EQ(out.reason, Reason::kWorkerFailed);
   EXPECT_EQ(out.attempts, 1);
   EXPECT_NE(out.message.find("rank 1"), std::string::npos) << out.message;
@@ -81,7 +81,7 @@ TEST(LocalGang, PermanentFailureFailsAtOnceAndStopsTheOthers) {
 TEST(LocalGang, AlwaysFailingRankExhaustsTheBackoffLimit) {
   Recorder r;
   auto out = run_local_gang(launch_of({"exit 0", "exit 42"}, RestartPolicy::kExitCode, /*backoff=*/2), r);
-  EXPECT_EQ(out.phase, GangPhase::kFailed);
+  EXPECT_EQ(out.phase, api::Phase::kFailed);
   EXPECT_EQ(out.reason, Reason::kBackoffLimitExceeded);
   EXPECT_EQ(out.attempts, 3);
   EXPECT_NE(out.message.find("backoff limit 2"), std::string::npos) << out.message;
@@ -90,7 +90,7 @@ TEST(LocalGang, AlwaysFailingRankExhaustsTheBackoffLimit) {
 TEST(LocalGang, NeverPolicyFailsOnARetryableExit) {
   Recorder r;
   auto out = run_local_gang(launch_of({"exit 0", "kill -9 $$"}, RestartPolicy::kNever), r);
-  EXPECT_EQ(out.phase, GangPhase::kFailed);
+  EXPECT_EQ(out.phase, api::Phase::kFailed);
   EXPECT_EQ(out.attempts, 1);
 }
 
@@ -100,7 +100,7 @@ TEST(LocalGang, ActiveDeadlineFailsAHangingGang) {
   l.policy.active_deadline = std::chrono::seconds(1);
   const auto t0 = std::chrono::steady_clock::now();
   auto out = run_local_gang(l, r);
-  EXPECT_EQ(out.phase, GangPhase::kFailed);
+  EXPECT_EQ(out.phase, api::Phase::kFailed);
   EXPECT_EQ(out.reason, Reason::kDeadlineExceeded);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
 }
@@ -121,7 +121,7 @@ TEST(LocalGang, InterruptAsksWorkersToStopAndSuspends) {
                       "trap 'echo checkpointed; exit 0' TERM; echo ready; while :; do sleep 0.05; done"});
   l.interrupt_fd = p[0];
   auto out = run_local_gang(l, r);
-  EXPECT_EQ(out.phase, GangPhase::kSuspended);
+  EXPECT_EQ(out.phase, api::Phase::kSuspended);
   EXPECT_EQ(std::count(r.lines.begin(), r.lines.end(), "0:checkpointed") +
                 std::count(r.lines.begin(), r.lines.end(), "1:checkpointed"),
             2);

@@ -31,7 +31,7 @@ TEST(RunReport, SummaryEndsWithMachineReadableResult) {
   r.on_attempt_start(1);
   r.on_event(0, {{"event", "evaluated"}, {"accuracy", 0.925}, {"time_to_target_s", 101.26}});
   r.on_event(0, {{"event", "finished"}, {"accuracy", 0.931}, {"images_per_s", 2210.0}, {"busbw_gbps", 3.5}});
-  GangOutcome out{GangPhase::kSucceeded, controller::Reason::kNone, "", 2};
+  GangOutcome out{api::Phase::kSucceeded, controller::Reason::kNone, "", 2};
   auto lines = r.summary(out, 130);
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines.back(),
@@ -48,7 +48,7 @@ TEST(RunReport, SummaryNamesTheAlgorithmThatRanAndItsBytesPerCall) {
                  {"allreduce_algorithm", "ring"},
                  {"allreduce_calls", 8},
                  {"allreduce_bytes", 8000}});
-  const auto lines = r.summary(GangOutcome{GangPhase::kSucceeded, controller::Reason::kNone, "", 1}, 10);
+  const auto lines = r.summary(GangOutcome{api::Phase::kSucceeded, controller::Reason::kNone, "", 1}, 10);
   EXPECT_NE(std::find(lines.begin(), lines.end(), "all-reduce: ring, 8 calls, 1000 bytes per call"), lines.end());
   EXPECT_NE(lines.back().find(" allreduce_algorithm=ring allreduce_bytes_per_call=1000"), std::string::npos)
       << lines.back();
@@ -56,7 +56,7 @@ TEST(RunReport, SummaryNamesTheAlgorithmThatRanAndItsBytesPerCall) {
 
 TEST(RunReport, FailureCarriesTheReason) {
   RunReport r;
-  GangOutcome out{GangPhase::kFailed, controller::Reason::kBackoffLimitExceeded, "backoff limit 1 reached", 2};
+  GangOutcome out{api::Phase::kFailed, controller::Reason::kBackoffLimitExceeded, "backoff limit 1 reached", 2};
   auto lines = r.summary(out, 3);
   EXPECT_EQ(lines.front(), "phase: Failed (backoff limit 1 reached)");
   EXPECT_NE(lines.back().find("phase=Failed"), std::string::npos);
