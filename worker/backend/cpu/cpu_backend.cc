@@ -15,6 +15,7 @@
 #include "common/util/env.h"
 #include "common/util/tunables.h"
 #include "common/util/error.h"
+#include "worker/backend/cpu/max_pool.h"
 
 namespace torus::worker::cpu {
 namespace {
@@ -25,6 +26,12 @@ using tag = dnnl::memory::format_tag;
 
 memory::desc nhwc(int64_t n, int64_t h, int64_t w, int64_t c) { return memory::desc({n, c, h, w}, dt::f32, tag::nhwc); }
 memory::desc flat(int64_t n) { return memory::desc({n}, dt::f32, tag::a); }
+
+void expect_bytes(Tensor t, size_t bytes, const char* what) {
+  if (t.bytes() < bytes)
+    throw InvalidArgument(std::string("cpu backend: ") + what + " has " + std::to_string(t.bytes()) +
+                          " bytes, expected " + std::to_string(bytes));
+}
 
 void expect_elements(Tensor t, int64_t elements, const char* what) {
   if (t.numel() != elements)
@@ -277,13 +284,18 @@ class CpuBackend final : public Backend {
 
   // --- pooling -------------------------------------------------------------------------------------
   size_t pool_workspace_bytes(const PoolGeometry& g) override {
+    if (max_pool_by_hand(g)) return max_pool_workspace_bytes(g);
     return g.kind == PoolKind::kMax ? pool_plan(g).fwd_pd.workspace_desc().get_size() : 0;
   }
 
   void pool_forward(const PoolGeometry& g, Tensor x, Tensor y, Tensor workspace) override {
-    PoolPlan& p = pool_plan(g);
     expect_elements(x, g.input_shape().numel(), "pool input");
     expect_elements(y, g.output_shape().numel(), "pool output");
+    if (max_pool_by_hand(g)) {
+      expect_bytes(workspace, max_pool_workspace_bytes(g), "max pool workspace");
+      return max_pool_forward(g, x.f32(), y.f32(), static_cast<uint8_t*>(workspace.data()));
+    }
+    PoolPlan& p = pool_plan(g);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(p.fwd_pd.src_desc(), x)},
                                             {DNNL_ARG_DST, mem(p.fwd_pd.dst_desc(), y)}};
     if (g.kind == PoolKind::kMax) args[DNNL_ARG_WORKSPACE] = mem(p.fwd_pd.workspace_desc(), workspace);
@@ -291,9 +303,13 @@ class CpuBackend final : public Backend {
   }
 
   void pool_backward(const PoolGeometry& g, Tensor dy, Tensor workspace, Tensor dx) override {
-    PoolPlan& p = pool_plan(g);
     expect_elements(dy, g.output_shape().numel(), "pool output gradient");
     expect_elements(dx, g.input_shape().numel(), "pool input gradient");
+    if (max_pool_by_hand(g)) {
+      expect_bytes(workspace, max_pool_workspace_bytes(g), "max pool workspace");
+      return max_pool_backward(g, dy.f32(), static_cast<const uint8_t*>(workspace.data()), dx.f32());
+    }
+    PoolPlan& p = pool_plan(g);
     std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, mem(p.bwd_pd.diff_dst_desc(), dy)},
                                             {DNNL_ARG_DIFF_SRC, mem(p.bwd_pd.diff_src_desc(), dx)}};
     if (g.kind == PoolKind::kMax) args[DNNL_ARG_WORKSPACE] = mem(p.fwd_pd.workspace_desc(), workspace);

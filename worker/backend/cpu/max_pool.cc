@@ -1,0 +1,141 @@
+#include "worker/backend/cpu/max_pool.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace torus::worker::cpu {
+namespace {
+
+// Parallel over (n, output row) when there is enough work for threads to pay off.
+constexpr int64_t kParallelElements = 1 << 16;
+
+// Four channels per vector (GCC vector extensions: one SSE register, the baseline x86-64 build).
+constexpr int64_t kLanes = 4;
+using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
+using Ints = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+using Bytes = uint8_t __attribute__((vector_size(kLanes)));
+
+Floats load(const float* p) {
+  Floats v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+void store(float* p, Floats v) { std::memcpy(p, &v, sizeof(v)); }
+Ints load_bytes(const uint8_t* p) {
+  Bytes b;
+  std::memcpy(&b, p, sizeof(b));
+  return __builtin_convertvector(b, Ints);
+}
+void store_bytes(uint8_t* p, Ints v) {
+  const Bytes b = __builtin_convertvector(v, Bytes);
+  std::memcpy(p, &b, sizeof(b));
+}
+
+struct Window {
+  int64_t h0, w0;              // top-left corner, padding included (may be negative)
+  int64_t h_begin, h_end;      // rows inside the image
+  int64_t w_begin, w_end;      // columns inside the image
+};
+
+Window window(const PoolGeometry& g, int64_t oh, int64_t ow) {
+  Window win{};
+  win.h0 = oh * g.stride - g.pad;
+  win.w0 = ow * g.stride - g.pad;
+  win.h_begin = std::max<int64_t>(win.h0, 0);
+  win.h_end = std::min(win.h0 + g.kh, g.h);
+  win.w_begin = std::max<int64_t>(win.w0, 0);
+  win.w_end = std::min(win.w0 + g.kw, g.w);
+  return win;
+}
+
+}  // namespace
+
+bool max_pool_by_hand(const PoolGeometry& g) {
+  return g.kind == PoolKind::kMax && g.kh * g.kw <= 256 && g.pad < g.kh && g.pad < g.kw;
+}
+
+size_t max_pool_workspace_bytes(const PoolGeometry& g) { return static_cast<size_t>(g.output_shape().numel()); }
+
+void max_pool_forward(const PoolGeometry& g, const float* x, float* y, uint8_t* workspace) {
+  const int64_t c = g.c, oh_n = g.out_h(), ow_n = g.out_w();
+  const bool parallel = g.output_shape().numel() >= kParallelElements;
+#pragma omp parallel for collapse(2) if (parallel)
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t oh = 0; oh < oh_n; ++oh)
+      for (int64_t ow = 0; ow < ow_n; ++ow) {
+        const Window win = window(g, oh, ow);
+        const int64_t out = ((n * oh_n + oh) * ow_n + ow) * c;
+        const float* first = x + ((n * g.h + win.h_begin) * g.w + win.w_begin) * c;
+        const auto first_k = static_cast<int32_t>((win.h_begin - win.h0) * g.kw + (win.w_begin - win.w0));
+        // A vector of channels at a time, held in registers over the window; then the channels left over.
+        int64_t i = 0;
+        for (; i + kLanes <= c; i += kLanes) {
+          Floats best = load(first + i);
+          Ints at = first_k - Ints{};
+          for (int64_t ih = win.h_begin; ih < win.h_end; ++ih)
+            for (int64_t iw = win.w_begin; iw < win.w_end; ++iw) {
+              const auto k = static_cast<int32_t>((ih - win.h0) * g.kw + (iw - win.w0));
+              const Floats v = load(x + ((n * g.h + ih) * g.w + iw) * c + i);
+              const Ints more = v > best;
+              best = more ? v : best;
+              at = more ? k - Ints{} : at;
+            }
+          store(y + out + i, best);
+          store_bytes(workspace + out + i, at);
+        }
+        for (; i < c; ++i) {
+          float best = first[i];
+          int32_t at = first_k;
+          for (int64_t ih = win.h_begin; ih < win.h_end; ++ih)
+            for (int64_t iw = win.w_begin; iw < win.w_end; ++iw) {
+              const float v = x[((n * g.h + ih) * g.w + iw) * c + i];
+              if (v > best) {
+                best = v;
+                at = static_cast<int32_t>((ih - win.h0) * g.kw + (iw - win.w0));
+              }
+            }
+          y[out + i] = best;
+          workspace[out + i] = static_cast<uint8_t>(at);
+        }
+      }
+}
+
+void max_pool_backward(const PoolGeometry& g, const float* dy, const uint8_t* workspace, float* dx) {
+  const int64_t c = g.c, oh_n = g.out_h(), ow_n = g.out_w();
+  // Windows that neither overlap nor leave gaps write each input once; otherwise zero first and accumulate.
+  const bool tiles = g.stride == g.kh && g.stride == g.kw && g.pad == 0 && oh_n * g.kh == g.h && ow_n * g.kw == g.w;
+  if (!tiles) std::memset(dx, 0, static_cast<size_t>(g.input_shape().numel()) * sizeof(float));
+  auto row = [&](int64_t n, int64_t oh) {
+    for (int64_t ow = 0; ow < ow_n; ++ow) {
+      const Window win = window(g, oh, ow);
+      const float* dyp = dy + ((n * oh_n + oh) * ow_n + ow) * c;
+      const uint8_t* wp = workspace + ((n * oh_n + oh) * ow_n + ow) * c;
+      for (int64_t ih = win.h_begin; ih < win.h_end; ++ih)
+        for (int64_t iw = win.w_begin; iw < win.w_end; ++iw) {
+          float* dxp = dx + ((n * g.h + ih) * g.w + iw) * c;
+          const auto k = static_cast<int32_t>((ih - win.h0) * g.kw + (iw - win.w0));
+          int64_t i = 0;
+          for (; i + kLanes <= c; i += kLanes) {
+            const Floats grad = (load_bytes(wp + i) == k) ? load(dyp + i) : Floats{};
+            store(dxp + i, tiles ? grad : load(dxp + i) + grad);
+          }
+          for (; i < c; ++i) {
+            const float grad = wp[i] == k ? dyp[i] : 0.0f;
+            dxp[i] = tiles ? grad : dxp[i] + grad;
+          }
+        }
+    }
+  };
+  const bool parallel = g.input_shape().numel() >= kParallelElements;
+  if (g.stride >= g.kh) {  // output rows read disjoint input rows: they may run in parallel
+#pragma omp parallel for collapse(2) if (parallel)
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t oh = 0; oh < oh_n; ++oh) row(n, oh);
+  } else {
+#pragma omp parallel for if (parallel)
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t oh = 0; oh < oh_n; ++oh) row(n, oh);
+  }
+}
+
+}  // namespace torus::worker::cpu
