@@ -1,0 +1,116 @@
+// Convolutions wide enough to run on oneDNN's channel-blocked layout (worker/backend/cpu/staging.h: NHWC at the
+// backend's interface, reordered around each primitive) against a naive reference: forward, backward data and
+// backward weights, with padding, strides and a batch or image size other than the one the weights were laid out
+// for. The narrow case checks the NHWC path next to it with the same reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "worker/backend/cpu/cpu_backend.h"
+
+namespace torus::worker {
+void PrintTo(const ConvGeometry& g, std::ostream* os) {
+  *os << g.input_shape().str() << " -> " << g.c_out << " k" << g.kh << " s" << g.stride << " p" << g.pad;
+}
+}  // namespace torus::worker
+
+namespace torus::worker::cpu {
+namespace {
+
+struct Reference {
+  std::vector<double> y, dx, dw;
+};
+
+// (N, H, W, C) activations, (O, I, kh, kw) weights.
+Reference reference(const ConvGeometry& g, const std::vector<float>& x, const std::vector<float>& w,
+                    const std::vector<float>& dy) {
+  Reference r{std::vector<double>(g.output_shape().numel()), std::vector<double>(g.input_shape().numel()),
+              std::vector<double>(g.weight_shape().numel())};
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t oh = 0; oh < g.out_h(); ++oh)
+      for (int64_t ow = 0; ow < g.out_w(); ++ow)
+        for (int64_t kh = 0; kh < g.kh; ++kh)
+          for (int64_t kw = 0; kw < g.kw; ++kw) {
+            const int64_t ih = oh * g.stride - g.pad + kh, iw = ow * g.stride - g.pad + kw;
+            if (ih < 0 || iw < 0 || ih >= g.h || iw >= g.w) continue;
+            for (int64_t o = 0; o < g.c_out; ++o) {
+              const int64_t yi = ((n * g.out_h() + oh) * g.out_w() + ow) * g.c_out + o;
+              for (int64_t i = 0; i < g.c_in; ++i) {
+                const int64_t xi = ((n * g.h + ih) * g.w + iw) * g.c_in + i;
+                const int64_t wi = ((o * g.c_in + i) * g.kh + kh) * g.kw + kw;
+                r.y[yi] += double(x[xi]) * w[wi];
+                r.dx[xi] += double(dy[yi]) * w[wi];
+                r.dw[wi] += double(x[xi]) * dy[yi];
+              }
+            }
+          }
+  return r;
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << what << "[" << i << "]";
+}
+
+class WideConv : public ::testing::TestWithParam<ConvGeometry> {};
+
+TEST_P(WideConv, MatchesTheReference) {
+  const ConvGeometry layout = GetParam();
+  ConvGeometry g = layout;  // run at another batch and image size than the weights were laid out for
+  g.n = layout.n + 1;
+  g.h = layout.h + 1;
+  g.w = layout.w + 2;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = u(rng);
+    return v;
+  };
+  const std::vector<float> x = random(g.input_shape().numel()), w = random(g.weight_shape().numel()),
+                           dy = random(g.output_shape().numel());
+  auto backend = make_cpu_backend(1);
+  const auto native_elements = static_cast<int64_t>(backend->conv_weight_elements(layout));
+  Buffer wn = backend->allocate(native_elements * 4), dwn = backend->allocate(native_elements * 4);
+  Tensor native_w(wn.data(), {native_elements}), native_dw(dwn.data(), {native_elements});
+  backend->conv_weight_import(layout, w.data(), native_w);
+  std::vector<float> xs = x, dys = dy, y(dy.size()), dx(x.size()), dw(w.size());
+  Tensor tx(xs.data(), g.input_shape()), tdy(dys.data(), g.output_shape());
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass reuses the plans and staging buffers
+    backend->conv_forward(g, tx, native_w, Tensor(y.data(), g.output_shape()));
+    backend->conv_backward_weights(g, tx, tdy, native_dw);
+    backend->conv_backward_data(g, tdy, native_w, Tensor(dx.data(), g.input_shape()));
+  }
+  backend->synchronize();
+  backend->conv_weight_export(layout, native_dw, dw.data());
+  EXPECT_EQ(xs, x);  // inputs untouched
+  EXPECT_EQ(dys, dy);
+  const Reference r = reference(g, x, w, dy);
+  expect_near(y, r.y, "y");
+  expect_near(dx, r.dx, "dx");
+  expect_near(dw, r.dw, "dw");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Geometries, WideConv,
+    ::testing::Values(ConvGeometry{.n = 2, .h = 5, .w = 5, .c_in = 64, .c_out = 64, .kh = 3, .kw = 3, .stride = 1,
+                                   .pad = 1},  // ResNet-18 stage 1
+                      ConvGeometry{.n = 1, .h = 6, .w = 6, .c_in = 64, .c_out = 128, .kh = 3, .kw = 3, .stride = 2,
+                                   .pad = 1},  // a stage's first conv
+                      ConvGeometry{.n = 1, .h = 6, .w = 6, .c_in = 64, .c_out = 128, .kh = 1, .kw = 1, .stride = 2,
+                                   .pad = 0},  // its shortcut
+                      ConvGeometry{.n = 2, .h = 4, .w = 4, .c_in = 16, .c_out = 32, .kh = 3, .kw = 3, .stride = 1,
+                                   .pad = 1}),  // narrow: stays on NHWC
+    [](const auto& param_info) {
+      const ConvGeometry& g = param_info.param;
+      return "ic" + std::to_string(g.c_in) + "_oc" + std::to_string(g.c_out) + "_k" + std::to_string(g.kh) + "s" +
+             std::to_string(g.stride);
+    });
+
+}  // namespace
+}  // namespace torus::worker::cpu
