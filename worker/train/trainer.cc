@@ -187,119 +187,141 @@ void Trainer::emit(ProgressEvent event) const {
   if (observer_ != nullptr) observer_->on_event(event);
 }
 
+// What one epoch's steps add up to, for its end-of-epoch event and log line.
+struct Trainer::EpochTally {
+  Clock::time_point start = Clock::now();
+  int64_t batches = 0;  // in the epoch
+  int64_t images = 0, steps = 0;
+  double loss_sum = 0;
+  StepSplit split;
+};
+
+ProgressEvent Trainer::progress_event(EventKind kind) const {
+  ProgressEvent event;
+  event.kind = kind;
+  event.epoch = epoch_;
+  event.step = step_;
+  return event;
+}
+
+Trainer::BatchTensors Trainer::upload_batch(const data::Batch& batch, Buffer& images, Buffer& labels) {
+  const int64_t n = batch.n;
+  const size_t image_bytes = static_cast<size_t>(n) * batch.h * batch.w * batch.c * sizeof(float);
+  if (images.bytes() < image_bytes) images = backend_.allocate(image_bytes);
+  if (labels.bytes() < static_cast<size_t>(n) * 4) labels = backend_.allocate(static_cast<size_t>(n) * 4);
+  BatchTensors t{images.view({n, batch.h, batch.w, batch.c}), labels.view({n}, DType::kI32)};
+  backend_.upload(batch.images, t.images);
+  backend_.upload(batch.labels, t.labels);
+  return t;
+}
+
 RunResult Trainer::run(int64_t max_steps) {
   started_ = Clock::now();
   RunResult result;
   const int64_t stop_at = max_steps > 0 ? step_ + max_steps : -1;
-  bool stopping = false;
   while (epoch_ < config_.epochs) {
     start_epoch();
-    const int64_t batches = loader_->batches_in_epoch();
-    const auto epoch_start = Clock::now();
-    int64_t images = 0, steps_here = 0;
-    double loss_sum = 0;
-    StepSplit split;
-    while (step_ != stop_at) {
-      const auto step_start = Clock::now();
-      const double waited_before = loader_->wait_seconds();
-      std::optional<data::Batch> batch = loader_->next();
-      if (!batch) break;
-      const double data_wait = loader_->wait_seconds() - waited_before;
-      const auto work_start = Clock::now();
-      const int64_t n = batch->n;
-      const size_t image_bytes = static_cast<size_t>(n) * batch->h * batch->w * batch->c * sizeof(float);
-      if (images_.bytes() < image_bytes) images_ = backend_.allocate(image_bytes);
-      if (labels_.bytes() < static_cast<size_t>(n) * 4) labels_ = backend_.allocate(static_cast<size_t>(n) * 4);
-      Tensor x = images_.view({n, batch->h, batch->w, batch->c});  // (N, H, W, C)
-      Tensor y = labels_.view({n}, DType::kI32);                   // (N)
-      backend_.upload(batch->images, x);
-      backend_.upload(batch->labels, y);
-      const double lr = lr_now(batches);
-      const double loss = step_runner_->run(x, y, static_cast<float>(lr));
-      const double work = seconds_since(work_start);
-      if (!std::isfinite(loss))
-        throw Error("training diverged: loss is " + std::to_string(loss) + " at step " + std::to_string(step_) +
-                    " (lr " + std::to_string(lr) + "); lower the learning rate");
-      ++step_;
-      ++batch_;
-      ++steps_here;
-      images += n;
-      loss_sum += loss;
-      ProgressEvent e;
-      e.kind = EventKind::kStep;
-      e.epoch = epoch_;
-      e.step = step_;
-      e.fractional_epoch = static_cast<double>(epoch_) + static_cast<double>(batch_) / static_cast<double>(batches);
-      e.loss = loss;
-      e.lr = lr;
-      e.images = n;
-      e.images_per_second = static_cast<double>(images) / seconds_since(epoch_start);
-      // The stop agreement is a collective of this step: a rank that waits in it waits for a peer.
-      const auto agree_start = Clock::now();
-      stopping = agree_to_stop();
-      const double stop_wait = seconds_since(agree_start);
-      const TrainStep::Times& t = step_runner_->last_times();
-      e.step_seconds = seconds_since(step_start);
-      e.data_wait_seconds = std::max(data_wait, 0.0);
-      e.comm_wait_seconds = t.comm_wait_seconds + stop_wait;
-      e.compute_seconds = std::max(work - t.comm_wait_seconds, 0.0);
-      split.add(e);
-      emit(e);
-      if (config_.log_every_steps > 0 && step_ % config_.log_every_steps == 0) {
-        TLOG(Info) << "epoch " << epoch_ << " step " << step_ << " loss " << loss << " lr " << lr << " "
-                   << static_cast<int64_t>(e.images_per_second) << " img/s";
-      }
-      if (stopping) break;  // checkpointed below, once
-      maybe_checkpoint(false);
-    }
-    if (stopping) {
+    EpochTally tally;
+    tally.batches = loader_->batches_in_epoch();
+    if (run_steps(stop_at, tally) == Stop::kAgreed) {
       checkpoint_now();
       result.stopped = true;
       break;
     }
-    if (batch_ < batches) break;  // stopped by max_steps mid-epoch
-    ProgressEvent end;
-    end.kind = EventKind::kEpochEnd;
-    end.epoch = epoch_;
-    end.step = step_;
-    end.fractional_epoch = static_cast<double>(epoch_ + 1);
-    end.loss = steps_here > 0 ? loss_sum / static_cast<double>(steps_here) : 0;
-    end.images_per_second = static_cast<double>(images) / std::max(seconds_since(epoch_start), 1e-9);
-    emit(end);
-    ++epoch_;
-    batch_ = 0;
-    ++result.epochs_completed;
-    result.last_eval = evaluate();
-    ProgressEvent ev;
-    ev.kind = EventKind::kEvaluation;
-    ev.epoch = epoch_ - 1;
-    ev.step = step_;
-    ev.fractional_epoch = static_cast<double>(epoch_);
-    ev.loss = result.last_eval.loss;
-    ev.accuracy = result.last_eval.top1;
-    ev.top5 = result.last_eval.top5;
-    emit(ev);
-    TLOG(Info) << "epoch " << epoch_ - 1 << " done: train loss " << end.loss << ", "
-               << static_cast<int64_t>(end.images_per_second) << " img/s; validation top-1 "
-               << result.last_eval.top1 * 100 << "%, loss " << result.last_eval.loss << " (" << seconds_since(started_)
-               << " s); " << split.str();
-    maybe_checkpoint(true);
-    if (config_.target_accuracy > 0 && result.last_eval.top1 >= config_.target_accuracy) {
-      result.reached_target = true;
-      result.seconds_to_target = seconds_since(started_);
-      break;
-    }
+    if (batch_ < tally.batches) break;  // stopped by max_steps mid-epoch
+    if (end_epoch(tally, result) == Target::kReached) break;
   }
   result.steps = step_;
   result.seconds = seconds_since(started_);
-  ProgressEvent fin;
-  fin.kind = EventKind::kFinished;
-  fin.epoch = epoch_;
-  fin.step = step_;
-  fin.accuracy = result.last_eval.top1;
-  fin.top5 = result.last_eval.top5;
-  emit(fin);
+  ProgressEvent finished = progress_event(EventKind::kFinished);
+  finished.accuracy = result.last_eval.top1;
+  finished.top5 = result.last_eval.top5;
+  emit(finished);
   return result;
+}
+
+Trainer::Stop Trainer::run_steps(int64_t stop_at, EpochTally& tally) {
+  while (step_ != stop_at) {
+    const auto step_start = Clock::now();
+    const double waited_before = loader_->wait_seconds();
+    std::optional<data::Batch> batch = loader_->next();
+    if (!batch) break;
+    const double data_wait = loader_->wait_seconds() - waited_before;
+    if (train_step(*batch, step_start, std::max(data_wait, 0.0), tally) == Stop::kAgreed) {
+      return Stop::kAgreed;  // run() checkpoints, once
+    }
+    maybe_checkpoint(false);
+  }
+  return Stop::kNo;
+}
+
+Trainer::Stop Trainer::train_step(const data::Batch& batch, Clock::time_point step_start, double data_wait,
+                                  EpochTally& tally) {
+  const auto work_start = Clock::now();
+  const BatchTensors t = upload_batch(batch, images_, labels_);
+  const double lr = lr_now(tally.batches);
+  const double loss = step_runner_->run(t.images, t.labels, static_cast<float>(lr));
+  const double work = seconds_since(work_start);
+  if (!std::isfinite(loss))
+    throw Error("training diverged: loss is " + std::to_string(loss) + " at step " + std::to_string(step_) + " (lr " +
+                std::to_string(lr) + "); lower the learning rate");
+  ++step_;
+  ++batch_;
+  ++tally.steps;
+  tally.images += batch.n;
+  tally.loss_sum += loss;
+  ProgressEvent e = progress_event(EventKind::kStep);
+  e.fractional_epoch = static_cast<double>(epoch_) + static_cast<double>(batch_) / static_cast<double>(tally.batches);
+  e.loss = loss;
+  e.lr = lr;
+  e.images = batch.n;
+  e.images_per_second = static_cast<double>(tally.images) / seconds_since(tally.start);
+  // The stop agreement is a collective of this step: a rank that waits in it waits for a peer.
+  const auto agree_start = Clock::now();
+  const bool stopping = agree_to_stop();
+  const double stop_wait = seconds_since(agree_start);
+  const TrainStep::Times& times = step_runner_->last_times();
+  e.step_seconds = seconds_since(step_start);
+  e.data_wait_seconds = data_wait;
+  e.comm_wait_seconds = times.comm_wait_seconds + stop_wait;
+  e.compute_seconds = std::max(work - times.comm_wait_seconds, 0.0);
+  tally.split.add(e);
+  emit(e);
+  if (config_.log_every_steps > 0 && step_ % config_.log_every_steps == 0) {
+    TLOG(Info) << "epoch " << epoch_ << " step " << step_ << " loss " << loss << " lr " << lr << " "
+               << static_cast<int64_t>(e.images_per_second) << " img/s";
+  }
+  return stopping ? Stop::kAgreed : Stop::kNo;
+}
+
+Trainer::Target Trainer::end_epoch(const EpochTally& tally, RunResult& result) {
+  ProgressEvent end = progress_event(EventKind::kEpochEnd);
+  end.fractional_epoch = static_cast<double>(epoch_ + 1);
+  end.loss = tally.steps > 0 ? tally.loss_sum / static_cast<double>(tally.steps) : 0;
+  end.images_per_second = static_cast<double>(tally.images) / std::max(seconds_since(tally.start), 1e-9);
+  emit(end);
+  ++epoch_;
+  batch_ = 0;
+  ++result.epochs_completed;
+  result.last_eval = evaluate();
+  ProgressEvent eval = progress_event(EventKind::kEvaluation);
+  eval.epoch = epoch_ - 1;  // the epoch just evaluated
+  eval.fractional_epoch = static_cast<double>(epoch_);
+  eval.loss = result.last_eval.loss;
+  eval.accuracy = result.last_eval.top1;
+  eval.top5 = result.last_eval.top5;
+  emit(eval);
+  TLOG(Info) << "epoch " << epoch_ - 1 << " done: train loss " << end.loss << ", "
+             << static_cast<int64_t>(end.images_per_second) << " img/s; validation top-1 "
+             << result.last_eval.top1 * 100 << "%, loss " << result.last_eval.loss << " (" << seconds_since(started_)
+             << " s); " << tally.split.str();
+  maybe_checkpoint(true);
+  if (config_.target_accuracy > 0 && result.last_eval.top1 >= config_.target_accuracy) {
+    result.reached_target = true;
+    result.seconds_to_target = seconds_since(started_);
+    return Target::kReached;
+  }
+  return Target::kNotYet;
 }
 
 bool Trainer::agree_to_stop() {
@@ -356,15 +378,8 @@ EvalResult Trainer::evaluate() {
   EvalResult r;
   while (auto batch = loader.next()) {
     r.batch_sizes.push_back({batch->h, batch->w});
-    const int64_t n = batch->n;
-    const size_t bytes = static_cast<size_t>(n) * batch->h * batch->w * batch->c * sizeof(float);
-    if (images.bytes() < bytes) images = backend_.allocate(bytes);
-    if (labels.bytes() < static_cast<size_t>(n) * 4) labels = backend_.allocate(static_cast<size_t>(n) * 4);
-    Tensor x = images.view({n, batch->h, batch->w, batch->c});
-    Tensor y = labels.view({n}, DType::kI32);
-    backend_.upload(batch->images, x);
-    backend_.upload(batch->labels, y);
-    TrainStep::EvalCounts c = step_runner_->evaluate(x, y);
+    const BatchTensors t = upload_batch(*batch, images, labels);
+    TrainStep::EvalCounts c = step_runner_->evaluate(t.images, t.labels);
     sums[0] += c.loss_sum;
     sums[1] += static_cast<double>(c.top1);
     sums[2] += static_cast<double>(c.top5);
@@ -396,11 +411,8 @@ void Trainer::checkpoint_now() {
   const auto start = Clock::now();
   save_checkpoint(path);
   dir.prune();
-  ProgressEvent e;
+  ProgressEvent e = progress_event(EventKind::kCheckpoint);
   e.checkpoint_seconds = seconds_since(start);
-  e.kind = EventKind::kCheckpoint;
-  e.epoch = epoch_;
-  e.step = step_;
   e.checkpoint_path = path;
   emit(e);
 }

@@ -88,6 +88,22 @@ class Trainer {
   // when backend memory is host memory, else on a host copy downloaded before and uploaded after.
   void on_arena(const Arena& arena, ArenaContent content, const std::function<void(std::span<float>)>& op);
   void check_layouts_agree();
+  // One run's pieces: an epoch's steps, one step, the end of an epoch (event, evaluation, checkpoint, target).
+  struct EpochTally;
+  enum class Stop : uint8_t { kNo, kAgreed };
+  enum class Target : uint8_t { kNotYet, kReached };
+  Stop run_steps(int64_t stop_at, EpochTally& tally);
+  Stop train_step(const data::Batch& batch, std::chrono::steady_clock::time_point step_start, double data_wait,
+                  EpochTally& tally);
+  Target end_epoch(const EpochTally& tally, RunResult& result);
+  struct BatchTensors {
+    Tensor images;  // (N, H, W, C)
+    Tensor labels;  // (N), int32
+  };
+  // Uploads a batch into `images` and `labels`, growing them when it does not fit.
+  BatchTensors upload_batch(const data::Batch& batch, Buffer& images, Buffer& labels);
+  // An event of `kind` at the current epoch and step; emit() stamps the elapsed time.
+  ProgressEvent progress_event(EventKind kind) const;
   void emit(ProgressEvent event) const;
   void maybe_checkpoint(bool epoch_end);
   void checkpoint_now();
