@@ -1,61 +1,32 @@
 // TrainingJob -> TrainConfig mapping, and one rank of a small synthetic job run through torus-worker's body.
 #include <gtest/gtest.h>
 
-#include "common/api/validation.h"
 #include "common/util/error.h"
+#include "tests/support/job_builder.h"
 #include "worker/train/job_config.h"
 #include "worker/train/worker_main.h"
 
 namespace torus::worker::train {
 namespace {
 
-constexpr const char* kSyntheticJob = R"(apiVersion: torus.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: synthetic-smoke
-spec:
-  gang:
-    workers: 1
-    processesPerWorker: 1
-    device: cpu
-    threadsPerProcess: 1
-  model:
-    arch: resnet9
-    widths: [8, 8, 16, 32]
-    inputChannels: 3
-    numClasses: 4
-    pooling: max
-  data:
-    dataset: synthetic
-    imageSize: 16
-    loaderThreads: 1
-    synthetic:
-      trainImages: 256
-      validationImages: 128
-      numClasses: 4
-  training:
-    epochs: 4
-    batchSize: 32
-    optimizer:
-      type: sgd
-      momentum: 0.9
-      nesterov: true
-      weightDecay: 0.0005
-    lrSchedule:
-      type: one-cycle
-      peak: 0.2
-      warmupEpochs: 1
-      initial: 0.02
-      final: 0.0
-    labelSmoothing: 0.1
-    augmentation:
-      flip: true
-    targetAccuracy: 0.9
-    seed: 5
-)";
+// A small synthetic job that reaches 90% in 4 epochs on one rank.
+api::TrainingJob synthetic_job() {
+  test::JobBuilder b("synthetic-smoke");
+  b.input_channels(3).classes(4).synthetic(256, 128, 4).epochs(4).batch_size(32).one_cycle(0.2, 1, 0.02, 0.0).seed(5);
+  api::TrainingSpec& t = b.spec().training;
+  b.spec().model.pooling = api::Pooling::kMax;
+  t.optimizer.type = api::OptimizerKind::kSgd;
+  t.optimizer.momentum = 0.9;
+  t.optimizer.nesterov = true;
+  t.optimizer.weight_decay = 0.0005;
+  t.label_smoothing = 0.1;
+  t.augmentation.flip = true;
+  t.target_accuracy = 0.9;
+  return b.build();
+}
 
 TEST(JobConfig, MapsTheTrainingJobFields) {
-  const api::TrainingJob job = api::load_job_yaml(kSyntheticJob, "synthetic.yaml");
+  const api::TrainingJob job = synthetic_job();
   const TrainConfig c = to_train_config(job.spec, 1);
   EXPECT_EQ(c.model.arch, nn::Arch::kResNet9);
   EXPECT_EQ(c.model.widths, (std::vector<int64_t>{8, 8, 16, 32}));
@@ -80,14 +51,14 @@ TEST(JobConfig, MapsTheTrainingJobFields) {
 }
 
 TEST(JobConfig, PerRankBatchDividesTheGlobalBatch) {
-  const api::TrainingJob job = api::load_job_yaml(kSyntheticJob, "synthetic.yaml");
+  const api::TrainingJob job = synthetic_job();
   api::TrainingJobSpec spec = job.spec;
   spec.gang.workers = 2;
   EXPECT_EQ(to_train_config(spec, 2).phases[0].batch_size, 16);
 }
 
 TEST(WorkerMain, RunsOneRankOfASyntheticJobToItsTarget) {
-  const api::TrainingJob job = api::load_job_yaml(kSyntheticJob, "synthetic.yaml");
+  const api::TrainingJob job = synthetic_job();
   LocalCollectives alone;
   const RunResult r = train_job(job, alone, nullptr, nullptr);
   EXPECT_TRUE(r.reached_target) << "top-1 " << r.last_eval.top1;

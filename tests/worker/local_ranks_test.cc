@@ -14,6 +14,7 @@
 
 #include "common/launch/exit_codes.h"
 #include "common/process/worker_events.h"
+#include "tests/support/job_builder.h"
 #include "tests/support/temp_dir.h"
 #include "worker/comm/socket.h"
 
@@ -25,44 +26,10 @@ using namespace std::chrono_literals;
 const std::string kWorker = std::string(TORUS_BINARY_DIR) + "/bin/torus-worker";
 
 std::string job_yaml(int epochs, const fs::path& checkpoints) {
-  return R"(apiVersion: torus.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: local-ranks
-spec:
-  gang:
-    workers: 2
-    processesPerWorker: 2
-    device: cpu
-    threadsPerProcess: 1
-  model:
-    arch: resnet9
-    widths: [8, 8, 16, 32]
-    numClasses: 4
-  data:
-    dataset: synthetic
-    imageSize: 16
-    loaderThreads: 1
-    synthetic:
-      trainImages: 128
-      validationImages: 32
-      numClasses: 4
-  training:
-    epochs: )" +
-         std::to_string(epochs) +
-         R"(
-    batchSize: 32
-    lrSchedule:
-      type: one-cycle
-      peak: 0.1
-    checkpoint:
-      dir: )" +
-         checkpoints.string() +
-         R"(
-      everySteps: 2
-  runPolicy:
-    restartPolicy: ExitCode
-)";
+  test::JobBuilder b("local-ranks");
+  b.gang(2, 2).classes(4).synthetic(128, 32, 4).epochs(epochs).batch_size(32).one_cycle(0.1);
+  b.checkpoints(checkpoints.string(), 2).spec().run_policy.restart_policy = api::RestartPolicy::kExitCode;
+  return b.yaml();
 }
 
 // Pods of a gang as processes: torus-worker with a pod's launch contract, output captured per pod.

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/api/validation.h"
 #include "common/util/error.h"
+#include "tests/support/job_builder.h"
 #include "tests/support/temp_dir.h"
 #include "tests/worker/thread_collectives.h"
 #include "worker/backend/cpu/cpu_backend.h"
@@ -76,47 +76,12 @@ class PhotoFolder {
   test::TempDir dir_{"torus-rect-eval-test"};
 };
 
-std::string job_yaml(const std::string& root, bool rectangular) {
-  return R"(apiVersion: torus.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: rectangular
-spec:
-  gang:
-    workers: 1
-    processesPerWorker: 1
-    device: cpu
-    threadsPerProcess: 1
-  model:
-    arch: resnet9
-    widths: [8, 8, 16, 32]
-    inputChannels: 3
-    numClasses: 3
-  data:
-    dataset: imagefolder
-    path: )" +
-         root +
-         R"(
-    imageSize: 16
-    loaderThreads: 1
-  training:
-    epochs: 1
-    batchSize: 4
-    lrSchedule:
-      type: one-cycle
-      peak: 0.05
-      warmupEpochs: 0
-      initial: 0.05
-      final: 0.0
-    rectangularValidation: )" +
-         (rectangular ? "true" : "false") + R"(
-    validationImageSize: 16
-    seed: 3
-)";
-}
-
 api::TrainingJob load_job(const std::string& root, bool rectangular) {
-  return api::load_job_yaml(job_yaml(root, rectangular), "rectangular.yaml");
+  test::JobBuilder b("rectangular");
+  b.input_channels(3).classes(3).image_folder(root).epochs(1).batch_size(4).one_cycle(0.05, 0, 0.05, 0.0).seed(3);
+  b.spec().training.rectangular_validation = rectangular;
+  b.spec().training.validation_image_size = 16;
+  return b.build();
 }
 
 std::set<std::pair<int, int>> distinct(const std::vector<data::ImageSize>& sizes) {
