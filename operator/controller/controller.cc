@@ -369,13 +369,7 @@ void Controller::create_child(ChildKind kind, const std::string& ns, const json&
   }
 }
 
-std::optional<RefusedChild> Controller::apply(const json& job, const Plan& plan, const std::string& ns) {
-  for (const auto& d : plan.deletes) {
-    TLOG(Info) << "delete " << ns << "/" << d.name << ": " << d.reason;
-    client_.remove(resource_of(d.kind), ns, d.name);
-  }
-  for (const auto& u : plan.updates) client_.update(resource_of(u.kind), ns, u.object);
-  if (auto refused = create_children(job, plan.creates, ns)) return refused;
+std::optional<json> Controller::with_progress(const json& job, const Plan& plan, const std::string& ns) {
   std::optional<json> status = plan.status;
   const std::string key = kube::object_key(job);
   if (phase_after(job, plan) != "Running") {
@@ -388,7 +382,17 @@ std::optional<RefusedChild> Controller::apply(const json& job, const Plan& plan,
       status = base;
     }
   }
-  if (status) write_status(job, *status, ns);
+  return status;
+}
+
+std::optional<RefusedChild> Controller::apply(const json& job, const Plan& plan, const std::string& ns) {
+  for (const auto& d : plan.deletes) {
+    TLOG(Info) << "delete " << ns << "/" << d.name << ": " << d.reason;
+    client_.remove(resource_of(d.kind), ns, d.name);
+  }
+  for (const auto& u : plan.updates) client_.update(resource_of(u.kind), ns, u.object);
+  if (auto refused = create_children(job, plan.creates, ns)) return refused;
+  if (std::optional<json> status = with_progress(job, plan, ns)) write_status(job, *status, ns);
   for (const auto& e : plan.events) record_event(job, e);
   if (plan.job_action == Plan::JobAction::kDelete) {
     client_.remove(res::kTrainingJobs, ns, job["metadata"].value("name", ""), kube::Propagation::kForeground);

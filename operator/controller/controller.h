@@ -70,6 +70,9 @@ class Controller {
   PlanInput observe(const Caches& caches, const json& job, const std::string& ns, const std::string& name) const;
   // Applies `plan`; stops at a create the server refuses for good and returns it (the caller replans to fail the job).
   std::optional<RefusedChild> apply(const json& job, const Plan& plan, const std::string& ns);
+  // The plan's status with rank 0's progress when the poller read it (Running jobs, on its period); nullopt when
+  // neither changes anything. A job that is not Running is forgotten by the poller.
+  std::optional<json> with_progress(const json& job, const Plan& plan, const std::string& ns);
   // The pass's creates, in order; stops at the first failure: a refusal for good is returned, anything else thrown.
   std::optional<RefusedChild> create_children(const json& job, const std::vector<CreateAction>& creates,
                                               const std::string& ns);
