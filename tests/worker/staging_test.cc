@@ -104,12 +104,14 @@ INSTANTIATE_TEST_SUITE_P(
                                    .pad = 1},  // a stage's first conv
                       ConvGeometry{.n = 1, .h = 6, .w = 6, .c_in = 64, .c_out = 128, .kh = 1, .kw = 1, .stride = 2,
                                    .pad = 0},  // its shortcut
+                      ConvGeometry{.n = 1, .h = 3, .w = 3, .c_in = 64, .c_out = 64, .kh = 3, .kw = 3, .stride = 1,
+                                   .pad = 1},  // laid out on NHWC (3x3 outputs), run blocked (4x5)
                       ConvGeometry{.n = 2, .h = 4, .w = 4, .c_in = 16, .c_out = 32, .kh = 3, .kw = 3, .stride = 1,
                                    .pad = 1}),  // narrow: stays on NHWC
     [](const auto& param_info) {
       const ConvGeometry& g = param_info.param;
-      return "ic" + std::to_string(g.c_in) + "_oc" + std::to_string(g.c_out) + "_k" + std::to_string(g.kh) + "s" +
-             std::to_string(g.stride);
+      return "ic" + std::to_string(g.c_in) + "_oc" + std::to_string(g.c_out) + "_" + std::to_string(g.h) + "px_k" +
+             std::to_string(g.kh) + "s" + std::to_string(g.stride);
     });
 
 }  // namespace
