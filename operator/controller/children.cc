@@ -25,8 +25,8 @@ json metadata(const api::TrainingJob& job, const std::string& name, int attempt)
 }
 
 // The ConfigMap and the pods say which spec they were made from (spec_edits.h).
-json spec_annotations(const api::TrainingJob& job) {
-  return {{str(kAnnotationSpecHash), spec_hash(job)},
+json spec_annotations(const api::TrainingJob& job, const std::string& hash) {
+  return {{str(kAnnotationSpecHash), hash},
           {str(kAnnotationGeneration), std::to_string(job.metadata.generation.value_or(0))}};
 }
 
@@ -166,12 +166,16 @@ json build_service(const api::TrainingJob& job, int attempt) {
 }
 
 json build_config_map(const api::TrainingJob& job, int attempt, const BlocksPlan& blocks) {
+  return build_config_map(job, attempt, blocks, spec_hash(job));
+}
+
+json build_config_map(const api::TrainingJob& job, int attempt, const BlocksPlan& blocks, const std::string& hash) {
   json spec_doc = api::to_json(job);
   spec_doc.erase("status");
   json data = {{str(kJobFileName), spec_doc.dump(2)}};
   if (blocks.ordering == RackOrdering::kMounted) data[str(kBlocksFileName)] = blocks.text;
   json md = metadata(job, config_map_name(job.metadata.name), attempt);
-  md["annotations"] = spec_annotations(job);
+  md["annotations"] = spec_annotations(job, hash);
   return {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", md}, {"data", data}};
 }
 
@@ -201,6 +205,11 @@ std::optional<json> build_pod_group(const api::TrainingJob& job, int attempt) {
 }
 
 json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks) {
+  return build_worker_pod(job, index, attempt, blocks, spec_hash(job));
+}
+
+json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks,
+                      const std::string& hash) {
   const std::string& name = job.metadata.name;
   json user = job.spec.gang.pod_template.is_object() ? job.spec.gang.pod_template : json::object();
   json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
@@ -209,7 +218,7 @@ json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const
   pod["metadata"]["labels"][str(kLabelWorkerIndex)] = std::to_string(index);
   pod["metadata"]["labels"][str(kLabelRole)] = "worker";
   pod["metadata"]["annotations"] =
-      merge_objects(pod["metadata"].value("annotations", json::object()), spec_annotations(job));
+      merge_objects(pod["metadata"].value("annotations", json::object()), spec_annotations(job, hash));
   json ours = {{"restartPolicy", "Never"},  // the operator restarts the gang, never a single container
                {"hostname", worker_pod_name(name, index)},
                {"subdomain", service_name(name)},

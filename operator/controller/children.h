@@ -26,10 +26,14 @@ json child_labels(const api::TrainingJob& job, int attempt);
 json build_service(const api::TrainingJob& job, int attempt);
 // With `blocks` kMounted, the node -> block map goes in next to job.json (kBlocksFileName).
 json build_config_map(const api::TrainingJob& job, int attempt, const BlocksPlan& blocks = {});
+// The same with the job's spec_hash() already computed (a pass computes it once for all of its children).
+json build_config_map(const api::TrainingJob& job, int attempt, const BlocksPlan& blocks, const std::string& hash);
 json build_secret(const api::TrainingJob& job, int attempt, const std::string& secret);
 // Worker pod `index` of `attempt` (0-based). `job` must be defaulted.
 // With `blocks` kMounted, the worker gets TORUS_TOPOLOGY_KEY and TORUS_TOPOLOGY_BLOCKS_FILE.
 json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks = {});
+json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks,
+                      const std::string& hash);
 
 // The gang's PodGroup, so the scheduler places all of its minMember pods at once or none (no half-started gang
 // holding GPUs). Made when schedulingPolicy.schedulerName is set and podGroup is not (a named podGroup is the

@@ -13,13 +13,11 @@ namespace res = kube::resources;
 constexpr const char* kByJob = "job";
 constexpr std::chrono::milliseconds kChildEventWindow{200};  // child events coalesced into one pass of their job
 
-std::string str(std::string_view s) { return std::string(s); }
-
 // Index children by "ns/<job-name label>".
 std::vector<std::string> job_of(const json& obj) {
-  const json& md = obj.value("metadata", json::object());
-  const json labels = md.value("labels", json::object());
-  auto it = labels.find(str(kLabelJobName));
+  const json& md = member(obj, "metadata");
+  const json& labels = member(md, "labels");
+  auto it = labels.find(kLabelJobName);
   if (it == labels.end() || !it->is_string()) return {};
   return {md.value("namespace", "") + "/" + it->get<std::string>()};
 }
@@ -48,10 +46,12 @@ std::pair<std::string, std::string> split_key(const std::string& key) {
 
 // The job's own children only: a child whose controller reference names another uid (an earlier job of the same
 // name, being garbage collected) must not be mistaken for ours.
-std::vector<json> owned_by(const std::vector<json>& objects, const std::string& uid) {
-  std::vector<json> out;
+// The cached objects are shared, not copied.
+Objects owned_by(const std::vector<kube::ObjectPtr>& objects, const std::string& uid) {
+  Objects out;
+  out.reserve(objects.size());
   for (const auto& o : objects) {
-    for (const auto& ref : o["metadata"].value("ownerReferences", json::array())) {
+    for (const auto& ref : member(member(*o, "metadata"), "ownerReferences")) {
       if (ref.value("uid", "") == uid && ref.value("controller", false)) {
         out.push_back(o);
         break;
@@ -63,7 +63,7 @@ std::vector<json> owned_by(const std::vector<json>& objects, const std::string& 
 
 // The job's phase once `plan` is applied.
 std::string phase_after(const json& job, const Plan& plan) {
-  return plan.status ? plan.status->value("phase", "") : job.value("status", json::object()).value("phase", "");
+  return plan.status ? plan.status->value("phase", "") : member(job, "status").value("phase", "");
 }
 
 // 400 BadRequest and 422 Invalid: the object as built is wrong, and the same spec builds it the same way again.
@@ -113,11 +113,9 @@ json node_labels_only(json node) {
 }
 
 std::string topology_key_of(const json& job) {
-  const json key = job.value("spec", json::object())
-                       .value("runPolicy", json::object())
-                       .value("topology", json::object())
-                       .value("key", json());
-  return key.is_string() ? key.get<std::string>() : "";
+  const json& topology = member(member(member(job, "spec"), "runPolicy"), "topology");
+  auto key = topology.find("key");
+  return key != topology.end() && key->is_string() ? key->get<std::string>() : "";
 }
 
 }  // namespace
@@ -142,7 +140,7 @@ bool Controller::watch_nodes() {
 
 bool Controller::add_node_informer() {
   auto relabelled = [this](const json& old_node, const json& node) {
-    if (old_node["metadata"].value("labels", json::object()) != node["metadata"].value("labels", json::object())) {
+    if (member(member(old_node, "metadata"), "labels") != member(member(node, "metadata"), "labels")) {
       enqueue_topology_jobs();
     }
   };
@@ -158,14 +156,16 @@ bool Controller::add_node_informer() {
 void Controller::enqueue_topology_jobs() {
   for (const auto& [ns, caches] : caches_) {
     for (const auto& job : caches.jobs->store().list()) {
-      if (!topology_key_of(job).empty()) queue_.add(kube::object_key(job));
+      if (!topology_key_of(*job).empty()) queue_.add(kube::object_key(*job));
     }
   }
 }
 
 std::optional<BlockMap> Controller::node_blocks(const json& job) const {
   if (!nodes_) return std::nullopt;
-  return block_map(nodes_->store().list(), topology_key_of(job));
+  std::vector<json> nodes;
+  for (const auto& node : nodes_->store().list()) nodes.push_back(*node);  // names and labels only (node_labels_only)
+  return block_map(nodes, topology_key_of(job));
 }
 
 const Controller::Caches* Controller::caches_of(const std::string& ns) const {
@@ -264,8 +264,8 @@ void Controller::count_jobs_by_phase() {
   std::map<std::pair<std::string, std::string>, int> counts;
   for (const auto& [ns, caches] : caches_) {
     for (const auto& job : caches.jobs->store().list()) {
-      std::string phase = job.value("status", json::object()).value("phase", "Pending");
-      ++counts[{job["metadata"].value("namespace", ""), phase}];
+      std::string phase = member(*job, "status").value("phase", "Pending");
+      ++counts[{(*job)["metadata"].value("namespace", ""), phase}];
     }
   }
   metrics_->set_jobs_by_phase(counts);
@@ -289,7 +289,7 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   auto [ns, name] = split_key(key);
   const Caches* caches = caches_of(ns);
   if (!caches) return std::nullopt;  // not a watched namespace
-  auto job = caches->jobs->store().get(key);
+  const kube::ObjectPtr job = caches->jobs->store().get(key);  // shared with the cache: read, never modified
   if (!job) {  // deleted: garbage collection removes the children
     progress_.forget(key);
     expectations_.forget(key);
@@ -331,9 +331,9 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   return requeue;
 }
 
-std::optional<json> Controller::rank0_of(const json& job, const std::string& ns) const {
+kube::ObjectPtr Controller::rank0_of(const json& job, const std::string& ns) const {
   const Caches* caches = caches_of(ns);
-  if (!caches) return std::nullopt;
+  if (!caches) return nullptr;
   return caches->pods->store().get(ns + "/" + worker_pod_name(job["metadata"].value("name", ""), 0));
 }
 
@@ -348,14 +348,14 @@ bool Controller::still_exists(const json& job, const std::string& ns, const std:
 void Controller::observe_metrics(const json& job, const Plan& plan) {
   if (!metrics_ || !plan.status) return;
   std::string ns = job["metadata"].value("namespace", "");
-  std::string old_phase = job.value("status", json::object()).value("phase", "");
+  std::string old_phase = member(job, "status").value("phase", "");
   std::string new_phase = plan.status->value("phase", "");
   if (new_phase == "Running" && old_phase != "Running") {
     if (auto created = parse_time(job["metadata"].value("creationTimestamp", ""))) {
       metrics_->time_to_running.labels({ns}).observe(std::chrono::duration<double>(Clock::now() - *created).count());
     }
   }
-  if (plan.status->value("restarts", 0) > job.value("status", json::object()).value("restarts", 0)) {
+  if (plan.status->value("restarts", 0) > member(job, "status").value("restarts", 0)) {
     metrics_->gang_restarts.labels({ns, job["metadata"].value("name", ""), "pod_failed"}).inc();
   }
 }
@@ -374,10 +374,10 @@ std::optional<json> Controller::with_progress(const json& job, const Plan& plan,
   const std::string key = kube::object_key(job);
   if (phase_after(job, plan) != "Running") {
     progress_.forget(key);
-  } else if (auto progress = progress_.poll(key, job, rank0_of(job, ns))) {
+  } else if (auto progress = progress_.poll(key, job, rank0_of(job, ns).get())) {
     json p = api::status_to_json(api::TrainingJobStatus{.progress = *progress})["progress"];
-    json base = status ? *status : job.value("status", json::object());
-    if (base.value("progress", json::object()) != p) {
+    json base = status ? *status : member(job, "status");
+    if (member(base, "progress") != p) {
       base["progress"] = p;
       status = base;
     }
@@ -392,7 +392,7 @@ std::optional<RefusedChild> Controller::apply(const json& job, const Plan& plan,
   }
   for (const auto& u : plan.updates) client_.update(resource_of(u.kind), ns, u.object);
   if (auto refused = create_children(job, plan.creates, ns)) return refused;
-  if (std::optional<json> status = with_progress(job, plan, ns)) write_status(job, *status, ns);
+  if (std::optional<json> status = with_progress(job, plan, ns)) write_status(job, std::move(*status), ns);
   for (const auto& e : plan.events) record_event(job, e);
   if (plan.job_action == Plan::JobAction::kDelete) {
     client_.remove(res::kTrainingJobs, ns, job["metadata"].value("name", ""), kube::Propagation::kForeground);
@@ -462,17 +462,17 @@ void Controller::write_status(const json& job, json status, const std::string& n
   } catch (const kube::ApiError& e) {
     if (!e.conflict()) throw;
     stored = client_.try_get(res::kTrainingJobs, ns, name);  // the retried pass must not plan from the stale copy
-    if (stored) cache_job(*stored, ns);
+    if (stored) cache_job(std::move(*stored), ns);
     throw;
   }
   status_pacing_.wrote(kube::object_key(job), Clock::now());
-  cache_job(*stored, ns);  // so that the next pass does not replan from the stale copy
+  cache_job(std::move(*stored), ns);  // so that the next pass does not replan from the stale copy
 }
 
 void Controller::cache_job(json stored, const std::string& ns) {
   stored["apiVersion"] = res::kTrainingJobs.api_version();
   stored["kind"] = res::kTrainingJobs.kind;
-  if (const Caches* caches = caches_of(ns)) caches->jobs->store().upsert(stored);
+  if (const Caches* caches = caches_of(ns)) caches->jobs->store().upsert(std::move(stored));
 }
 
 void Controller::record_event(const json& job, const EventRecord& e) {

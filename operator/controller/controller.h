@@ -87,7 +87,7 @@ class Controller {
   void write_status(const json& job, json status, const std::string& ns);
   void cache_job(json stored, const std::string& ns);
   void record_event(const json& job, const EventRecord& event);
-  std::optional<json> rank0_of(const json& job, const std::string& ns) const;
+  kube::ObjectPtr rank0_of(const json& job, const std::string& ns) const;  // null when not cached
   void observe_metrics(const json& job, const Plan& plan);
   void count_jobs_by_phase();
   bool still_exists(const json& job, const std::string& ns, const std::string& name);

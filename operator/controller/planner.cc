@@ -33,23 +33,23 @@ json known_metadata(const json& md) {
 }
 
 std::string label(const json& obj, std::string_view key) {
-  const json& labels = obj["metadata"].value("labels", json::object());
-  auto it = labels.find(str(key));
+  const json& labels = member(member(obj, "metadata"), "labels");
+  auto it = labels.find(key);
   return it != labels.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 std::string annotation(const json& obj, std::string_view key) {
-  const json& annotations = obj["metadata"].value("annotations", json::object());
-  auto it = annotations.find(str(key));
+  const json& annotations = member(member(obj, "metadata"), "annotations");
+  auto it = annotations.find(key);
   return it != annotations.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 bool terminating(const json& obj) { return obj["metadata"].contains("deletionTimestamp"); }
 
-std::string pod_phase(const json& pod) { return pod.value("status", json::object()).value("phase", "Pending"); }
+std::string pod_phase(const json& pod) { return member(pod, "status").value("phase", "Pending"); }
 
 bool pod_ready(const json& pod) {
-  for (const auto& c : pod.value("status", json::object()).value("conditions", json::array())) {
+  for (const auto& c : member(member(pod, "status"), "conditions")) {
     if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
   }
   return false;
@@ -104,7 +104,7 @@ bool finished(const std::optional<Phase>& phase) { return phase == Phase::kSucce
 // pod deleted later (cleanPodPolicy All, kubectl delete) still ran to its end.
 void count_workers(Pass& p, const api::TrainingJobStatus& before) {
   api::WorkerCounts counts;
-  for (const auto& pod : p.in.pods) {
+  for (const json& pod : p.in.pods) {
     if (label(pod, kLabelAttempt) != std::to_string(p.attempt()) || terminating(pod)) continue;
     std::string phase = pod_phase(pod);
     if (phase == "Succeeded") ++counts.succeeded;
@@ -130,10 +130,10 @@ std::string block_of(const Pass& p, const std::string& node) {
 void map_ranks(Pass& p) {
   int ppw = p.job.spec.gang.processes_per_worker.value_or(1);
   std::vector<api::RankPlacement> ranks;
-  for (const auto& pod : p.in.pods) {
+  for (const json& pod : p.in.pods) {
     if (label(pod, kLabelAttempt) != std::to_string(p.attempt()) || terminating(pod)) continue;
     int index = worker_index(pod);
-    std::string node = pod.value("spec", json::object()).value("nodeName", "");
+    std::string node = member(pod, "spec").value("nodeName", "");
     if (index < 0 || node.empty()) continue;
     for (int local = 0; local < ppw; ++local) {
       ranks.push_back({index * ppw + local, index, local, pod["metadata"].value("name", ""), node, block_of(p, node)});
@@ -145,7 +145,7 @@ void map_ranks(Pass& p) {
 
 void clean_pods(Pass& p) {
   auto policy = p.job.spec.run_policy.clean_pod_policy.value_or(api::CleanPodPolicy::kRunning);
-  for (const auto& pod : p.in.pods) {
+  for (const json& pod : p.in.pods) {
     std::string phase = pod_phase(pod);
     bool active = phase == "Pending" || phase == "Running" || phase == "Unknown";
     if (policy == api::CleanPodPolicy::kAll || (policy == api::CleanPodPolicy::kRunning && active)) {
@@ -176,13 +176,13 @@ void finish(Pass& p, Phase phase, std::string_view type, const std::string& reas
   p.event(phase == Phase::kSucceeded ? EventType::kNormal : EventType::kWarning, reason, message);
 }
 
-bool has_named(const std::vector<json>& objects, const std::string& name) {
+bool has_named(const Objects& objects, const std::string& name) {
   return std::any_of(objects.begin(), objects.end(),
-                     [&](const json& o) { return o["metadata"].value("name", "") == name; });
+                     [&](const ObjectRef& o) { return (*o)["metadata"].value("name", "") == name; });
 }
 
-const json* find_named(const std::vector<json>& objects, const std::string& name) {
-  for (const auto& o : objects) {
+const json* find_named(const Objects& objects, const std::string& name) {
+  for (const json& o : objects) {
     if (o["metadata"].value("name", "") == name) return &o;
   }
   return nullptr;
@@ -204,7 +204,7 @@ void sync_config_map(Pass& p, const json& config_map, JobFile file) {
     wanted["data"].erase(key);
   }
   if (file == JobFile::kRewrite) {
-    const json fresh = build_config_map(p.job, p.attempt(), p.blocks);
+    const json fresh = build_config_map(p.job, p.attempt(), p.blocks, p.spec_hash);
     wanted["data"][str(kJobFileName)] = fresh["data"][str(kJobFileName)];
     wanted["metadata"]["annotations"] =
         merge_objects(wanted["metadata"].value("annotations", json::object()), fresh["metadata"]["annotations"]);
@@ -247,7 +247,7 @@ void ensure_shared_children(Pass& p) {
     p.plan.creates.push_back({ChildKind::kService, build_service(p.job, p.attempt())});
   }
   if (!find_named(p.in.config_maps, config_map_name(p.name()))) {
-    p.plan.creates.push_back({ChildKind::kConfigMap, build_config_map(p.job, p.attempt(), p.blocks)});
+    p.plan.creates.push_back({ChildKind::kConfigMap, build_config_map(p.job, p.attempt(), p.blocks, p.spec_hash)});
   }
   report_rack_ordering(p);
   if (!has_named(p.in.secrets, secret_name(p.name()))) {
@@ -257,7 +257,7 @@ void ensure_shared_children(Pass& p) {
 
 // The gang as the policy sees it. A pod of a gang that was running and then vanished (node lost, deleted by
 // hand) counts as a worker killed: its peers cannot go on without it.
-GangObservation observe(Pass& p, const std::vector<json>& current) {
+GangObservation observe(Pass& p, const Objects& current) {
   GangObservation g;
   g.expected_workers = p.job.spec.gang.workers.value_or(1);
   g.attempt = p.attempt();
@@ -266,7 +266,7 @@ GangObservation observe(Pass& p, const std::vector<json>& current) {
   g.job_start = parse_time(p.status.start_time).value_or(p.in.now);
   g.attempt_start = p.in.now;
   std::map<int, const json*> by_index;
-  for (const auto& pod : current) {
+  for (const json& pod : current) {
     by_index[worker_index(pod)] = &pod;
     if (auto t = parse_time(pod["metadata"].value("creationTimestamp", ""))) {
       g.attempt_start = std::min(g.attempt_start, *t);
@@ -294,8 +294,8 @@ bool all_running(const GangObservation& g) {
   });
 }
 
-void restart_gang(Pass& p, const std::vector<json>& current, const Decision& d) {
-  for (const auto& pod : current) p.remove_pod(pod, "gang restart: " + d.message);
+void restart_gang(Pass& p, const Objects& current, const Decision& d) {
+  for (const json& pod : current) p.remove_pod(pod, "gang restart: " + d.message);
   p.status.attempt += 1;
   p.status.restarts += 1;
   p.status.phase = Phase::kRestarting;
@@ -305,7 +305,7 @@ void restart_gang(Pass& p, const std::vector<json>& current, const Decision& d) 
   p.event(EventType::kWarning, "GangRestart", d.message);
 }
 
-void run_gang(Pass& p, const std::vector<json>& current) {
+void run_gang(Pass& p, const Objects& current) {
   GangObservation g = observe(p, current);
   Decision d = decide(gang_policy_of(p.job.spec), g);
   switch (d.verdict) {
@@ -322,7 +322,7 @@ void run_gang(Pass& p, const std::vector<json>& current) {
   }
   if (d.recheck_after) p.requeue(*d.recheck_after);
   std::map<int, bool> present;
-  for (const auto& pod : current) present[worker_index(pod)] = true;
+  for (const json& pod : current) present[worker_index(pod)] = true;
   // The PodGroup goes first, so the gang scheduler knows the group when its pods arrive (created again with each
   // missing pod: "already exists" is the usual answer, and the operator keeps no cache of PodGroups).
   if (static_cast<int>(present.size()) < g.expected_workers) {
@@ -330,7 +330,7 @@ void run_gang(Pass& p, const std::vector<json>& current) {
   }
   for (int i = 0; i < g.expected_workers; ++i) {
     if (!present.count(i)) {
-      p.plan.creates.push_back({ChildKind::kPod, build_worker_pod(p.job, i, p.attempt(), p.blocks)});
+      p.plan.creates.push_back({ChildKind::kPod, build_worker_pod(p.job, i, p.attempt(), p.blocks, p.spec_hash)});
     }
   }
   if (all_running(g)) {
@@ -355,7 +355,7 @@ bool attempt_has_pods(const Pass& p) {
 
 // Suspending ends the attempt that has pods: resuming starts the next one, with the spec of that moment.
 void suspend(Pass& p) {
-  for (const auto& pod : p.in.pods) p.remove_pod(pod, "job suspended");
+  for (const json& pod : p.in.pods) p.remove_pod(pod, "job suspended");
   if (p.status.phase != Phase::kSuspended) {
     if (attempt_has_pods(p)) p.status.attempt += 1;
     p.status.phase = Phase::kSuspended;
@@ -384,7 +384,7 @@ void start(Pass& p) {
 
 // Pods made from another attempt spec than the one the job asks for now (pods without the annotation, made by an
 // older operator, count as current).
-bool built_from_another_spec(const Pass& p, const std::vector<json>& pods) {
+bool built_from_another_spec(const Pass& p, const Objects& pods) {
   return std::any_of(pods.begin(), pods.end(), [&](const json& pod) {
     const std::string hash = annotation(pod, kAnnotationSpecHash);
     return !hash.empty() && hash != p.spec_hash;
@@ -409,9 +409,9 @@ std::string describe_edit(const Pass& p, const json* config_map) {
 
 // An edit of the running attempt's spec: a new attempt from the last checkpoint (the workers checkpoint on SIGTERM),
 // not a failure: status.restarts and the backoffLimit budget stay as they are.
-void restart_for_edit(Pass& p, const std::vector<json>& current, const json* config_map) {
+void restart_for_edit(Pass& p, const Objects& current, const json* config_map) {
   const std::string what = describe_edit(p, config_map);
-  for (const auto& pod : current) p.remove_pod(pod, "spec edited: " + what);
+  for (const json& pod : current) p.remove_pod(pod, "spec edited: " + what);
   p.status.attempt += 1;
   p.status.phase = Phase::kRestarting;
   p.status.ranks.clear();
@@ -431,10 +431,10 @@ void reconcile_active(Pass& p) {
   }
   if (p.status.phase == Phase::kSuspended) resume(p);
   // Pods of an earlier attempt, or being deleted, must be gone before their names can be reused.
-  std::vector<json> current;
+  Objects current;
   bool waiting_for_old = false;
-  for (const auto& pod : p.in.pods) {
-    if (label(pod, kLabelAttempt) == std::to_string(p.attempt()) && !terminating(pod)) {
+  for (const ObjectRef& pod : p.in.pods) {
+    if (label(*pod, kLabelAttempt) == std::to_string(p.attempt()) && !terminating(*pod)) {
       current.push_back(pod);
     } else {
       p.remove_pod(pod, "pod of an earlier attempt");
@@ -493,14 +493,14 @@ const char* to_string(ChildKind kind) {
 WorkerState worker_state(const json& pod) {
   WorkerState w;
   w.name = pod["metadata"].value("name", "");
-  const json status = pod.value("status", json::object());
+  const json& status = member(pod, "status");
   std::string phase = status.value("phase", "Pending");
   if (phase == "Running") w.phase = PodPhase::kRunning;
   if (phase == "Succeeded") w.phase = PodPhase::kSucceeded;
   if (phase == "Failed") w.phase = PodPhase::kFailed;
-  for (const auto& cs : status.value("containerStatuses", json::array())) {
+  for (const auto& cs : member(status, "containerStatuses")) {
     if (cs.value("name", "") != kWorkerContainer) continue;
-    const json term = cs.value("state", json::object()).value("terminated", json::object());
+    const json& term = member(member(cs, "state"), "terminated");
     if (term.contains("exitCode")) {
       w.exit_code = term["exitCode"].get<int>();
       w.detail = term.value("reason", "");
@@ -512,7 +512,7 @@ WorkerState worker_state(const json& pod) {
     w.detail = status.value("reason", "pod failed without a container exit code");
   }
   if (w.phase == PodPhase::kPending) {
-    for (const auto& c : status.value("conditions", json::array())) {
+    for (const auto& c : member(status, "conditions")) {
       if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") {
         w.detail = c.value("reason", "Unschedulable");
         if (std::string m = c.value("message", ""); !m.empty()) w.detail += ": " + m;
@@ -523,8 +523,11 @@ WorkerState worker_state(const json& pod) {
 }
 
 Plan plan(const PlanInput& in) {
-  json doc = in.job;
-  doc["metadata"] = known_metadata(in.job.value("metadata", json::object()));
+  json doc = json::object();  // the job without the metadata fields that are not ours to read, copied once
+  for (auto it = in.job.begin(); it != in.job.end(); ++it) {
+    if (it.key() != "metadata") doc[it.key()] = it.value();
+  }
+  doc["metadata"] = known_metadata(member(in.job, "metadata"));
   api::Decoded decoded = api::decode_json(doc);
   Pass p{in, api::with_defaults(decoded.job), decoded.job.status, {}, {}};
   p.blocks = plan_blocks(p.job.spec.run_policy.topology.key, in.node_blocks);
@@ -532,9 +535,10 @@ Plan plan(const PlanInput& in) {
   const api::TrainingJobStatus original = p.status;
   if (p.job.spec.run_policy.managed_by != kControllerName) {
     p.plan.ownership = Plan::Ownership::kHandedOff;
-    return p.plan;
+    return std::move(p.plan);
   }
-  if (!p.job.metadata.deletion_timestamp.empty()) return p.plan;  // garbage collection removes the children
+  // Being deleted: garbage collection removes the children.
+  if (!p.job.metadata.deletion_timestamp.empty()) return std::move(p.plan);
   if (!p.status.phase) start(p);
   api::FieldErrors errors = api::check_decoded(decoded);
   if (errors.empty()) errors = api::validate(p.job);
@@ -558,7 +562,7 @@ Plan plan(const PlanInput& in) {
   count_workers(p, original);
   if (!finished(original.phase)) map_ranks(p);  // a finished job keeps the placement it ran with
   if (!(p.status == original)) p.plan.status = api::status_to_json(p.status);
-  return p.plan;
+  return std::move(p.plan);
 }
 
 }  // namespace torus::controller

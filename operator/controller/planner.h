@@ -2,9 +2,11 @@
 // The reconciler's brain, a pure function: (job, observed children, now) -> actions. No I/O, no clock, no
 // randomness (the caller passes a fresh rendezvous secret), so every case is a table-driven test.
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/api/training_job.h"
@@ -52,12 +54,43 @@ struct EventRecord {
   std::string message;
 };
 
+// One observed child, shared with the informer's cache and never copied by a pass (a pass reads each of a job's pods
+// several times). Made from the cache's shared pointer, or from a json value (tests) explicitly, so that no copy of a
+// child is made by accident; reads as a const json&.
+class ObjectRef {
+ public:
+  explicit ObjectRef(json object) : ptr_(std::make_shared<const json>(std::move(object))) {}
+  ObjectRef(std::shared_ptr<const json> object) : ptr_(std::move(object)) {}  // NOLINT: implicit, as a pointer copy
+  operator const json&() const { return *ptr_; }                               // NOLINT: implicit on purpose
+  const json& operator*() const { return *ptr_; }
+  const json* operator->() const { return ptr_.get(); }
+
+ private:
+  std::shared_ptr<const json> ptr_;
+};
+using Objects = std::vector<ObjectRef>;
+// Objects from json values (tests).
+inline Objects objects_of(std::vector<json> values) {
+  Objects out;
+  out.reserve(values.size());
+  for (auto& v : values) out.emplace_back(std::move(v));
+  return out;
+}
+
+// object[key] without a copy (json::value copies): an empty object when `object` is no object or has no such key.
+inline const json& member(const json& object, std::string_view key) {
+  static const json kEmpty = json::object();
+  if (!object.is_object()) return kEmpty;
+  auto it = object.find(key);
+  return it == object.end() ? kEmpty : *it;
+}
+
 struct PlanInput {
-  json job;                // the TrainingJob as stored (metadata, spec, status)
-  std::vector<json> pods;  // pods owned by the job (any attempt)
-  std::vector<json> services;
-  std::vector<json> config_maps;
-  std::vector<json> secrets;
+  json job;      // the TrainingJob as stored (metadata, spec, status)
+  Objects pods;  // pods owned by the job (any attempt)
+  Objects services;
+  Objects config_maps;
+  Objects secrets;
   TimePoint now;
   std::string fresh_secret;  // used only when the Secret must be created
   // For jobs with runPolicy.topology.key: the nodes' values of that label; nullopt when nodes cannot be read.

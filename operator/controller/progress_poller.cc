@@ -16,7 +16,7 @@ ProgressPoller::ProgressPoller(std::chrono::seconds interval, std::chrono::milli
     : interval_(std::max(interval, std::chrono::seconds(1))), timeout_(timeout) {}
 
 std::optional<api::Progress> ProgressPoller::poll(const std::string& key, const json& job,
-                                                  const std::optional<json>& rank0) {
+                                                  const json* rank0) {
   {
     std::lock_guard lock(mu_);
     const auto now = std::chrono::steady_clock::now();
@@ -25,7 +25,8 @@ std::optional<api::Progress> ProgressPoller::poll(const std::string& key, const 
     last_read_[key] = now;
   }
   if (!rank0) return std::nullopt;
-  const std::string ip = rank0->value("status", json::object()).value("podIP", "");
+  const auto status = rank0->find("status");
+  const std::string ip = status != rank0->end() && status->is_object() ? status->value("podIP", "") : "";
   if (ip.empty()) return std::nullopt;
   return read(key, job, ip);
 }

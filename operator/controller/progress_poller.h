@@ -20,7 +20,7 @@ class ProgressPoller {
   // When a read of job `key` is due: rank 0's progress, read from `rank0`'s pod IP at the job's metricsPort.
   // nullopt when not due, when rank 0 has no IP yet, or when it does not answer (yet): the next read is due anyway.
   std::optional<api::Progress> poll(const std::string& key, const nlohmann::json& job,
-                                    const std::optional<nlohmann::json>& rank0);
+                                    const nlohmann::json* rank0);
   // Time until the next read of `key` is due, at least 1 s: the requeue-after of a Running job.
   std::chrono::seconds next_in(const std::string& key) const;
   // The job is no longer Running: its next run starts with a read.

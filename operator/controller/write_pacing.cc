@@ -12,8 +12,8 @@ std::string name_of(const json& object) { return object["metadata"].value("name"
 // Every child the cache shows for the job, as "Kind/name".
 std::set<std::string> cached_children(const PlanInput& in) {
   std::set<std::string> ids;
-  auto add = [&](ChildKind kind, const std::vector<json>& objects) {
-    for (const auto& o : objects) ids.insert(child_id(kind, name_of(o)));
+  auto add = [&](ChildKind kind, const Objects& objects) {
+    for (const json& o : objects) ids.insert(child_id(kind, name_of(o)));
   };
   add(ChildKind::kPod, in.pods);
   add(ChildKind::kService, in.services);
@@ -71,7 +71,7 @@ std::optional<std::chrono::seconds> StatusPacing::defer(const std::string& key, 
   if (!plan.status) return std::nullopt;
   const bool status_only = plan.deletes.empty() && plan.updates.empty() && plan.creates.empty() &&
                            plan.events.empty() && plan.job_action == Plan::JobAction::kKeep;
-  if (!status_only || remembered_part(job.value("status", json::object())) != remembered_part(*plan.status)) {
+  if (!status_only || remembered_part(member(job, "status")) != remembered_part(*plan.status)) {
     return std::nullopt;
   }
   std::lock_guard lock(mu_);

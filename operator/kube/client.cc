@@ -260,7 +260,7 @@ bool Client::remove(const Resource& r, const std::string& ns, const std::string&
 }
 
 WatchEnd Client::watch(const Resource& r, const std::string& ns, const WatchOptions& options,
-                       const std::function<void(const WatchEvent&)>& on_event, StreamCancel& cancel) {
+                       const std::function<void(WatchEvent&)>& on_event, StreamCancel& cancel) {
   std::string q = query_string({{"watch", "1"},
                                 {"allowWatchBookmarks", "true"},
                                 {"labelSelector", options.label_selector},
@@ -278,7 +278,8 @@ WatchEnd Client::watch(const Resource& r, const std::string& ns, const WatchOpti
     if (doc.is_discarded() || !doc.is_object()) {
       throw CorruptData("watch " + r.plural + ": invalid JSON event line");
     }
-    WatchEvent ev{doc.value("type", ""), doc.value("object", json::object())};
+    WatchEvent ev{doc.value("type", ""), json::object()};
+    if (auto object = doc.find("object"); object != doc.end()) ev.object = std::move(*object);  // not copied
     if (ev.type == "ERROR") {
       // A Status object: 410 means our resourceVersion was compacted away.
       if (ev.object.value("code", 0) == 410) {

@@ -127,9 +127,10 @@ class Client {
   // 404 is not an error (already gone). Returns true when this call deleted it.
   bool remove(const Resource& r, const std::string& ns, const std::string& name,
               Propagation propagation = Propagation::kBackground);
-  // Streams events to `on_event` until the watch ends; throws ApiError / ConnectionError on failure.
+  // Streams events to `on_event` until the watch ends; throws ApiError / ConnectionError on failure. The handler
+  // may take the event's object (move it out).
   WatchEnd watch(const Resource& r, const std::string& ns, const WatchOptions& options,
-                 const std::function<void(const WatchEvent&)>& on_event, StreamCancel& cancel);
+                 const std::function<void(WatchEvent&)>& on_event, StreamCancel& cancel);
 
   // Requests sent on the wire (retries included), for the benchmark and metrics.
   uint64_t requests_sent() const { return requests_.load(); }

@@ -1,5 +1,7 @@
 #include "operator/kube/informer.h"
 
+#include <utility>
+
 #include "common/log/log.h"
 
 namespace torus::kube {
@@ -25,65 +27,63 @@ void Store::unindex_locked(const std::string& key, const json& object) {
   }
 }
 
-std::optional<json> Store::upsert(const json& object) {
-  std::lock_guard lock(mu_);
+std::pair<ObjectPtr, ObjectPtr> Store::upsert(json object) {
   std::string key = object_key(object);
-  std::optional<json> old;
-  auto it = objects_.find(key);
-  if (it != objects_.end()) {
-    old = it->second;
-    unindex_locked(key, it->second);
-  }
-  objects_[key] = object;
-  index_locked(key, object);
-  return old;
+  auto cached = std::make_shared<const json>(std::move(object));
+  std::lock_guard lock(mu_);
+  ObjectPtr& slot = objects_[key];
+  ObjectPtr old = std::exchange(slot, cached);
+  if (old) unindex_locked(key, *old);
+  index_locked(key, *cached);
+  return {std::move(cached), std::move(old)};
 }
 
-std::optional<json> Store::erase(const std::string& key) {
+ObjectPtr Store::erase(const std::string& key) {
   std::lock_guard lock(mu_);
   auto it = objects_.find(key);
-  if (it == objects_.end()) return std::nullopt;
-  json old = std::move(it->second);
+  if (it == objects_.end()) return nullptr;
+  ObjectPtr old = std::move(it->second);
   objects_.erase(it);
-  unindex_locked(key, old);
+  unindex_locked(key, *old);
   return old;
 }
 
-std::vector<json> Store::replace(const std::vector<json>& objects) {
+std::vector<ObjectPtr> Store::replace(const std::vector<ObjectPtr>& objects) {
   std::lock_guard lock(mu_);
-  std::map<std::string, json> fresh;
-  for (const auto& o : objects) fresh[object_key(o)] = o;
-  std::vector<json> gone;
+  std::map<std::string, ObjectPtr> fresh;
+  for (const auto& o : objects) fresh[object_key(*o)] = o;
+  std::vector<ObjectPtr> gone;
   for (const auto& [key, obj] : objects_) {
     if (!fresh.count(key)) gone.push_back(obj);
   }
   objects_ = std::move(fresh);
   indexes_.clear();
-  for (const auto& [key, obj] : objects_) index_locked(key, obj);
+  for (const auto& [key, obj] : objects_) index_locked(key, *obj);
   return gone;
 }
 
-std::optional<json> Store::get(const std::string& key) const {
+ObjectPtr Store::get(const std::string& key) const {
   std::lock_guard lock(mu_);
   auto it = objects_.find(key);
-  if (it == objects_.end()) return std::nullopt;
-  return it->second;
+  return it == objects_.end() ? nullptr : it->second;
 }
 
-std::vector<json> Store::by_index(const std::string& index, const std::string& value) const {
+std::vector<ObjectPtr> Store::by_index(const std::string& index, const std::string& value) const {
   std::lock_guard lock(mu_);
-  std::vector<json> out;
+  std::vector<ObjectPtr> out;
   auto idx = indexes_.find(index);
   if (idx == indexes_.end()) return out;
   auto keys = idx->second.find(value);
   if (keys == idx->second.end()) return out;
+  out.reserve(keys->second.size());
   for (const auto& key : keys->second) out.push_back(objects_.at(key));
   return out;
 }
 
-std::vector<json> Store::list() const {
+std::vector<ObjectPtr> Store::list() const {
   std::lock_guard lock(mu_);
-  std::vector<json> out;
+  std::vector<ObjectPtr> out;
+  out.reserve(objects_.size());
   for (const auto& [key, obj] : objects_) out.push_back(obj);
   return out;
 }
@@ -135,27 +135,32 @@ bool Informer::pause(Duration d) {
 
 void Informer::list_into_store() {
   json list = client_.list(resource_, options_.namespace_, ListOptions{options_.label_selector, "", ""});
-  std::vector<json> items;
-  for (auto& item : list.value("items", json::array())) {
-    // List items carry no apiVersion/kind; handlers may want them.
-    item["apiVersion"] = resource_.api_version();
-    item["kind"] = resource_.kind;
-    items.push_back(options_.transform ? options_.transform(std::move(item)) : std::move(item));
+  std::vector<ObjectPtr> items;
+  if (auto it = list.find("items"); it != list.end() && it->is_array()) {
+    items.reserve(it->size());
+    for (auto& item : *it) {
+      // List items carry no apiVersion/kind; handlers may want them.
+      item["apiVersion"] = resource_.api_version();
+      item["kind"] = resource_.kind;
+      items.push_back(std::make_shared<const json>(options_.transform ? options_.transform(std::move(item))
+                                                                      : std::move(item)));
+    }
   }
-  std::vector<std::optional<json>> previous;
-  for (const auto& item : items) previous.push_back(store_.get(object_key(item)));
-  std::vector<json> gone = store_.replace(items);
+  std::vector<ObjectPtr> previous;
+  previous.reserve(items.size());
+  for (const auto& item : items) previous.push_back(store_.get(object_key(*item)));
+  std::vector<ObjectPtr> gone = store_.replace(items);
   resource_version_ = list["metadata"].value("resourceVersion", "");
   // Replay the difference as events, so handlers see deletions that happened while we were not watching.
   for (size_t i = 0; i < items.size(); ++i) {
-    if (!previous[i] && handlers_.on_add) handlers_.on_add(items[i]);
+    if (!previous[i] && handlers_.on_add) handlers_.on_add(*items[i]);
     if (previous[i] && handlers_.on_update &&
-        (*previous[i])["metadata"]["resourceVersion"] != items[i]["metadata"]["resourceVersion"]) {
-      handlers_.on_update(*previous[i], items[i]);
+        (*previous[i])["metadata"]["resourceVersion"] != (*items[i])["metadata"]["resourceVersion"]) {
+      handlers_.on_update(*previous[i], *items[i]);
     }
   }
   for (const auto& obj : gone) {
-    if (handlers_.on_delete) handlers_.on_delete(obj);
+    if (handlers_.on_delete) handlers_.on_delete(*obj);
   }
   if (!synced_.exchange(true)) {
     std::lock_guard lock(mu_);
@@ -163,28 +168,31 @@ void Informer::list_into_store() {
   }
 }
 
-void Informer::apply(const WatchEvent& raw) {
-  const json& md = raw.object.value("metadata", json::object());
-  if (md.contains("resourceVersion")) resource_version_ = md["resourceVersion"].get<std::string>();
-  if (raw.type == "BOOKMARK") return;
-  const WatchEvent event = options_.transform ? WatchEvent{raw.type, options_.transform(raw.object)} : raw;
+void Informer::apply(WatchEvent& event) {
+  if (auto md = event.object.find("metadata"); md != event.object.end() && md->is_object()) {
+    if (auto rv = md->find("resourceVersion"); rv != md->end() && rv->is_string()) {
+      resource_version_ = rv->get<std::string>();
+    }
+  }
+  if (event.type == "BOOKMARK") return;
+  json object = options_.transform ? options_.transform(std::move(event.object)) : std::move(event.object);
   if (event.type == "DELETED") {
-    store_.erase(object_key(event.object));
-    if (handlers_.on_delete) handlers_.on_delete(event.object);
+    store_.erase(object_key(object));
+    if (handlers_.on_delete) handlers_.on_delete(object);
     return;
   }
-  auto old = store_.upsert(event.object);
+  auto [cached, old] = store_.upsert(std::move(object));
   if (old && handlers_.on_update) {
-    handlers_.on_update(*old, event.object);
+    handlers_.on_update(*old, *cached);
   } else if (!old && handlers_.on_add) {
-    handlers_.on_add(event.object);
+    handlers_.on_add(*cached);
   }
 }
 
 void Informer::watch_once() {
   WatchOptions wo{options_.label_selector, resource_version_, options_.watch_timeout};
   WatchEnd end = client_.watch(
-      resource_, options_.namespace_, wo, [&](const WatchEvent& ev) { apply(ev); }, cancel_);
+      resource_, options_.namespace_, wo, [&](WatchEvent& ev) { apply(ev); }, cancel_);
   if (end == WatchEnd::kExpired) {
     TLOG(Info) << "watch " << resource_.plural << ": resourceVersion " << resource_version_ << " expired; relisting";
     resource_version_.clear();

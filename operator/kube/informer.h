@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -16,6 +17,10 @@
 
 namespace torus::kube {
 
+// A cached object: immutable once cached, shared by the cache and its readers (a reader never copies it, and an
+// object replaced in the cache lives on for the readers still holding it), as client-go's caches share pointers.
+using ObjectPtr = std::shared_ptr<const json>;
+
 // A thread-safe cache of objects by "ns/name", with named secondary indexes (e.g. pods by owning job).
 class Store {
  public:
@@ -23,15 +28,15 @@ class Store {
 
   // Adds an index; call before the informer starts.
   void add_index(const std::string& name, IndexFunc func);
-  // Inserts or replaces; returns the previous object if any.
-  std::optional<json> upsert(const json& object);
-  std::optional<json> erase(const std::string& key);
+  // Inserts or replaces; returns the cached object and the previous one (null when none).
+  std::pair<ObjectPtr, ObjectPtr> upsert(json object);
+  ObjectPtr erase(const std::string& key);  // the removed object, null when none
   // Replaces everything (after a list); returns the objects that disappeared.
-  std::vector<json> replace(const std::vector<json>& objects);
+  std::vector<ObjectPtr> replace(const std::vector<ObjectPtr>& objects);
 
-  std::optional<json> get(const std::string& key) const;
-  std::vector<json> by_index(const std::string& index, const std::string& value) const;
-  std::vector<json> list() const;
+  ObjectPtr get(const std::string& key) const;  // null when absent
+  std::vector<ObjectPtr> by_index(const std::string& index, const std::string& value) const;
+  std::vector<ObjectPtr> list() const;
   std::vector<std::string> keys() const;
   size_t size() const;
 
@@ -40,7 +45,7 @@ class Store {
   void unindex_locked(const std::string& key, const json& object);
 
   mutable std::mutex mu_;
-  std::map<std::string, json> objects_;
+  std::map<std::string, ObjectPtr> objects_;
   std::map<std::string, IndexFunc> index_funcs_;
   std::map<std::string, std::map<std::string, std::set<std::string>>> indexes_;  // index -> value -> keys
 };
@@ -82,7 +87,7 @@ class Informer {
   void run();
   void list_into_store();
   void watch_once();
-  void apply(const WatchEvent& event);
+  void apply(WatchEvent& event);  // takes the event's object
   // Sleeps for `d` unless stopped first; returns false when stopped.
   bool pause(Duration d);
 

@@ -204,10 +204,10 @@ inline PlanInput with_children(json job, std::vector<json> pods, TimePoint now) 
   std::string name = job["metadata"]["name"];
   auto named = [](const std::string& n) { return json{{"metadata", {{"name", n}, {"namespace", "team"}}}}; };
   return PlanInput{std::move(job),
-                   std::move(pods),
-                   {named(service_name(name))},
-                   {named(config_map_name(name))},
-                   {named(secret_name(name))},
+                   objects_of(std::move(pods)),
+                   objects_of({named(service_name(name))}),
+                   objects_of({named(config_map_name(name))}),
+                   objects_of({named(secret_name(name))}),
                    now,
                    "s3cret"};
 }

@@ -23,7 +23,7 @@ json pod_of(const json& job, int index, int attempt) {
 
 PlanInput input(const json& job, std::vector<json> pods, const json& config_map, int now) {
   PlanInput in = with_children(job, std::move(pods), at(now));
-  in.config_maps = {config_map};
+  in.config_maps = objects_of({config_map});
   return in;
 }
 

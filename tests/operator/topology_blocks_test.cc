@@ -165,7 +165,7 @@ TEST(RackOrderingPlan, ExistingConfigMapIsUpdatedOnlyWhenTheMapDiffers) {
   };
   for (const auto& c : cases) {
     PlanInput in = with_children(job, {}, at(1));
-    in.config_maps = {c.existing};
+    in.config_maps = objects_of({c.existing});
     in.node_blocks = c.blocks;
     Plan p = plan(in);
     EXPECT_EQ(created(p, ChildKind::kConfigMap), nullptr) << c.name;
@@ -235,7 +235,7 @@ TEST(RackOrderingPlan, TooLargeMapTurnsOrderingOffWithOneWarning) {
   // The next pass, with the condition already recorded, warns no more.
   job["status"] = *first.status;
   PlanInput again = with_children(job, {}, at(1));
-  again.config_maps = {*cm};
+  again.config_maps = objects_of({*cm});
   again.node_blocks = huge;
   Plan second = plan(again);
   for (const auto& e : second.events) EXPECT_NE(e.reason, "RackOrderingOff");

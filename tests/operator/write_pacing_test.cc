@@ -30,7 +30,7 @@ TEST(CreateExpectations, AChildCreatedButNotYetCachedIsNotCreatedAgain) {
   for (const auto& c : creating({"w-0", "w-1"}).creates) e.created("ns/j", c, t0);
   PlanInput in{};
   in.now = t0 + 1s;
-  in.pods = {named("w-0")};  // the watch has brought w-0 only
+  in.pods = objects_of({named("w-0")});  // the watch has brought w-0 only
   Plan again = creating({"w-1"});
   e.filter("ns/j", in, again);
   EXPECT_TRUE(again.creates.empty()) << "w-1 is on its way, and a PodGroup goes with its pods";
