@@ -362,7 +362,7 @@ void Controller::observe_metrics(const json& job, const Plan& plan) {
 
 void Controller::create_child(ChildKind kind, const std::string& ns, const json& object) {
   try {
-    client_.create(resource_of(kind), ns, object);
+    client_.create_unread(resource_of(kind), ns, object);
   } catch (const kube::ApiError& e) {
     // Deterministic names: "already exists" means an earlier pass (or replica) created it; nothing to do.
     if (!e.already_exists()) throw;
@@ -438,7 +438,7 @@ void Controller::create_pod_group(const json& job, const std::string& ns, const 
   const kube::Resource& r = api_version.rfind(res::kVolcanoPodGroups.group + "/", 0) == 0 ? res::kVolcanoPodGroups
                                                                                           : res::kCoschedulingPodGroups;
   try {
-    client_.create(r, ns, group);
+    client_.create_unread(r, ns, group);
   } catch (const kube::ApiError& e) {
     if (e.already_exists()) return;
     if (e.status() != 404 && e.status() != 403) throw;
@@ -478,7 +478,9 @@ void Controller::cache_job(json stored, const std::string& ns) {
 void Controller::record_event(const json& job, const EventRecord& e) {
   const json& md = job["metadata"];
   std::string now = format_time(Clock::now());
-  json event = {{"metadata",
+  json event = {{"apiVersion", res::kEvents.api_version()},
+                {"kind", res::kEvents.kind},
+                {"metadata",
                  {{"name", md.value("name", "") + "." + random_secret().substr(0, 16)},
                   {"namespace", md.value("namespace", "")}}},
                 {"involvedObject",
@@ -495,7 +497,7 @@ void Controller::record_event(const json& job, const EventRecord& e) {
                 {"lastTimestamp", now},
                 {"count", 1}};
   try {
-    client_.create(res::kEvents, md.value("namespace", ""), event);
+    client_.create_unread(res::kEvents, md.value("namespace", ""), event);
   } catch (const kube::ApiError& err) {
     TLOG(Warn) << "event " << e.reason << " for " << md.value("name", "") << ": " << err.what();  // best effort
   }

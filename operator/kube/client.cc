@@ -229,11 +229,27 @@ json Client::list(const Resource& r, const std::string& ns, const ListOptions& o
   return call_json({"GET", r.collection_path(ns) + q, "", "application/json", {}});
 }
 
-json Client::create(const Resource& r, const std::string& ns, const json& object) {
+std::string Client::create_body(const Resource& r, const json& object) {
+  const std::string api_version = r.api_version();
+  auto has = [&](const char* key, const std::string& value) {
+    auto it = object.find(key);
+    return it != object.end() && it->is_string() && it->get_ref<const std::string&>() == value;
+  };
+  if (object.is_object() && has("apiVersion", api_version) && has("kind", r.kind)) return object.dump();
   json body = object;
-  body["apiVersion"] = r.api_version();
+  body["apiVersion"] = api_version;
   body["kind"] = r.kind;
-  return call_json({"POST", r.collection_path(ns), body.dump(), "application/json", {}});
+  return body.dump();
+}
+
+json Client::create(const Resource& r, const std::string& ns, const json& object) {
+  return call_json({"POST", r.collection_path(ns), create_body(r, object), "application/json", {}});
+}
+
+void Client::create_unread(const Resource& r, const std::string& ns, const json& object) {
+  HttpRequest request{"POST", r.collection_path(ns), create_body(r, object), "application/json", {}};
+  HttpResponse response = call(request);
+  if (response.status / 100 != 2) throw api_error(request, response);
 }
 
 json Client::update(const Resource& r, const std::string& ns, const json& object, Subresource sub) {

@@ -99,6 +99,24 @@ TEST_F(KubeClientTls, TheKubeconfigTheStandinWritesTrustsItsCaAndAuthenticates) 
   EXPECT_EQ(client.get(res::kConfigMaps, "default", "over-tls")["data"]["k"], "v");
 }
 
+TEST_F(KubeClientTls, CreateUnreadCreatesWithTheResourcesKindAndThrowsAsCreateDoes) {
+  Client client(load_kubeconfig(server_->write_kubeconfig(tmp_.file("kubeconfig"))), no_retries());
+  // Without apiVersion/kind (set from the resource), and with them already set (sent as is).
+  client.create_unread(res::kConfigMaps, "default", {{"metadata", {{"name", "bare"}}}, {"data", {{"k", "1"}}}});
+  client.create_unread(res::kConfigMaps, "default",
+                       {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "typed"}}}});
+  const json bare = client.get(res::kConfigMaps, "default", "bare");
+  EXPECT_EQ(bare["data"]["k"], "1");
+  EXPECT_EQ(bare.value("kind", ""), "ConfigMap");
+  EXPECT_EQ(client.get(res::kConfigMaps, "default", "typed")["metadata"]["name"], "typed");
+  try {
+    client.create_unread(res::kConfigMaps, "default", {{"metadata", {{"name", "bare"}}}});
+    ADD_FAILURE() << "a second create of the same name must throw";
+  } catch (const ApiError& e) {
+    EXPECT_TRUE(e.already_exists()) << e.what();
+  }
+}
+
 TEST_F(KubeClientTls, AWatchStreamsOverTls) {
   Client client(load_kubeconfig(server_->write_kubeconfig(tmp_.file("kubeconfig"))), no_retries());
   const std::string from = client.list(res::kConfigMaps, "default")["metadata"]["resourceVersion"];
