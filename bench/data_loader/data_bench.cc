@@ -25,6 +25,7 @@
 namespace {
 
 using namespace torus::worker::data;
+using torus::worker::Mode;
 
 struct Args {
   int threads = 2;
@@ -128,7 +129,7 @@ int run_jpegs(const Args& a) {
   write_jpeg_folder(root, a.jpegs);
   auto train = JpegFolder::open(root.string(), Split::Train);
   auto val = JpegFolder::open(root.string(), Split::Val);
-  LoaderConfig tc{.phase = Phase::Train,
+  LoaderConfig tc{.mode = Mode::kTrain,
                   .batch_size = 64,
                   .image_size = {224, 224},
                   .seed = 1,
@@ -139,7 +140,7 @@ int run_jpegs(const Args& a) {
   tc.transform.mean = {0.485f, 0.456f, 0.406f};
   tc.transform.std = {0.229f, 0.224f, 0.225f};
   LoaderConfig vc = tc;
-  vc.phase = Phase::Eval;
+  vc.mode = Mode::kEval;
   vc.rectangular = Rectangular::On;
   vc.transform.eval_crop_fraction = 0.875f;
   Loader train_loader(train, tc);
@@ -160,7 +161,7 @@ int run(const Args& a) {
   auto train = load_fashion_mnist(a.dir, Split::Train);
   std::printf("# load (gunzip + validate) %.3f s, %lld images\n", seconds_since(t0),
               static_cast<long long>(train->size()));
-  LoaderConfig cfg{.phase = Phase::Train, .batch_size = a.batch, .seed = 1, .threads = a.threads, .prefetch = 4};
+  LoaderConfig cfg{.mode = Mode::kTrain, .batch_size = a.batch, .seed = 1, .threads = a.threads, .prefetch = 4};
   cfg.transform.mean = {0.2860f};
   cfg.transform.std = {0.3530f};
   if (a.augment != "none") cfg.transform.flip = Flip::Horizontal;

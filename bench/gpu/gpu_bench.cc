@@ -128,7 +128,7 @@ int resnet50(const Args& args) {
   b->upload(host.data(), x.t);
   b->upload(labels.data(), y.t);
   auto step = [&] {
-    Tensor logits = model.forward(x.t, nn::Mode::kTrain);
+    Tensor logits = model.forward(x.t, Mode::kTrain);
     b->softmax_cross_entropy_async(logits, y.t, 0.1f, dz.t, loss.t);
     model.backward(dz.t);
     sgd.step(model.context().params, model.context().grads, 0.1f);
@@ -212,7 +212,7 @@ int resnet9(const Args& args) {
       if (i + 1 < steps) next = stage(i + 1);  // the copy of batch i+1 overlaps step i
       auto [images, labels] = stager.acquire(cur);
       b->augment(images, x.t, aug, static_cast<uint64_t>((epoch * steps + i) * batch));
-      Tensor logits = model.forward(x.t, nn::Mode::kTrain);
+      Tensor logits = model.forward(x.t, Mode::kTrain);
       b->softmax_cross_entropy_async(logits, Tensor(labels, {batch}, DType::kI32), 0.2f, dz.t, loss.t);
       model.backward(dz.t);
       sgd.step(model.context().params, model.context().grads,
@@ -227,7 +227,7 @@ int resnet9(const Args& args) {
       Held xe = make(*b, {eval_batch, 32, 32, 3});
       b->augment(static_cast<const uint8_t*>(val_images.t.data()) + static_cast<size_t>(i) * image_bytes, xe.t, plain,
                  0);
-      Tensor logits = model.forward(xe.t, nn::Mode::kEval);
+      Tensor logits = model.forward(xe.t, Mode::kEval);
       correct += b->count_top_k(logits, Tensor(val_labels.t.i32() + i, {eval_batch}, DType::kI32), 1);
     }
     accuracy = static_cast<double>(correct) / static_cast<double>(n_val);

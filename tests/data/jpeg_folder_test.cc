@@ -110,7 +110,7 @@ TEST(JpegFolder, TrainingCropsAreFullSizeAndFinite) {
   make_folder(dir, "train");
   auto ds = JpegFolder::open(dir.path().string(), Split::Train);
   LoaderConfig cfg{
-      .phase = Phase::Train, .batch_size = 4, .image_size = {24, 24}, .seed = 3, .threads = 2, .prefetch = 2};
+      .mode = Mode::kTrain, .batch_size = 4, .image_size = {24, 24}, .seed = 3, .threads = 2, .prefetch = 2};
   cfg.transform.train_crop = TrainCrop::RandomResizedCrop;
   cfg.transform.flip = Flip::Horizontal;
   Loader loader(ds, cfg);
@@ -142,7 +142,7 @@ TEST(JpegFolder, RectangularValidationBatchesShareAspect) {
   for (int world : {1, 2}) {
     seen.clear();
     for (int rank = 0; rank < world; ++rank) {
-      LoaderConfig cfg{.phase = Phase::Eval,
+      LoaderConfig cfg{.mode = Mode::kEval,
                        .batch_size = 3,
                        .image_size = {32, 32},
                        .rank = rank,

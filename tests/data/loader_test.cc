@@ -18,7 +18,7 @@ std::shared_ptr<ArrayDataset> small_set(int n = 500) {
 }
 
 LoaderConfig augmented(int threads, int prefetch) {
-  LoaderConfig cfg{.phase = Phase::Train, .batch_size = 32, .seed = 77, .threads = threads, .prefetch = prefetch};
+  LoaderConfig cfg{.mode = Mode::kTrain, .batch_size = 32, .seed = 77, .threads = threads, .prefetch = prefetch};
   cfg.transform.train_crop = TrainCrop::PadCrop;
   cfg.transform.pad = 2;
   cfg.transform.flip = Flip::Horizontal;
@@ -97,7 +97,7 @@ TEST(Loader, RanksTogetherCoverTheEpoch) {
   for (int64_t i = 0; i < ds->size(); ++i) all_labels.insert(ds->label(i));
   for (int rank = 0; rank < 3; ++rank) {
     LoaderConfig train{.batch_size = 8, .seed = 1, .rank = rank, .world = 3, .tail = Tail::Drop};
-    LoaderConfig eval{.phase = Phase::Eval, .batch_size = 8, .rank = rank, .world = 3};
+    LoaderConfig eval{.mode = Mode::kEval, .batch_size = 8, .rank = rank, .world = 3};
     Loader t(ds, train), e(ds, eval);
     for (const auto& b : read_epoch(t, 0)) train_labels.insert(b.labels.begin(), b.labels.end());
     for (const auto& b : read_epoch(e, 0)) eval_labels.insert(b.labels.begin(), b.labels.end());

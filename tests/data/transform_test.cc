@@ -27,7 +27,7 @@ TEST(Transform, EvalIdentityNormalizesPerChannel) {
   t.mean = {0.5f, 0.25f};
   t.std = {0.5f, 2.0f};
   std::vector<float> out(6 * 5 * 2);
-  transform_sample(img, t, Phase::Eval, {6, 5}, 123, out.data());
+  transform_sample(img, t, Mode::kEval, {6, 5}, 123, out.data());
   for (size_t i = 0; i < out.size(); ++i) {
     const size_t ch = i % 2;
     EXPECT_FLOAT_EQ(out[i], (px[i] / 255.0f - t.mean[ch]) / t.std[ch]) << i;
@@ -43,7 +43,7 @@ TEST(Transform, PadCropIsAShiftWithZeroBorder) {
   t.pad = 3;
   int shifted = 0;
   for (uint64_t seed = 0; seed < 50; ++seed) {
-    const Region r = choose_region({h, w}, t, Phase::Train, {h, w}, seed);
+    const Region r = choose_region({h, w}, t, Mode::kTrain, {h, w}, seed);
     const int dx = static_cast<int>(r.x), dy = static_cast<int>(r.y);
     ASSERT_EQ(r.x, static_cast<float>(dx));
     ASSERT_GE(dx, -3);
@@ -52,7 +52,7 @@ TEST(Transform, PadCropIsAShiftWithZeroBorder) {
     ASSERT_LE(dy, 3);
     shifted += (dx != 0 || dy != 0);
     std::vector<float> out(static_cast<size_t>(h) * w);
-    transform_sample(img, t, Phase::Train, {h, w}, seed, out.data());
+    transform_sample(img, t, Mode::kTrain, {h, w}, seed, out.data());
     for (int y = 0; y < h; ++y) {
       for (int x = 0; x < w; ++x) {
         const int sy = y + dy, sx = x + dx;
@@ -73,8 +73,8 @@ TEST(Transform, FlipMirrorsAboutHalfTheTime) {
   int flipped = 0;
   for (uint64_t seed = 0; seed < 200; ++seed) {
     std::vector<float> out(4 * 7 * 3);
-    transform_sample(img, t, Phase::Train, {4, 7}, seed, out.data());
-    const bool flip = choose_flip(t, Phase::Train, seed);
+    transform_sample(img, t, Mode::kTrain, {4, 7}, seed, out.data());
+    const bool flip = choose_flip(t, Mode::kTrain, seed);
     flipped += flip;
     for (int x = 0; x < 7; ++x) {
       const int sx = flip ? 6 - x : x;
@@ -83,7 +83,7 @@ TEST(Transform, FlipMirrorsAboutHalfTheTime) {
   }
   EXPECT_GT(flipped, 70);
   EXPECT_LT(flipped, 130);
-  EXPECT_FALSE(choose_flip(t, Phase::Eval, 1));
+  EXPECT_FALSE(choose_flip(t, Mode::kEval, 1));
 }
 
 TEST(Transform, RandomResizedCropStaysInBoundsWithScaleAndAspect) {
@@ -92,7 +92,7 @@ TEST(Transform, RandomResizedCropStaysInBoundsWithScaleAndAspect) {
   t.scale_min = 0.25f;
   for (ImageSize src : {ImageSize{100, 100}, ImageSize{60, 200}, ImageSize{300, 40}, ImageSize{7, 9}}) {
     for (uint64_t seed = 0; seed < 300; ++seed) {
-      const Region r = choose_region(src, t, Phase::Train, {32, 32}, seed);
+      const Region r = choose_region(src, t, Mode::kTrain, {32, 32}, seed);
       ASSERT_GE(r.x, 0);
       ASSERT_GE(r.y, 0);
       ASSERT_GT(r.w, 0);
@@ -114,7 +114,7 @@ TEST(Transform, RandomResizedCropStaysInBoundsWithScaleAndAspect) {
 TEST(Transform, ResizeKeepsConstantsAndOrder) {
   std::vector<uint8_t> flat(40 * 30 * 3, 77);
   std::vector<float> out(16 * 16 * 3);
-  transform_sample(Image::view(flat.data(), 40, 30, 3), {}, Phase::Eval, {16, 16}, 0, out.data());
+  transform_sample(Image::view(flat.data(), 40, 30, 3), {}, Mode::kEval, {16, 16}, 0, out.data());
   for (float v : out) ASSERT_NEAR(v, 77 / 255.0f, 1e-6);
   // A horizontal ramp stays increasing after a downscale.
   std::vector<uint8_t> ramp_x(20 * 64);
@@ -122,7 +122,7 @@ TEST(Transform, ResizeKeepsConstantsAndOrder) {
     for (int x = 0; x < 64; ++x) ramp_x[static_cast<size_t>(y) * 64 + x] = static_cast<uint8_t>(x * 4);
   }
   std::vector<float> small(10 * 32);
-  transform_sample(Image::view(ramp_x.data(), 20, 64, 1), {}, Phase::Train, {10, 32}, 0, small.data());
+  transform_sample(Image::view(ramp_x.data(), 20, 64, 1), {}, Mode::kTrain, {10, 32}, 0, small.data());
   for (int x = 1; x < 32; ++x)
     ASSERT_GT(small[static_cast<size_t>(5 * 32 + x)], small[static_cast<size_t>(5 * 32 + x - 1)]);
 }
@@ -130,7 +130,7 @@ TEST(Transform, ResizeKeepsConstantsAndOrder) {
 TEST(Transform, EvalCenterCropTakesTheMiddle) {
   Transform t;
   t.eval_crop_fraction = 0.5f;
-  const Region r = choose_region({100, 200}, t, Phase::Eval, {50, 50}, 0);
+  const Region r = choose_region({100, 200}, t, Mode::kEval, {50, 50}, 0);
   EXPECT_FLOAT_EQ(r.w, 50);
   EXPECT_FLOAT_EQ(r.h, 50);
   EXPECT_FLOAT_EQ(r.x, 75);

@@ -377,7 +377,7 @@ TEST_F(GpuTest, ResNet9StepsTrackTheCpuBackend) {
     b.upload(labels.data(), y.t);
     std::vector<double> losses;
     for (int step = 0; step < 4; ++step) {
-      Tensor logits = model.forward(x.t, nn::Mode::kTrain);
+      Tensor logits = model.forward(x.t, Mode::kTrain);
       losses.push_back(b.softmax_cross_entropy(logits, y.t, 0.1f, dz.t));
       model.backward(dz.t);
       sgd.step(model.context().params, model.context().grads, 0.05f);
@@ -408,7 +408,7 @@ TEST_F(GpuTest, CapturedTrainingStepReplaysLikeEagerSteps) {
     Held loss = make(*gpu_, {1});
     gpu_->upload(labels.data(), y.t);
     auto step = [&] {
-      Tensor logits = model.forward(x.t, nn::Mode::kTrain);
+      Tensor logits = model.forward(x.t, Mode::kTrain);
       gpu_->softmax_cross_entropy_async(logits, y.t, 0.1f, dz.t, loss.t);
       model.backward(dz.t);
       sgd.step(model.context().params, model.context().grads, 0.05f);

@@ -139,7 +139,7 @@ TEST(GpuDataParallel, TwoRanksWithNcclGradientsMatchOneGpuAveragingBothHalves) {
   for (int s = 0; s < kSteps; ++s) {
     std::fill(sum.begin(), sum.end(), 0.0f);
     for (const Shard& h : halves) {
-      Tensor logits = model.forward(h.x, nn::Mode::kTrain);
+      Tensor logits = model.forward(h.x, Mode::kTrain);
       backend->softmax_cross_entropy(logits, h.y, 0.1f, dz);
       model.backward(dz);
       backend->download(g, half.data());

@@ -128,12 +128,12 @@ TEST(Model, ResNet9WidthsAndShapes) {
   nn::Model model(*backend, cfg);
   EXPECT_EQ(model.parameter_count(), 103810);  // what PyTorch counts for the same net (bench peer)
   auto x = testing::random_vector(4 * 28 * 28, 1);
-  Tensor logits = model.forward(Tensor(x.data(), {4, 28, 28, 1}), nn::Mode::kTrain);
+  Tensor logits = model.forward(Tensor(x.data(), {4, 28, 28, 1}), Mode::kTrain);
   EXPECT_EQ(logits.shape(), (Shape{4, 10}));
   for (float v : logits.span()) EXPECT_TRUE(std::isfinite(v));
   // Another batch and image size through the same model (progressive resizing).
   auto x2 = testing::random_vector(2 * 32 * 32, 2);
-  EXPECT_EQ(model.forward(Tensor(x2.data(), {2, 32, 32, 1}), nn::Mode::kEval).shape(), (Shape{2, 10}));
+  EXPECT_EQ(model.forward(Tensor(x2.data(), {2, 32, 32, 1}), Mode::kEval).shape(), (Shape{2, 10}));
 }
 
 TEST(Model, ZeroInitResidualZeroesTheLastGammaOfEachBlock) {

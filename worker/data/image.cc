@@ -136,8 +136,8 @@ void validate_transform(const Transform& t, int channels) {
   }
 }
 
-Region choose_region(ImageSize src, const Transform& t, Phase phase, ImageSize out, uint64_t seed) {
-  if (phase == Phase::Eval) {
+Region choose_region(ImageSize src, const Transform& t, Mode mode, ImageSize out, uint64_t seed) {
+  if (mode == Mode::kEval) {
     if (t.train_crop == TrainCrop::RandomResizedCrop || t.eval_crop_fraction < 1.0f || !(src == out)) {
       return centered_aspect(src, out, t.eval_crop_fraction);
     }
@@ -155,8 +155,8 @@ Region choose_region(ImageSize src, const Transform& t, Phase phase, ImageSize o
   return whole(src);
 }
 
-bool choose_flip(const Transform& t, Phase phase, uint64_t seed) {
-  if (phase != Phase::Train || t.flip != Flip::Horizontal) return false;
+bool choose_flip(const Transform& t, Mode mode, uint64_t seed) {
+  if (mode != Mode::kTrain || t.flip != Flip::Horizontal) return false;
   return (mix_seed(seed, 2) >> 63) != 0;
 }
 
@@ -249,10 +249,10 @@ void resample_normalize(const Image& img, Region region, bool flip, ImageSize ou
   }
 }
 
-void transform_sample(const Image& img, const Transform& t, Phase phase, ImageSize out, uint64_t seed, float* dst) {
+void transform_sample(const Image& img, const Transform& t, Mode mode, ImageSize out, uint64_t seed, float* dst) {
   validate_transform(t, img.c);
-  const Region region = choose_region({img.h, img.w}, t, phase, out, seed);
-  resample_normalize(img, region, choose_flip(t, phase, seed), out, t.mean, t.std, dst);
+  const Region region = choose_region({img.h, img.w}, t, mode, out, seed);
+  resample_normalize(img, region, choose_flip(t, mode, seed), out, t.mean, t.std, dst);
 }
 
 }  // namespace torus::worker::data

@@ -2,7 +2,7 @@
 // One decoded image and the per-sample transforms that turn it into a normalized float tensor.
 //
 //   Image img = dataset.decode(i, hint);                  // u8 (H, W, C), owning or a view into memory
-//   transform_sample(img, transform, Phase::Train, out_h, out_w, seed, out);  // out: float (out_h, out_w, C)
+//   transform_sample(img, transform, Mode::kTrain, out_h, out_w, seed, out);  // out: float (out_h, out_w, C)
 //
 // Geometry: a source region is chosen (random-resized-crop, pad-and-crop, centered aspect crop, or the whole
 // image), optionally mirrored, and resampled bilinearly (pixel centres, like align_corners=False) to the output
@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "worker/mode.h"
 
 namespace torus::worker::data {
 
@@ -41,7 +43,6 @@ enum class TrainCrop {
   RandomResizedCrop,  // random area fraction in [scale_min, scale_max], aspect in [ratio_min, ratio_max]
 };
 enum class Flip { Off, Horizontal };
-enum class Phase { Train, Eval };
 
 struct Transform {
   TrainCrop train_crop = TrainCrop::None;
@@ -67,14 +68,14 @@ struct Region {
   float h = 0;
 };
 
-// The region a sample reads, before flipping; pure given (src, transform, phase, out size, seed).
-Region choose_region(ImageSize src, const Transform& t, Phase phase, ImageSize out, uint64_t seed);
+// The region a sample reads, before flipping; pure given (src, transform, mode, out size, seed).
+Region choose_region(ImageSize src, const Transform& t, Mode mode, ImageSize out, uint64_t seed);
 
-// Whether the sample is mirrored; pure given (transform, phase, seed).
-bool choose_flip(const Transform& t, Phase phase, uint64_t seed);
+// Whether the sample is mirrored; pure given (transform, mode, seed).
+bool choose_flip(const Transform& t, Mode mode, uint64_t seed);
 
 // Fills out (out.h, out.w, img.c) from img. Throws InvalidArgument on a mean/std size that does not match C.
-void transform_sample(const Image& img, const Transform& t, Phase phase, ImageSize out, uint64_t seed, float* dst);
+void transform_sample(const Image& img, const Transform& t, Mode mode, ImageSize out, uint64_t seed, float* dst);
 
 // Same, with the region already chosen (in img's pixel coordinates) and flip decided.
 void resample_normalize(const Image& img, Region region, bool flip, ImageSize out, std::span<const float> mean,

@@ -69,8 +69,8 @@ void validate_config(const Dataset& dataset, const LoaderConfig& config) {
     require(dynamic_cast<const ArrayDataset*>(&dataset) != nullptr,
             "image_size: required for " + dataset.describe() + " (its images differ in size)");
   }
-  require(config.rectangular == Rectangular::Off || config.phase == Phase::Eval,
-          "rectangular: only for evaluation (phase Eval)");
+  require(config.rectangular == Rectangular::Off || config.mode == Mode::kEval,
+          "rectangular: only for evaluation (mode kEval)");
   require(config.rectangular == Rectangular::Off || config.image_size.h > 0,
           "image_size: required with rectangular batches (its h is the shorter side)");
   validate_transform(config.transform, dataset.channels());
@@ -81,7 +81,7 @@ EpochPlan plan_epoch(const Dataset& dataset, const LoaderConfig& config, int64_t
   EpochPlan plan;
   plan.epoch = epoch;
   if (config.rectangular == Rectangular::On) return plan_rectangular(dataset, config, std::move(plan));
-  if (config.phase == Phase::Train) {
+  if (config.mode == Mode::kTrain) {
     plan.order = shard_train(dataset.size(), {.seed = config.seed,
                                               .epoch = epoch,
                                               .rank = config.rank,
@@ -103,21 +103,21 @@ uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t sample_index) {
   return mix_seed(seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(sample_index), 0xDA7A);
 }
 
-void produce_sample(const Dataset& dataset, const Transform& t, Phase phase, int64_t index, ImageSize out,
+void produce_sample(const Dataset& dataset, const Transform& t, Mode mode, int64_t index, ImageSize out,
                     uint64_t seed, float* dst) {
   std::optional<Region> region;
   // Choose the crop from the header's size first, so the decoder may shrink while decoding.
   const DownscalePolicy policy = [&](ImageSize native) {
-    region = choose_region(native, t, phase, out, seed);
+    region = choose_region(native, t, mode, out, seed);
     return std::max(1.0, std::min<double>(region->w / out.w, region->h / out.h));
   };
   const Image img = dataset.decode(index, policy);
-  if (!region) region = choose_region(img.native, t, phase, out, seed);
+  if (!region) region = choose_region(img.native, t, mode, out, seed);
   // Map the region from native to decoded coordinates.
   const float sx = static_cast<float>(img.w) / static_cast<float>(img.native.w);
   const float sy = static_cast<float>(img.h) / static_cast<float>(img.native.h);
   const Region mapped{region->x * sx, region->y * sy, region->w * sx, region->h * sy};
-  resample_normalize(img, mapped, choose_flip(t, phase, seed), out, t.mean, t.std, dst);
+  resample_normalize(img, mapped, choose_flip(t, mode, seed), out, t.mean, t.std, dst);
 }
 
 namespace {
@@ -130,7 +130,7 @@ bool fill_batch(const Dataset& dataset, const LoaderConfig& config, const EpochP
   for (int64_t p = pb.begin; p < pb.end; ++p) {
     if (generation && generation->load(std::memory_order_relaxed) != expected) return false;
     const int64_t index = plan.order[static_cast<size_t>(p)];
-    produce_sample(dataset, config.transform, config.phase, index, pb.size, sample_seed(config.seed, plan.epoch, index),
+    produce_sample(dataset, config.transform, config.mode, index, pb.size, sample_seed(config.seed, plan.epoch, index),
                    images + static_cast<size_t>(p - pb.begin) * stride);
     labels[p - pb.begin] = dataset.label(index);
   }

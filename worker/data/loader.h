@@ -1,7 +1,7 @@
 #pragma once
 // The prefetching loader: decodes and augments batches on its own threads, ahead of the training loop.
 //
-//   Loader loader(dataset, {.phase = Phase::Train, .batch_size = 256, .seed = 1, .rank = r, .world = w,
+//   Loader loader(dataset, {.mode = Mode::kTrain, .batch_size = 256, .seed = 1, .rank = r, .world = w,
 //                           .transform = t, .threads = 2, .prefetch = 4});
 //   loader.start_epoch(epoch, first_batch);        // first_batch > 0 resumes mid-epoch (checkpoint data position)
 //   while (auto batch = loader.next()) {           // std::nullopt at the end of the epoch
@@ -35,7 +35,7 @@ namespace torus::worker::data {
 enum class Rectangular { Off, On };
 
 struct LoaderConfig {
-  Phase phase = Phase::Train;
+  Mode mode = Mode::kTrain;
   int batch_size = 128;
   // Output size; {0, 0} means the data set's native size (sets whose images all have one size). With
   // Rectangular::On, `h` is the shorter side of each batch and the longer side follows the batch's aspect ratio.
@@ -82,7 +82,7 @@ EpochPlan plan_epoch(const Dataset& dataset, const LoaderConfig& config, int64_t
 uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t sample_index);
 
 // Produces one sample (decode, crop, flip, resize, normalize) into dst (out.h, out.w, C).
-void produce_sample(const Dataset& dataset, const Transform& t, Phase phase, int64_t index, ImageSize out,
+void produce_sample(const Dataset& dataset, const Transform& t, Mode mode, int64_t index, ImageSize out,
                     uint64_t seed, float* dst);
 
 // Synchronous: fills one planned batch; images must hold n * h * w * C floats, labels n values.

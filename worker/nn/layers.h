@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "worker/backend/backend.h"
+#include "worker/mode.h"
 #include "worker/tensor/arena.h"
 
 namespace torus::worker::nn {
 
-enum class Mode : uint8_t { kTrain, kEval };
 // The first layer does not need the gradient of the images.
 enum class InputGrad : uint8_t { kCompute, kSkip };
 // The last BN of a residual branch starts at gamma = 0, so every block starts as the identity.

@@ -24,7 +24,7 @@ double TrainStep::run(Tensor images, Tensor labels, float lr) {
   Backend& be = model_.backend();
   const auto start = Clock::now();
   sync_->begin_step();
-  Tensor logits = model_.forward(images, nn::Mode::kTrain);  // (N, K)
+  Tensor logits = model_.forward(images, Mode::kTrain);  // (N, K)
   Tensor dlogits = dlogits_.get(be, logits.shape());
   const double loss = be.softmax_cross_entropy(logits, labels, label_smoothing_, dlogits);
   model_.backward(dlogits);
@@ -42,7 +42,7 @@ double TrainStep::run(Tensor images, Tensor labels, float lr) {
 
 TrainStep::EvalCounts TrainStep::evaluate(Tensor images, Tensor labels) {
   Backend& be = model_.backend();
-  Tensor logits = model_.forward(images, nn::Mode::kEval);
+  Tensor logits = model_.forward(images, Mode::kEval);
   EvalCounts c;
   c.samples = logits.shape()[0];
   c.loss_sum = be.softmax_cross_entropy(logits, labels, 0.0f, Tensor()) * static_cast<double>(c.samples);

@@ -138,7 +138,7 @@ Trainer::Trainer(Backend& backend, TrainConfig config, Datasets data, Collective
 
   complete_normalization(config_.data.transform, *data_.train);
   data::LoaderConfig lc;
-  lc.phase = data::Phase::Train;
+  lc.mode = Mode::kTrain;
   lc.batch_size = static_cast<int>(first.batch_size);
   lc.image_size = {static_cast<int>(first.image_size), static_cast<int>(first.image_size)};
   lc.transform = config_.data.transform;
@@ -360,7 +360,7 @@ void Trainer::on_arena(const Arena& arena, ArenaContent content, const std::func
 EvalResult Trainer::evaluate() {
   average_bn_statistics();
   data::LoaderConfig lc;
-  lc.phase = data::Phase::Eval;
+  lc.mode = Mode::kEval;
   lc.batch_size = static_cast<int>(config_.eval_batch_size);
   const int size = static_cast<int>(config_.data.validation_image_size);
   lc.image_size = {size, size};
