@@ -41,10 +41,10 @@ TEST(Reduce, ManyInputsMatchPairwiseSums) {
   std::vector<const void*> ptrs;
   for (auto& v : in) ptrs.push_back(v.data());
   std::vector<double> out(5003);
-  reduce_many(DataType::kFloat64, ReduceOp::kSum, out.data(), ptrs.data(), 5, out.size());
+  reduce_many(DType::kF64, ReduceOp::kSum, out.data(), ptrs.data(), 5, out.size());
   for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], static_cast<double>(i) * 0.5 * 15) << i;
   std::vector<int32_t> a = {1, 5, -3}, b = {4, 2, -1}, m(3);
-  reduce_into(DataType::kInt32, ReduceOp::kMax, m.data(), a.data(), b.data(), 3);
+  reduce_into(DType::kI32, ReduceOp::kMax, m.data(), a.data(), b.data(), 3);
   EXPECT_EQ(m, (std::vector<int32_t>{4, 5, -1}));
 }
 

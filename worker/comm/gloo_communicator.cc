@@ -40,7 +40,7 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   milliseconds timeout_;
 };
 
-gloo::AllreduceOptions::Func reduce_function(DataType t, ReduceOp op) {
+gloo::AllreduceOptions::Func reduce_function(DType t, ReduceOp op) {
   return [t, op](void* out, const void* a, const void* b, size_t n) { reduce_into(t, op, out, a, b, n); };
 }
 
@@ -122,20 +122,20 @@ void GlooCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
   guarded("all_reduce", [&] {
     gloo::AllreduceOptions opts(context_);
     switch (buf.dtype) {
-      case DataType::kFloat32:
+      case DType::kF32:
         set_allreduce_buffer<float>(opts, buf);
         break;
-      case DataType::kFloat64:
+      case DType::kF64:
         set_allreduce_buffer<double>(opts, buf);
         break;
-      case DataType::kInt32:
+      case DType::kI32:
         set_allreduce_buffer<int32_t>(opts, buf);
         break;
-      case DataType::kInt64:
+      case DType::kI64:
         set_allreduce_buffer<int64_t>(opts, buf);
         break;
-      case DataType::kFloat16:
-      case DataType::kBFloat16:
+      case DType::kF16:
+      case DType::kBF16:
         set_allreduce_buffer<uint16_t>(opts, buf);
         break;
     }
@@ -155,7 +155,7 @@ void GlooCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
     const int r = rank();
     const int right = (r + 1) % n;
     const int left = (r + n - 1) % n;
-    const size_t elem = element_size(buf.dtype);
+    const size_t elem = dtype_size(buf.dtype);
     scratch_.resize(chunk_range(buf.count, n, 0).size() * elem);
     auto data = context_->createUnboundBuffer(buf.data, buf.bytes());
     auto tmp = context_->createUnboundBuffer(scratch_.data(), scratch_.size());
@@ -182,7 +182,7 @@ void GlooCommunicator::all_gather_now(Buffer buf) {
     const int r = rank();
     const int right = (r + 1) % n;
     const int left = (r + n - 1) % n;
-    const size_t elem = element_size(buf.dtype);
+    const size_t elem = dtype_size(buf.dtype);
     auto send_buf = context_->createUnboundBuffer(buf.data, buf.bytes());
     auto recv_buf = context_->createUnboundBuffer(buf.data, buf.bytes());
     const uint64_t slot = static_cast<uint64_t>(context_->nextSlot());

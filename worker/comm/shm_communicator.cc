@@ -223,7 +223,7 @@ void ShmCommunicator::sync() {
 void ShmCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
   const int n = size();
   if (buf.count == 0 || n == 1) return;
-  const size_t elem = element_size(buf.dtype);
+  const size_t elem = dtype_size(buf.dtype);
   const size_t window = options_.slot_bytes / elem;
   const CopyFn copy_out = copy_out_for(buf.bytes());
   std::vector<const void*> inputs(static_cast<size_t>(n));
@@ -255,7 +255,7 @@ void ShmCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
 void ShmCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
   const int n = size();
   if (buf.count == 0 || n == 1) return;
-  const size_t elem = element_size(buf.dtype);
+  const size_t elem = dtype_size(buf.dtype);
   // Slot r holds n pieces, one per destination rank: piece j carries rank r's contribution to rank j's chunk.
   const size_t piece = std::max<size_t>(1, options_.slot_bytes / elem / static_cast<size_t>(n));
   size_t longest = 0;
@@ -283,7 +283,7 @@ void ShmCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
 void ShmCommunicator::all_gather_now(Buffer buf) {
   const int n = size();
   if (buf.count == 0 || n == 1) return;
-  const size_t elem = element_size(buf.dtype);
+  const size_t elem = dtype_size(buf.dtype);
   const size_t piece = options_.slot_bytes / elem;
   size_t longest = 0;
   for (int j = 0; j < n; ++j) longest = std::max(longest, chunk_range(buf.count, n, j).size());

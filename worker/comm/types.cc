@@ -10,39 +10,6 @@ namespace torus::comm {
 
 namespace math = worker::math;
 
-size_t element_size(DataType t) {
-  switch (t) {
-    case DataType::kFloat32:
-    case DataType::kInt32:
-      return 4;
-    case DataType::kFloat64:
-    case DataType::kInt64:
-      return 8;
-    case DataType::kFloat16:
-    case DataType::kBFloat16:
-      return 2;
-  }
-  return 0;
-}
-
-std::string to_string(DataType t) {
-  switch (t) {
-    case DataType::kFloat32:
-      return "float32";
-    case DataType::kFloat64:
-      return "float64";
-    case DataType::kInt32:
-      return "int32";
-    case DataType::kInt64:
-      return "int64";
-    case DataType::kFloat16:
-      return "float16";
-    case DataType::kBFloat16:
-      return "bfloat16";
-  }
-  return "?";
-}
-
 Range chunk_range(size_t count, int size, int rank) {
   const size_t n = static_cast<size_t>(size);
   const size_t r = static_cast<size_t>(rank);
@@ -113,19 +80,19 @@ void sum_many(void* out, const void* const* in, int n, size_t count) {
 }
 
 template <typename Fn>
-void dispatch(DataType t, Fn&& fn) {
+void dispatch(DType t, Fn&& fn) {
   switch (t) {
-    case DataType::kFloat32:
+    case DType::kF32:
       return fn(Plain<float>{});
-    case DataType::kFloat64:
+    case DType::kF64:
       return fn(Plain<double>{});
-    case DataType::kInt32:
+    case DType::kI32:
       return fn(Plain<int32_t>{});
-    case DataType::kInt64:
+    case DType::kI64:
       return fn(Plain<int64_t>{});
-    case DataType::kFloat16:
+    case DType::kF16:
       return fn(Half{});
-    case DataType::kBFloat16:
+    case DType::kBF16:
       return fn(BFloat{});
   }
 }
@@ -135,7 +102,7 @@ constexpr bool is_plain = !std::is_same_v<E, Half> && !std::is_same_v<E, BFloat>
 
 }  // namespace
 
-void reduce_into(DataType t, ReduceOp op, void* out, const void* a, const void* b, size_t count) {
+void reduce_into(DType t, ReduceOp op, void* out, const void* a, const void* b, size_t count) {
   dispatch(t, [&](auto e) {
     using E = decltype(e);
     if constexpr (is_plain<E>) {
@@ -145,14 +112,14 @@ void reduce_into(DataType t, ReduceOp op, void* out, const void* a, const void* 
   });
 }
 
-void reduce_many(DataType t, ReduceOp op, void* out, const void* const* in, int n, size_t count) {
+void reduce_many(DType t, ReduceOp op, void* out, const void* const* in, int n, size_t count) {
   if (n <= 0 || count == 0) return;
   dispatch(t, [&](auto e) {
     using E = decltype(e);
     if constexpr (is_plain<E>) {
       if (op == ReduceOp::kSum) return sum_many<typename E::Acc>(out, in, n, count);
     }
-    if (out != in[0]) std::memcpy(out, in[0], count * element_size(t));
+    if (out != in[0]) std::memcpy(out, in[0], count * dtype_size(t));
     for (int j = 1; j < n; ++j) reduce_typed<E>(op, out, out, in[j], count);
   });
 }
@@ -171,23 +138,23 @@ void scale(Buffer b, double factor) {
   });
 }
 
-void compress(DataType to, std::span<const float> in, uint16_t* out) {
-  if (to == DataType::kFloat16) {
+void compress(DType to, std::span<const float> in, uint16_t* out) {
+  if (to == DType::kF16) {
     for (size_t i = 0; i < in.size(); ++i) out[i] = math::f16_from_float(in[i]);
-  } else if (to == DataType::kBFloat16) {
+  } else if (to == DType::kBF16) {
     for (size_t i = 0; i < in.size(); ++i) out[i] = math::bf16_from_float(in[i]);
   } else {
-    throw InvalidArgument("compress: target type must be float16 or bfloat16, got " + to_string(to));
+    throw InvalidArgument("compress: target type must be float16 or bfloat16, got " + std::string(dtype_name(to)));
   }
 }
 
-void decompress(DataType from, const uint16_t* in, std::span<float> out) {
-  if (from == DataType::kFloat16) {
+void decompress(DType from, const uint16_t* in, std::span<float> out) {
+  if (from == DType::kF16) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = math::float_from_f16(in[i]);
-  } else if (from == DataType::kBFloat16) {
+  } else if (from == DType::kBF16) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = math::float_from_bf16(in[i]);
   } else {
-    throw InvalidArgument("decompress: source type must be float16 or bfloat16, got " + to_string(from));
+    throw InvalidArgument("decompress: source type must be float16 or bfloat16, got " + std::string(dtype_name(from)));
   }
 }
 

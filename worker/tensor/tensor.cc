@@ -9,32 +9,6 @@
 
 namespace torus::worker {
 
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-    case DType::kI32:
-      return 4;
-    case DType::kBF16:
-    case DType::kF16:
-      return 2;
-  }
-  return 4;
-}
-
-const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kF16:
-      return "f16";
-    case DType::kI32:
-      return "i32";
-  }
-  return "?";
-}
-
 Shape::Shape(std::initializer_list<int64_t> dims) {
   if (dims.size() > kMaxRank) throw InvalidArgument("Shape: at most 4 dimensions, got " + std::to_string(dims.size()));
   for (int64_t d : dims) {

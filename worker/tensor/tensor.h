@@ -8,13 +8,9 @@
 #include <span>
 #include <string>
 
+#include "worker/tensor/dtype.h"
+
 namespace torus::worker {
-
-// fp32 on the CPU; bf16/fp16 are enumerated for the GPU backend's mixed precision; int32 for labels.
-enum class DType : uint8_t { kF32, kBF16, kF16, kI32 };
-
-size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);
 
 // Up to 4 dimensions, compared by value.
 class Shape {

@@ -11,22 +11,22 @@ namespace torus::comm {
 
 namespace {
 
-ncclDataType_t nccl_type(DataType t) {
+ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DataType::kFloat32:
+    case DType::kF32:
       return ncclFloat32;
-    case DataType::kFloat64:
+    case DType::kF64:
       return ncclFloat64;
-    case DataType::kInt32:
+    case DType::kI32:
       return ncclInt32;
-    case DataType::kInt64:
+    case DType::kI64:
       return ncclInt64;
-    case DataType::kFloat16:
+    case DType::kF16:
       return ncclFloat16;
-    case DataType::kBFloat16:
+    case DType::kBF16:
       return ncclBfloat16;
   }
-  throw InvalidArgument("nccl: unsupported data type " + to_string(t));
+  throw InvalidArgument(std::string("nccl: unsupported data type ") + dtype_name(t));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclMax; }
