@@ -71,7 +71,7 @@ Args parse(int argc, char** argv) {
 }
 
 double run_point(World& w, Algorithm a, std::vector<float>& buf, double budget_s) {
-  auto once = [&] { w.comm().all_reduce_with(a, buffer_of(std::span<float>(buf)), ReduceOp::kSum); };
+  auto once = [&] { w.comm().all_reduce_with(a, view_of(std::span<float>(buf)), ReduceOp::kSum); };
   once();  // warm-up: creates the sub-communicators and touches the buffers
   // Every rank must run the same number of iterations: rank 0 decides from the warm-up time and broadcasts.
   std::vector<double> iters = {0};
@@ -80,12 +80,12 @@ double run_point(World& w, Algorithm a, std::vector<float>& buf, double budget_s
   once();
   const double one = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   iters[0] = std::max(2.0, std::min(200.0, budget_s / std::max(one, 1e-6)));
-  w.comm().broadcast_now(buffer_of(std::span<double>(iters)), 0);
+  w.comm().broadcast_now(view_of(std::span<double>(iters)), 0);
   w.comm().barrier_now();
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < static_cast<int>(iters[0]); ++i) once();
   std::vector<double> elapsed = {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
-  w.comm().all_reduce_now(buffer_of(std::span<double>(elapsed)), ReduceOp::kMax);  // the slowest rank's time
+  w.comm().all_reduce_now(view_of(std::span<double>(elapsed)), ReduceOp::kMax);  // the slowest rank's time
   return elapsed[0] / static_cast<int>(iters[0]);
 }
 

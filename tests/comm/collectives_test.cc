@@ -40,8 +40,8 @@ void check_all_reduce(World& w, Algorithm a, size_t count) {
     f[i] = value_f(w.rank(), i);
     q[i] = value_i(w.rank(), i);
   }
-  w.comm().all_reduce_with(a, buffer_of(std::span<float>(f)), ReduceOp::kSum);
-  w.comm().all_reduce_with(a, buffer_of(std::span<int64_t>(q)), ReduceOp::kSum);
+  w.comm().all_reduce_with(a, view_of(std::span<float>(f)), ReduceOp::kSum);
+  w.comm().all_reduce_with(a, view_of(std::span<int64_t>(q)), ReduceOp::kSum);
   for (size_t i = 0; i < count; ++i) {
     double ref = 0;
     int64_t ref_i = 0;
@@ -99,18 +99,18 @@ TEST(Collectives, ReduceScatterAllGatherBroadcastBarrierSplit) {
     for (size_t count : {size_t{0}, size_t{2}, size_t{7}, size_t{100}}) {
       std::vector<int32_t> v(count);
       for (size_t i = 0; i < count; ++i) v[i] = static_cast<int32_t>(rank * 100 + i);
-      c.reduce_scatter(buffer_of(std::span<int32_t>(v))).wait(milliseconds(20000));
+      c.reduce_scatter(view_of(std::span<int32_t>(v))).wait(milliseconds(20000));
       const Range mine = chunk_range(count, n, rank);
       for (size_t i = mine.begin; i < mine.end; ++i) ASSERT_EQ(v[i], static_cast<int32_t>(300 + 3 * i)) << i;
       // All-gather the reduced chunks back: everyone ends with the full sum.
-      c.all_gather(buffer_of(std::span<int32_t>(v))).wait(milliseconds(20000));
+      c.all_gather(view_of(std::span<int32_t>(v))).wait(milliseconds(20000));
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(v[i], static_cast<int32_t>(300 + 3 * i)) << i;
     }
     std::vector<float> params(1001, rank == 2 ? 7.5f : 0.0f);
-    c.broadcast(buffer_of(std::span<float>(params)), 2).wait(milliseconds(20000));
+    c.broadcast(view_of(std::span<float>(params)), 2).wait(milliseconds(20000));
     for (float p : params) ASSERT_EQ(p, 7.5f);
     c.barrier().wait(milliseconds(20000));
-    EXPECT_THROW(c.broadcast(buffer_of(std::span<float>(params)), 3), InvalidArgument);
+    EXPECT_THROW(c.broadcast(view_of(std::span<float>(params)), 3), InvalidArgument);
 
     // Split: ranks {0, 2} (even) and {1} (odd); keys reverse the order inside a color.
     auto sub = c.split(rank % 2, -rank);
@@ -118,7 +118,7 @@ TEST(Collectives, ReduceScatterAllGatherBroadcastBarrierSplit) {
     EXPECT_EQ(sub->size(), rank % 2 == 0 ? 2 : 1);
     EXPECT_EQ(sub->rank(), rank == 2 ? 0 : 0 + (rank == 0 ? 1 : 0));
     std::vector<double> x = {static_cast<double>(rank)};
-    sub->all_reduce(buffer_of(std::span<double>(x))).wait(milliseconds(20000));
+    sub->all_reduce(view_of(std::span<double>(x))).wait(milliseconds(20000));
     EXPECT_EQ(x[0], rank % 2 == 0 ? 2.0 : 1.0);
     auto none = c.split(rank == 1 ? -1 : 0, rank);
     EXPECT_EQ(none == nullptr, rank == 1);
@@ -207,7 +207,7 @@ TEST(SharedMemory, DeadLocalPeerBecomesATimeoutNamingIt) {
     if (rank == 1) return;  // never joins the collective
     std::vector<float> v(100, 1.0f);
     try {
-      shm.all_reduce_now(buffer_of(std::span<float>(v)), ReduceOp::kSum);
+      shm.all_reduce_now(view_of(std::span<float>(v)), ReduceOp::kSum);
       ADD_FAILURE() << "all-reduce with a missing peer returned";
     } catch (const Timeout& e) {
       EXPECT_NE(std::string(e.what()).find("local ranks 1 never arrived"), std::string::npos) << e.what();
@@ -224,7 +224,7 @@ TEST(Watchdog, ReportsTheRanksThatNeverArrived) {
     auto world = make_world(sim_env(rank, 2, 1, server.port(), job_name()), options);
     if (rank == 0) {
       std::vector<float> v(1000, 1.0f);
-      Work w = world->comm().all_reduce(buffer_of(std::span<float>(v)));
+      Work w = world->comm().all_reduce(view_of(std::span<float>(v)));
       EXPECT_THROW(w.wait(milliseconds(20000)), Error);
       const std::string report = world->watchdog().reports();
       EXPECT_NE(report.find("all_reduce #1"), std::string::npos) << report;

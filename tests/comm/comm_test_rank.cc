@@ -35,7 +35,7 @@ int main() {
         for (;;) pause();  // a hung process: alive, never arrives
       }
       for (auto& x : v) x = static_cast<float>(env.rank + 1);
-      world->comm().all_reduce(buffer_of(std::span<float>(v))).wait(world->timeout() * 4);
+      world->comm().all_reduce(view_of(std::span<float>(v))).wait(world->timeout() * 4);
       const float expected = static_cast<float>(env.world_size * (env.world_size + 1) / 2);
       if (v.front() != expected || v.back() != expected)
         throw torus::CorruptData("all-reduce result " + std::to_string(v.front()) + ", expected " +

@@ -31,11 +31,11 @@ TEST(Nccl, AllReduceBroadcastAndSplitOnEveryGpu) {
       CUDA_CHECK(cudaSetDevice(rank));
       CUDA_CHECK(cudaMalloc(&dev, count * sizeof(float)));
       CUDA_CHECK(cudaMemcpy(dev, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-      comm.all_reduce(Buffer{dev, count, DType::kF32}).wait(milliseconds(30000));
+      comm.all_reduce(BufferView{dev, count, DType::kF32}).wait(milliseconds(30000));
       CUDA_CHECK(cudaMemcpy(host.data(), dev, count * sizeof(float), cudaMemcpyDeviceToHost));
       for (float x : host) ASSERT_EQ(x, static_cast<float>(n * (n + 1) / 2));
-      comm.reduce_scatter(Buffer{dev, count, DType::kF32}).wait(milliseconds(30000));
-      comm.all_gather(Buffer{dev, count, DType::kF32}).wait(milliseconds(30000));
+      comm.reduce_scatter(BufferView{dev, count, DType::kF32}).wait(milliseconds(30000));
+      comm.all_gather(BufferView{dev, count, DType::kF32}).wait(milliseconds(30000));
       CUDA_CHECK(cudaMemcpy(host.data(), dev, count * sizeof(float), cudaMemcpyDeviceToHost));
       for (float x : host) ASSERT_EQ(x, static_cast<float>(n * n * (n + 1) / 2));
       CUDA_CHECK(cudaFree(dev));

@@ -43,7 +43,7 @@ void all_reduce_counts(int n, size_t slot_bytes, const std::vector<size_t>& coun
     for (size_t count : counts) {
       std::vector<float> v(count);
       for (size_t i = 0; i < count; ++i) v[i] = contribution(rank, i);
-      shm.all_reduce_now(buffer_of(std::span<float>(v)), op);
+      shm.all_reduce_now(view_of(std::span<float>(v)), op);
       for (size_t i = 0; i < count; ++i) {
         float want = contribution(0, i);
         for (int r = 1; r < n; ++r)
@@ -89,7 +89,7 @@ TEST(ShmAllGather, SmallAndLargeBuffersWithOddCounts) {
         std::vector<float> v(count, -1.0f);
         const Range mine = chunk_range(count, n, rank);
         for (size_t i = mine.begin; i < mine.end; ++i) v[i] = contribution(rank, i);
-        shm.all_gather_now(buffer_of(std::span<float>(v)));
+        shm.all_gather_now(view_of(std::span<float>(v)));
         for (int owner = 0; owner < n; ++owner) {
           const Range c = chunk_range(count, n, owner);
           for (size_t i = c.begin; i < c.end; ++i)

@@ -61,7 +61,7 @@ TEST_F(GpuNccl, GradientsFromTheComputeStreamAreReducedWithoutAHostWait) {
     const worker::Tensor g(grads.data(), {static_cast<int64_t>(count)});
     for (int step = 1; step <= 3; ++step) {
       backend->fill(g, static_cast<float>(step * (rank + 1)));  // queued on the compute stream, not waited for
-      comm.all_reduce(Buffer{grads.data(), count, DType::kF32}).wait(kTimeout);
+      comm.all_reduce(BufferView{grads.data(), count, DType::kF32}).wait(kTimeout);
       std::vector<float> host(count);
       backend->download(g, host.data());
       const float want = static_cast<float>(step * ranks_ * (ranks_ + 1) / 2);
@@ -136,7 +136,7 @@ TEST_F(GpuNccl, AbortedCommunicatorFailsItsCollectivesWithAClearError) {
     CUDA_CHECK(cudaSetDevice(rank));
     CUDA_CHECK(cudaMalloc(&word, sizeof(float)));
     try {
-      comm.all_reduce(Buffer{word, 1, DType::kF32}).wait(kTimeout);
+      comm.all_reduce(BufferView{word, 1, DType::kF32}).wait(kTimeout);
       ADD_FAILURE() << "rank " << rank << ": an aborted communicator ran a collective";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("aborted"), std::string::npos) << e.what();

@@ -124,15 +124,15 @@ void GradientReducer::reduce_bucket(size_t b) {
   std::span<float> grads = arena_.subspan(bucket.begin, bucket.end - bucket.begin);
   const double inv = 1.0 / comm_.size();
   if (options_.compression == Compression::kNone) {
-    comm_.all_reduce_now(buffer_of(grads), ReduceOp::kSum);
-    scale(buffer_of(grads), inv);
+    comm_.all_reduce_now(view_of(grads), ReduceOp::kSum);
+    scale(view_of(grads), inv);
     return;
   }
   const DType t = options_.compression == Compression::kFloat16 ? DType::kF16 : DType::kBF16;
   // Divide before compressing: fp16 sums of n gradients overflow far less often (bf16 keeps fp32's range anyway).
-  scale(buffer_of(grads), inv);
+  scale(view_of(grads), inv);
   compress(t, grads, staging_[b].data());
-  comm_.all_reduce_now(Buffer{staging_[b].data(), grads.size(), t}, ReduceOp::kSum);
+  comm_.all_reduce_now(BufferView{staging_[b].data(), grads.size(), t}, ReduceOp::kSum);
   decompress(t, staging_[b].data(), grads);
 }
 

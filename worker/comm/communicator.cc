@@ -115,19 +115,19 @@ void Communicator::run_queue() {
   }
 }
 
-Work Communicator::all_reduce(Buffer buf, ReduceOp op) {
+Work Communicator::all_reduce(BufferView buf, ReduceOp op) {
   return enqueue("all_reduce", buf.bytes(), [this, buf, op] { all_reduce_now(buf, op); });
 }
 
-Work Communicator::reduce_scatter(Buffer buf, ReduceOp op) {
+Work Communicator::reduce_scatter(BufferView buf, ReduceOp op) {
   return enqueue("reduce_scatter", buf.bytes(), [this, buf, op] { reduce_scatter_now(buf, op); });
 }
 
-Work Communicator::all_gather(Buffer buf) {
+Work Communicator::all_gather(BufferView buf) {
   return enqueue("all_gather", buf.bytes(), [this, buf] { all_gather_now(buf); });
 }
 
-Work Communicator::broadcast(Buffer buf, int root) {
+Work Communicator::broadcast(BufferView buf, int root) {
   if (root < 0 || root >= size_)
     throw InvalidArgument("broadcast: root must be in [0, " + std::to_string(size_) + "), got " + std::to_string(root));
   return enqueue("broadcast", buf.bytes(), [this, buf, root] { broadcast_now(buf, root); });

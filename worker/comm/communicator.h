@@ -75,18 +75,18 @@ class Communicator {
 
   // Asynchronous collectives, run in call order on the communication thread. The buffer must stay alive and
   // untouched until the Work completes.
-  Work all_reduce(Buffer buf, ReduceOp op = ReduceOp::kSum);
-  Work reduce_scatter(Buffer buf, ReduceOp op = ReduceOp::kSum);
-  Work all_gather(Buffer buf);
-  Work broadcast(Buffer buf, int root);
+  Work all_reduce(BufferView buf, ReduceOp op = ReduceOp::kSum);
+  Work reduce_scatter(BufferView buf, ReduceOp op = ReduceOp::kSum);
+  Work all_gather(BufferView buf);
+  Work broadcast(BufferView buf, int root);
   Work barrier();
 
   // Blocking forms, executed on the calling thread: what the async forms run, and what composite algorithms call on
   // their sub-communicators. Not thread-safe against each other: one caller at a time.
-  virtual void all_reduce_now(Buffer buf, ReduceOp op) = 0;
-  virtual void reduce_scatter_now(Buffer buf, ReduceOp op) = 0;
-  virtual void all_gather_now(Buffer buf) = 0;
-  virtual void broadcast_now(Buffer buf, int root) = 0;
+  virtual void all_reduce_now(BufferView buf, ReduceOp op) = 0;
+  virtual void reduce_scatter_now(BufferView buf, ReduceOp op) = 0;
+  virtual void all_gather_now(BufferView buf) = 0;
+  virtual void broadcast_now(BufferView buf, int root) = 0;
   virtual void barrier_now() = 0;
 
   // Collective over all ranks: ranks with the same color form a sub-communicator ordered by (key, rank); a negative

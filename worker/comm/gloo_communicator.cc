@@ -45,7 +45,7 @@ gloo::AllreduceOptions::Func reduce_function(DType t, ReduceOp op) {
 }
 
 template <typename T>
-void set_allreduce_buffer(gloo::AllreduceOptions& opts, Buffer buf) {
+void set_allreduce_buffer(gloo::AllreduceOptions& opts, BufferView buf) {
   opts.setOutput(static_cast<T*>(buf.data), buf.count);
 }
 
@@ -117,7 +117,7 @@ void GlooCommunicator::guarded(const char* what, Fn&& fn) {
   }
 }
 
-void GlooCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
+void GlooCommunicator::all_reduce_now(BufferView buf, ReduceOp op) {
   if (buf.count == 0 || size() == 1) return;
   guarded("all_reduce", [&] {
     gloo::AllreduceOptions opts(context_);
@@ -146,7 +146,7 @@ void GlooCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
   });
 }
 
-void GlooCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
+void GlooCommunicator::reduce_scatter_now(BufferView buf, ReduceOp op) {
   const int n = size();
   if (buf.count == 0 || n == 1) return;
   guarded("reduce_scatter", [&] {
@@ -174,7 +174,7 @@ void GlooCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
   });
 }
 
-void GlooCommunicator::all_gather_now(Buffer buf) {
+void GlooCommunicator::all_gather_now(BufferView buf) {
   const int n = size();
   if (buf.count == 0 || n == 1) return;
   guarded("all_gather", [&] {
@@ -199,7 +199,7 @@ void GlooCommunicator::all_gather_now(Buffer buf) {
   });
 }
 
-void GlooCommunicator::broadcast_now(Buffer buf, int root) {
+void GlooCommunicator::broadcast_now(BufferView buf, int root) {
   if (buf.count == 0 || size() == 1) return;
   guarded("broadcast", [&] {
     gloo::BroadcastOptions opts(context_);

@@ -38,10 +38,10 @@ class GlooCommunicator : public Communicator {
   GlooCommunicator(int rank, int size, std::shared_ptr<Store> store, const GlooOptions& options);
   ~GlooCommunicator() override;
 
-  void all_reduce_now(Buffer buf, ReduceOp op) override;
-  void reduce_scatter_now(Buffer buf, ReduceOp op) override;
-  void all_gather_now(Buffer buf) override;
-  void broadcast_now(Buffer buf, int root) override;
+  void all_reduce_now(BufferView buf, ReduceOp op) override;
+  void reduce_scatter_now(BufferView buf, ReduceOp op) override;
+  void all_gather_now(BufferView buf) override;
+  void broadcast_now(BufferView buf, int root) override;
   void barrier_now() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   std::string backend() const override { return "gloo"; }

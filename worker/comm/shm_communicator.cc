@@ -220,7 +220,7 @@ void ShmCommunicator::sync() {
   }
 }
 
-void ShmCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
+void ShmCommunicator::all_reduce_now(BufferView buf, ReduceOp op) {
   const int n = size();
   if (buf.count == 0 || n == 1) return;
   const size_t elem = dtype_size(buf.dtype);
@@ -252,7 +252,7 @@ void ShmCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
   }
 }
 
-void ShmCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
+void ShmCommunicator::reduce_scatter_now(BufferView buf, ReduceOp op) {
   const int n = size();
   if (buf.count == 0 || n == 1) return;
   const size_t elem = dtype_size(buf.dtype);
@@ -280,7 +280,7 @@ void ShmCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
   }
 }
 
-void ShmCommunicator::all_gather_now(Buffer buf) {
+void ShmCommunicator::all_gather_now(BufferView buf) {
   const int n = size();
   if (buf.count == 0 || n == 1) return;
   const size_t elem = dtype_size(buf.dtype);
@@ -302,7 +302,7 @@ void ShmCommunicator::all_gather_now(Buffer buf) {
   }
 }
 
-void ShmCommunicator::broadcast_now(Buffer buf, int root) {
+void ShmCommunicator::broadcast_now(BufferView buf, int root) {
   if (buf.count == 0 || size() == 1) return;
   const size_t bytes = buf.bytes();
   auto* data = static_cast<std::byte*>(buf.data);

@@ -62,9 +62,9 @@ void TopologyCommunicator::timed(const std::string& level, size_t bytes, Fn&& fn
   s.seconds += seconds;
 }
 
-void TopologyCommunicator::all_reduce_now(Buffer buf, ReduceOp op) { all_reduce_with(Algorithm::kAuto, buf, op); }
+void TopologyCommunicator::all_reduce_now(BufferView buf, ReduceOp op) { all_reduce_with(Algorithm::kAuto, buf, op); }
 
-void TopologyCommunicator::all_reduce_with(Algorithm algorithm, Buffer buf, ReduceOp op) {
+void TopologyCommunicator::all_reduce_with(Algorithm algorithm, BufferView buf, ReduceOp op) {
   const Algorithm a = resolve(algorithm, buf.bytes());
   if (buf.count == 0 || size() == 1) return;
   timed(to_string(a), buf.bytes(), [&] {
@@ -82,16 +82,16 @@ void TopologyCommunicator::all_reduce_with(Algorithm algorithm, Buffer buf, Redu
   });
 }
 
-void TopologyCommunicator::run_ring(Buffer buf, ReduceOp op) { ring().all_reduce_now(buf, op); }
+void TopologyCommunicator::run_ring(BufferView buf, ReduceOp op) { ring().all_reduce_now(buf, op); }
 
-void TopologyCommunicator::run_two_level(const std::string& name, Communicator& inner, Communicator& outer, Buffer buf,
+void TopologyCommunicator::run_two_level(const std::string& name, Communicator& inner, Communicator& outer, BufferView buf,
                                          ReduceOp op) {
   // A level of one rank adds nothing: one node (shared memory only) or one rank per node (backend only).
   if (outer.size() == 1) return timed(name + "/inner_all_reduce", buf.bytes(), [&] { inner.all_reduce_now(buf, op); });
   if (inner.size() == 1) return timed(name + "/outer_all_reduce", buf.bytes(), [&] { outer.all_reduce_now(buf, op); });
   timed(name + "/inner_reduce_scatter", buf.bytes(), [&] { inner.reduce_scatter_now(buf, op); });
   const Range mine = chunk_range(buf.count, inner.size(), inner.rank());
-  const Buffer slice = buf.slice(mine.begin, mine.end);
+  const BufferView slice = buf.slice(mine.begin, mine.end);
   timed(name + "/outer_all_reduce", slice.bytes(), [&] { outer.all_reduce_now(slice, op); });
   timed(name + "/inner_all_gather", buf.bytes(), [&] { inner.all_gather_now(buf); });
 }

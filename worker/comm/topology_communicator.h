@@ -29,12 +29,12 @@ class TopologyCommunicator : public Communicator {
                        const ShmOptions& shm, Algorithm algorithm);
   ~TopologyCommunicator() override;
 
-  void all_reduce_now(Buffer buf, ReduceOp op) override;
+  void all_reduce_now(BufferView buf, ReduceOp op) override;
   // Runs one all-reduce with an explicit algorithm (tests, benchmarks); kAuto asks the planner.
-  void all_reduce_with(Algorithm algorithm, Buffer buf, ReduceOp op);
-  void reduce_scatter_now(Buffer buf, ReduceOp op) override { world_->reduce_scatter_now(buf, op); }
-  void all_gather_now(Buffer buf) override { world_->all_gather_now(buf); }
-  void broadcast_now(Buffer buf, int root) override { world_->broadcast_now(buf, root); }
+  void all_reduce_with(Algorithm algorithm, BufferView buf, ReduceOp op);
+  void reduce_scatter_now(BufferView buf, ReduceOp op) override { world_->reduce_scatter_now(buf, op); }
+  void all_gather_now(BufferView buf) override { world_->all_gather_now(buf); }
+  void broadcast_now(BufferView buf, int root) override { world_->broadcast_now(buf, root); }
   void barrier_now() override { world_->barrier_now(); }
   std::unique_ptr<Communicator> split(int color, int key) override { return world_->split(color, key); }
   std::string backend() const override { return "gloo+shm"; }
@@ -47,8 +47,8 @@ class TopologyCommunicator : public Communicator {
 
  private:
   Algorithm resolve(Algorithm requested, size_t bytes) const;
-  void run_ring(Buffer buf, ReduceOp op);
-  void run_two_level(const std::string& name, Communicator& inner, Communicator& outer, Buffer buf, ReduceOp op);
+  void run_ring(BufferView buf, ReduceOp op);
+  void run_two_level(const std::string& name, Communicator& inner, Communicator& outer, BufferView buf, ReduceOp op);
   Communicator& ring();
   void ensure_hierarchical();
   void ensure_torus();

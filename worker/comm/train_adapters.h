@@ -29,9 +29,9 @@ class CommCollectives final : public worker::train::Collectives {
   explicit CommCollectives(Communicator& comm) : comm_(comm) {}
   int rank() const override { return comm_.rank(); }
   int world_size() const override { return comm_.size(); }
-  void all_reduce_sum(std::span<double> values) override { run(comm_.all_reduce(buffer_of(values))); }
-  void all_reduce_sum(std::span<float> values) override { run(comm_.all_reduce(buffer_of(values))); }
-  void broadcast(std::span<float> values, int root) override { run(comm_.broadcast(buffer_of(values), root)); }
+  void all_reduce_sum(std::span<double> values) override { run(comm_.all_reduce(view_of(values))); }
+  void all_reduce_sum(std::span<float> values) override { run(comm_.all_reduce(view_of(values))); }
+  void broadcast(std::span<float> values, int root) override { run(comm_.broadcast(view_of(values), root)); }
   void barrier() override { run(comm_.barrier()); }
 
  private:

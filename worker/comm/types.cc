@@ -124,7 +124,7 @@ void reduce_many(DType t, ReduceOp op, void* out, const void* const* in, int n, 
   });
 }
 
-void scale(Buffer b, double factor) {
+void scale(BufferView b, double factor) {
   dispatch(b.dtype, [&](auto e) {
     using E = decltype(e);
     using Acc = typename E::Acc;

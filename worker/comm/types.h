@@ -13,20 +13,20 @@ using worker::DType;
 enum class ReduceOp { kSum, kMax };
 
 // A typed view of caller-owned memory: the communicator never allocates or frees it.
-struct Buffer {
+struct BufferView {
   void* data = nullptr;
   size_t count = 0;  // elements, not bytes
   DType dtype = DType::kF32;
 
   size_t bytes() const { return count * dtype_size(dtype); }
   std::byte* at(size_t element) const { return static_cast<std::byte*>(data) + element * dtype_size(dtype); }
-  Buffer slice(size_t begin, size_t end) const { return Buffer{at(begin), end - begin, dtype}; }
+  BufferView slice(size_t begin, size_t end) const { return BufferView{at(begin), end - begin, dtype}; }
 };
 
-inline Buffer buffer_of(std::span<float> s) { return {s.data(), s.size(), DType::kF32}; }
-inline Buffer buffer_of(std::span<double> s) { return {s.data(), s.size(), DType::kF64}; }
-inline Buffer buffer_of(std::span<int32_t> s) { return {s.data(), s.size(), DType::kI32}; }
-inline Buffer buffer_of(std::span<int64_t> s) { return {s.data(), s.size(), DType::kI64}; }
+inline BufferView view_of(std::span<float> s) { return {s.data(), s.size(), DType::kF32}; }
+inline BufferView view_of(std::span<double> s) { return {s.data(), s.size(), DType::kF64}; }
+inline BufferView view_of(std::span<int32_t> s) { return {s.data(), s.size(), DType::kI32}; }
+inline BufferView view_of(std::span<int64_t> s) { return {s.data(), s.size(), DType::kI64}; }
 
 // The part of `count` elements that `rank` of `size` owns in reduce-scatter / all-gather: contiguous, the first
 // `count % size` ranks get one extra element, so every count (0, primes) splits without padding.
@@ -45,7 +45,7 @@ void reduce_into(DType t, ReduceOp op, void* out, const void* a, const void* b, 
 void reduce_many(DType t, ReduceOp op, void* out, const void* const* in, int n, size_t count);
 
 // In-place scaling (averaging gradients); integers are divided, floats multiplied.
-void scale(Buffer b, double factor);
+void scale(BufferView b, double factor);
 
 // fp32 <-> fp16 / bf16 (gradient compression), rounded by worker/backend/half.h: to nearest even.
 void compress(DType to, std::span<const float> in, uint16_t* out);

@@ -2,7 +2,7 @@
 // One call from the rank environment to a ready world: rendezvous store (served by rank 0), authenticated join with
 // missing-rank errors, topology, cost model printed once, the topology-aware world communicator and its watchdog.
 //   auto world = torus::comm::make_world(torus::launch::rank_env_from_environment(), options);
-//   world->comm().all_reduce(buffer_of(grads)).wait(world->timeout());
+//   world->comm().all_reduce(view_of(grads)).wait(world->timeout());
 #include <memory>
 #include <optional>
 #include <string>

@@ -224,7 +224,7 @@ void NcclCommunicator::complete(const char* what) {
     ::torus::cuda::check((expr), #expr, __FILE__, __LINE__); \
   } while (false)
 
-void NcclCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
+void NcclCommunicator::all_reduce_now(BufferView buf, ReduceOp op) {
   if (buf.count == 0) return;
   bind_device();
   {
@@ -236,7 +236,7 @@ void NcclCommunicator::all_reduce_now(Buffer buf, ReduceOp op) {
   complete("all_reduce");
 }
 
-void NcclCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
+void NcclCommunicator::reduce_scatter_now(BufferView buf, ReduceOp op) {
   if (buf.count == 0) return;
   const size_t n = static_cast<size_t>(size());
   if (buf.count % n != 0) return all_reduce_now(buf, op);
@@ -252,7 +252,7 @@ void NcclCommunicator::reduce_scatter_now(Buffer buf, ReduceOp op) {
   complete("reduce_scatter");
 }
 
-void NcclCommunicator::all_gather_now(Buffer buf) {
+void NcclCommunicator::all_gather_now(BufferView buf) {
   if (buf.count == 0) return;
   bind_device();
   std::unique_lock placing(stream_mu_);
@@ -278,7 +278,7 @@ void NcclCommunicator::all_gather_now(Buffer buf) {
   complete("all_gather");
 }
 
-void NcclCommunicator::broadcast_now(Buffer buf, int root) {
+void NcclCommunicator::broadcast_now(BufferView buf, int root) {
   if (buf.count == 0) return;
   bind_device();
   {
@@ -302,7 +302,7 @@ void NcclCommunicator::barrier_now() {
   complete("barrier");
 }
 
-void NcclCommunicator::enqueue_all_reduce_average(Buffer buf, cudaStream_t after, const Timing* timing) {
+void NcclCommunicator::enqueue_all_reduce_average(BufferView buf, cudaStream_t after, const Timing* timing) {
   if (buf.count == 0) return;
   bind_device();
   // Until NCCL settled: the communication thread's complete() must not record its event mid-enqueue.

@@ -31,12 +31,12 @@ class NcclCommunicator : public Communicator {
                    const std::string& id_key = "nccl/id");
   ~NcclCommunicator() override;
 
-  void all_reduce_now(Buffer buf, ReduceOp op) override;
+  void all_reduce_now(BufferView buf, ReduceOp op) override;
   // In place with NCCL's own kernels when count divides evenly; otherwise an all-reduce (a superset of the
   // result) or per-chunk broadcasts keep the uneven chunk_range layout.
-  void reduce_scatter_now(Buffer buf, ReduceOp op) override;
-  void all_gather_now(Buffer buf) override;
-  void broadcast_now(Buffer buf, int root) override;
+  void reduce_scatter_now(BufferView buf, ReduceOp op) override;
+  void all_gather_now(BufferView buf) override;
+  void broadcast_now(BufferView buf, int root) override;
   void barrier_now() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   std::string backend() const override { return "nccl"; }
@@ -56,7 +56,7 @@ class NcclCommunicator : public Communicator {
   // Enqueues an in-place average of `buf` (ncclAvg) on stream(), after everything queued on `after` so far (an
   // event); with `timing`, its events bracket the reduction itself (not the wait for `after`). Returns once NCCL
   // accepted the call. Only one thread may use these (the training loop's).
-  void enqueue_all_reduce_average(Buffer buf, cudaStream_t after, const Timing* timing = nullptr);
+  void enqueue_all_reduce_average(BufferView buf, cudaStream_t after, const Timing* timing = nullptr);
   // Makes `consumer` wait (on the device, an event) for everything enqueued on stream() so far.
   void order_before(cudaStream_t consumer);
   // Waits on the host for everything enqueued on stream() so far, checking NCCL's asynchronous errors; aborts the

@@ -77,7 +77,7 @@ void NcclGradientSync::launch(BucketSchedule::Range range) {
   for (size_t index = range.begin; index < range.end; ++index) {
     const Bucket& b = schedule_.buckets()[index];
     const NcclCommunicator::Timing* timing = timing_.empty() ? nullptr : &timing_[slot_][index];
-    comm_->enqueue_all_reduce_average(Buffer{arena_ + b.begin, b.end - b.begin, DType::kF32}, compute_, timing);
+    comm_->enqueue_all_reduce_average(BufferView{arena_ + b.begin, b.end - b.begin, DType::kF32}, compute_, timing);
   }
 }
 
