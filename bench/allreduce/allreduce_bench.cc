@@ -31,6 +31,12 @@ struct Args {
   double seconds_per_point = 0.5;
 };
 
+AllReduceAlgorithm parse_algorithm(const std::string& name) {
+  if (auto a = torus::api::parse_enum<AllReduceAlgorithm>(name)) return *a;
+  throw torus::InvalidArgument("--algorithms: expected one of " + torus::api::enum_choices<AllReduceAlgorithm>() +
+                               "; got '" + name + "'");
+}
+
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -70,7 +76,7 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-double run_point(World& w, Algorithm a, std::vector<float>& buf, double budget_s) {
+double run_point(World& w, AllReduceAlgorithm a, std::vector<float>& buf, double budget_s) {
   auto once = [&] { w.comm().all_reduce_with(a, view_of(std::span<float>(buf)), ReduceOp::kSum); };
   once();  // warm-up: creates the sub-communicators and touches the buffers
   // Every rank must run the same number of iterations: rank 0 decides from the warm-up time and broadcasts.
@@ -106,13 +112,13 @@ int run_rank(const Args& args, int rank, int port) {
   if (auto ms = torus::tunables::process_snapshot().integer("TORUS_COMM_TIMEOUT_MS")) options.timeout = milliseconds(*ms);
   auto world = make_world(env, options);
   for (const std::string& name : args.algorithms) {
-    const Algorithm a = parse_algorithm(name, "--algorithms");
-    if (a != Algorithm::kAuto && !world->comm().planner().applicable(a)) continue;
+    const AllReduceAlgorithm a = parse_algorithm(name);
+    if (a != AllReduceAlgorithm::kAuto && !world->comm().planner().applicable(a)) continue;
     for (size_t bytes = args.min_bytes; bytes <= args.max_bytes; bytes *= static_cast<size_t>(args.size_step)) {
       std::vector<float> data(bytes / sizeof(float), 1.0f);
       const double t = run_point(*world, a, data, args.seconds_per_point);
       if (rank == 0) {
-        const std::string shown = a == Algorithm::kAuto ? "auto:" + world->comm().algorithm_for(bytes) : name;
+        const std::string shown = a == AllReduceAlgorithm::kAuto ? "auto:" + world->comm().algorithm_for(bytes) : name;
         std::printf("allreduce algo=%s world=%d nodes=%d bytes=%zu time_us=%.1f algbw_gbps=%.3f busbw_gbps=%.3f\n",
                     shown.c_str(), args.world, args.world / args.per_node, bytes, t * 1e6, bytes / t / 1e9,
                     bus_bandwidth(bytes, t, args.world) / 1e9);

@@ -32,7 +32,7 @@ std::string job_name() { return ::testing::UnitTest::GetInstance()->current_test
 float value_f(int r, size_t i) { return static_cast<float>((r + 1) * 0.25 + static_cast<double>(i % 17) * 0.125); }
 int64_t value_i(int r, size_t i) { return static_cast<int64_t>((r + 1) * 1000003 + i * 7); }
 
-void check_all_reduce(World& w, Algorithm a, size_t count) {
+void check_all_reduce(World& w, AllReduceAlgorithm a, size_t count) {
   const int n = w.size();
   std::vector<float> f(count);
   std::vector<int64_t> q(count);
@@ -49,8 +49,8 @@ void check_all_reduce(World& w, Algorithm a, size_t count) {
       ref += value_f(r, i);
       ref_i += value_i(r, i);
     }
-    ASSERT_NEAR(f[i], ref, 1e-4 * std::abs(ref) + 1e-5) << to_string(a) << " count " << count << " at " << i;
-    ASSERT_EQ(q[i], ref_i) << to_string(a) << " count " << count << " at " << i;
+    ASSERT_NEAR(f[i], ref, 1e-4 * std::abs(ref) + 1e-5) << api::to_string(a) << " count " << count << " at " << i;
+    ASSERT_EQ(q[i], ref_i) << api::to_string(a) << " count " << count << " at " << i;
   }
 }
 
@@ -63,8 +63,9 @@ TEST_P(AllReduceShapes, EveryAlgorithmEqualsTheReferenceSum) {
   const std::string job = job_name() + std::to_string(s.nodes) + "x" + std::to_string(s.per_node);
   run_ranks(n, [&](int rank) {
     auto world = make_world(sim_env(rank, s.nodes, s.per_node, server.port(), job), test_options());
-    for (Algorithm a : {Algorithm::kRing, Algorithm::kHierarchical, Algorithm::kTorus2D, Algorithm::kAuto}) {
-      if (a != Algorithm::kAuto && !world->comm().planner().applicable(a)) continue;
+    for (AllReduceAlgorithm a : {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kHierarchical,
+                                 AllReduceAlgorithm::kTorus2d, AllReduceAlgorithm::kAuto}) {
+      if (a != AllReduceAlgorithm::kAuto && !world->comm().planner().applicable(a)) continue;
       for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{13}, size_t{1009}, size_t{40961}})
         check_all_reduce(*world, a, count);
     }
@@ -82,7 +83,8 @@ TEST(AllReduce, LargeBuffersThroughEveryLevel) {
   TcpStoreServer server("127.0.0.1", 0, "test-secret");
   run_ranks(4, [&](int rank) {
     auto world = make_world(sim_env(rank, 2, 2, server.port(), job_name()), test_options());
-    for (Algorithm a : {Algorithm::kRing, Algorithm::kHierarchical, Algorithm::kTorus2D})
+    for (AllReduceAlgorithm a :
+         {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kHierarchical, AllReduceAlgorithm::kTorus2d})
       check_all_reduce(*world, a, (1u << 21) + 3);  // 8 MiB of floats, not divisible by 4
     auto stats = world->comm().stats();
     EXPECT_GT(stats["hierarchical/outer_all_reduce"].calls, 0u);
@@ -138,7 +140,7 @@ TEST(GradientReducer, AveragesBucketsLaunchedDuringBackwardWithAndWithoutCompres
       params.push_back({offset, count});
       offset += count + 3;  // padding between parameters, as an aligned arena would have
     }
-    for (Compression comp : {Compression::kNone, Compression::kBFloat16, Compression::kFloat16}) {
+    for (Compression comp : {Compression::kNone, Compression::kBf16, Compression::kFp16}) {
       std::vector<float> arena(offset);
       ReducerOptions opt;
       opt.buckets.first_bucket_bytes = 4096;
@@ -154,7 +156,7 @@ TEST(GradientReducer, AveragesBucketsLaunchedDuringBackwardWithAndWithoutCompres
           reducer.mark_ready(p);
         }
         reducer.wait();
-        const double tol = comp == Compression::kNone ? 1e-5 : comp == Compression::kFloat16 ? 5e-3 : 3e-2;
+        const double tol = comp == Compression::kNone ? 1e-5 : comp == Compression::kFp16 ? 5e-3 : 3e-2;
         for (const auto& ps : params)
           for (size_t i = 0; i < ps.count; ++i) {
             const double expected = 2.0 * (step + 1) + static_cast<double>(i % 5);  // mean of (r+1)(s+1) + i%5

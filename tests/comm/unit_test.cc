@@ -106,19 +106,19 @@ TEST(Planner, CostModelPicksSharedMemoryForOneHostAndRingForTinyMessagesAcrossNo
   Topology one_host;
   for (int r = 0; r < 4; ++r) one_host.ranks.push_back({r, 0, r, "h", ""});
   Planner p(one_host, CostModel{}, torus_grid(4, 0), true);
-  EXPECT_EQ(p.choose(64 << 20), Algorithm::kHierarchical);
+  EXPECT_EQ(p.choose(64 << 20), AllReduceAlgorithm::kHierarchical);
   // The table's header keeps its columns apart ("hierarchical_ms" is the widest name).
   EXPECT_NE(p.describe().find("ring_ms hierarchical_ms "), std::string::npos) << p.describe();
 
   Topology spread;  // 8 nodes of 1 rank: hierarchical does not apply
   for (int r = 0; r < 8; ++r) spread.ranks.push_back({r, r, 0, "h" + std::to_string(r), ""});
   Planner q(spread, CostModel{}, torus_grid(8, 0), true);
-  EXPECT_FALSE(q.applicable(Algorithm::kHierarchical));
+  EXPECT_FALSE(q.applicable(AllReduceAlgorithm::kHierarchical));
   EXPECT_EQ(q.grid().x, 4);
   EXPECT_EQ(q.grid().y, 2);
   // Fewer latency steps for small messages: 2(X-1)+2(Y-1) = 8 < 2(n-1) = 14.
-  EXPECT_EQ(q.choose(4 << 10), Algorithm::kTorus2D);
-  EXPECT_LT(q.predict(Algorithm::kTorus2D, 4 << 10), q.predict(Algorithm::kRing, 4 << 10));
+  EXPECT_EQ(q.choose(4 << 10), AllReduceAlgorithm::kTorus2d);
+  EXPECT_LT(q.predict(AllReduceAlgorithm::kTorus2d, 4 << 10), q.predict(AllReduceAlgorithm::kRing, 4 << 10));
   EXPECT_THROW(torus_grid(6, 4), InvalidArgument);
 }
 

@@ -128,7 +128,7 @@ void GradientReducer::reduce_bucket(size_t b) {
     scale(view_of(grads), inv);
     return;
   }
-  const DType t = options_.compression == Compression::kFloat16 ? DType::kF16 : DType::kBF16;
+  const DType t = options_.compression == Compression::kFp16 ? DType::kF16 : DType::kBF16;
   // Divide before compressing: fp16 sums of n gradients overflow far less often (bf16 keeps fp32's range anyway).
   scale(view_of(grads), inv);
   compress(t, grads, staging_[b].data());

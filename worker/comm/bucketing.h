@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "common/api/training_job.h"
 #include "worker/comm/communicator.h"
 
 namespace torus::comm {
@@ -66,7 +67,8 @@ class BucketSchedule {
   size_t next_ = 0;              // the first bucket not started this step
 };
 
-enum class Compression { kNone, kFloat16, kBFloat16 };
+// Gradient compression on the wire is the job's spec.allReduce.compression.
+using api::Compression;
 
 struct ReducerOptions {
   BucketOptions buckets;

@@ -152,26 +152,6 @@ Topology gather_topology(Store& store, const RankEnv& env, milliseconds timeout)
   return Topology::from_json(all.dump(), "rank places in the store");
 }
 
-std::string to_string(Algorithm a) {
-  switch (a) {
-    case Algorithm::kAuto:
-      return "auto";
-    case Algorithm::kRing:
-      return "ring";
-    case Algorithm::kHierarchical:
-      return "hierarchical";
-    case Algorithm::kTorus2D:
-      return "torus2d";
-  }
-  return "?";
-}
-
-Algorithm parse_algorithm(const std::string& name, const std::string& source) {
-  for (Algorithm a : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kHierarchical, Algorithm::kTorus2D})
-    if (name == to_string(a)) return a;
-  throw InvalidArgument(source + ": expected one of auto, ring, hierarchical, torus2d; got '" + name + "'");
-}
-
 CostModel CostModel::from_tunables(const tunables::Snapshot& env) {
   CostModel c;
   c.shm.latency_s = env.number("TORUS_COST_SHM_LATENCY_US").value_or(c.shm.latency_s * 1e6) * 1e-6;
@@ -226,14 +206,14 @@ std::vector<int> Planner::column_members(int column) const {
 
 bool Planner::row_is_host_local(int row) const { return shm_enabled_ && topology_.same_host(row_members(row)); }
 
-bool Planner::applicable(Algorithm a) const {
+bool Planner::applicable(AllReduceAlgorithm a) const {
   switch (a) {
-    case Algorithm::kAuto:
-    case Algorithm::kRing:
+    case AllReduceAlgorithm::kAuto:
+    case AllReduceAlgorithm::kRing:
       return true;
-    case Algorithm::kHierarchical:
+    case AllReduceAlgorithm::kHierarchical:
       return topology_.uniform() && topology_.ranks_per_node() > 1;
-    case Algorithm::kTorus2D:
+    case AllReduceAlgorithm::kTorus2d:
       return grid_.x > 1 && grid_.y > 1;
   }
   return false;
@@ -245,15 +225,15 @@ double Planner::ring_cost(int n, size_t bytes, const LinkCost& link) const {
   return steps * link.latency_s + steps / n * static_cast<double>(bytes) / link.bytes_per_s;
 }
 
-double Planner::predict(Algorithm a, size_t bytes) const {
+double Planner::predict(AllReduceAlgorithm a, size_t bytes) const {
   if (!applicable(a)) return std::numeric_limits<double>::infinity();
   const int n = topology_.world_size();
   switch (a) {
-    case Algorithm::kAuto:
+    case AllReduceAlgorithm::kAuto:
       return predict(choose(bytes), bytes);
-    case Algorithm::kRing:
+    case AllReduceAlgorithm::kRing:
       return ring_cost(n, bytes, cost_.net);
-    case Algorithm::kHierarchical: {
+    case AllReduceAlgorithm::kHierarchical: {
       const int local = topology_.ranks_per_node();
       bool all_local = true;
       for (int i = 0; i < topology_.node_count(); ++i) all_local = all_local && node_is_host_local(i);
@@ -261,7 +241,7 @@ double Planner::predict(Algorithm a, size_t bytes) const {
       // The L cross-node rings run in parallel but share the node's link: S bytes per node in total.
       return ring_cost(local, bytes, intra) + ring_cost(topology_.node_count(), bytes, cost_.net);
     }
-    case Algorithm::kTorus2D: {
+    case AllReduceAlgorithm::kTorus2d: {
       bool rows_local = true;
       for (int r = 0; r < grid_.y; ++r) rows_local = rows_local && row_is_host_local(r);
       const LinkCost& row_link = rows_local ? cost_.shm : cost_.net;
@@ -272,9 +252,9 @@ double Planner::predict(Algorithm a, size_t bytes) const {
   return std::numeric_limits<double>::infinity();
 }
 
-Algorithm Planner::choose(size_t bytes) const {
-  Algorithm best = Algorithm::kRing;
-  for (Algorithm a : {Algorithm::kHierarchical, Algorithm::kTorus2D})
+AllReduceAlgorithm Planner::choose(size_t bytes) const {
+  AllReduceAlgorithm best = AllReduceAlgorithm::kRing;
+  for (AllReduceAlgorithm a : {AllReduceAlgorithm::kHierarchical, AllReduceAlgorithm::kTorus2d})
     if (predict(a, bytes) < predict(best, bytes)) best = a;
   return best;
 }
@@ -287,12 +267,15 @@ std::string Planner::describe() const {
      << cost_.shm.bytes_per_s / 1e9 << " GB/s, net " << cost_.net.latency_s * 1e6 << " us + "
      << cost_.net.bytes_per_s / 1e9 << " GB/s\n";
   os << std::setw(10) << "bytes";
-  for (Algorithm a : {Algorithm::kRing, Algorithm::kHierarchical, Algorithm::kTorus2D})
-    os << ' ' << std::setw(15) << to_string(a) + "_ms";  // "hierarchical_ms" is 15 wide: keep a space before it
+  for (AllReduceAlgorithm a :
+       {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kHierarchical, AllReduceAlgorithm::kTorus2d})
+    os << ' ' << std::setw(15)
+       << std::string(api::to_string(a)) + "_ms";  // "hierarchical_ms" is 15 wide: keep a space before it
   os << "  choice\n";
   for (size_t bytes : {size_t{4} << 10, size_t{1} << 20, size_t{25} << 20, size_t{256} << 20}) {
     os << std::setw(10) << bytes;
-    for (Algorithm a : {Algorithm::kRing, Algorithm::kHierarchical, Algorithm::kTorus2D}) {
+    for (AllReduceAlgorithm a :
+         {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kHierarchical, AllReduceAlgorithm::kTorus2d}) {
       const double t = predict(a, bytes);
       os << ' ' << std::setw(15);
       if (std::isinf(t))
@@ -300,7 +283,7 @@ std::string Planner::describe() const {
       else
         os << std::fixed << std::setprecision(3) << t * 1e3;
     }
-    os << "  " << to_string(choose(bytes)) << "\n";
+    os << "  " << api::to_string(choose(bytes)) << "\n";
   }
   return os.str();
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/api/training_job.h"
 #include "common/launch/rank_env.h"
 #include "common/util/tunables.h"
 #include "worker/comm/store.h"
@@ -49,10 +50,8 @@ RankPlace place_of(const RankEnv& env);
 // Exchanges every rank's place through `store` (keys "topology/<rank>"), or reads TORUS_TOPOLOGY_FILE if set.
 Topology gather_topology(Store& store, const RankEnv& env, milliseconds timeout);
 
-// The all-reduce algorithms over a topology.
-enum class Algorithm { kAuto, kRing, kHierarchical, kTorus2D };
-std::string to_string(Algorithm a);
-Algorithm parse_algorithm(const std::string& name, const std::string& source);
+// The all-reduce algorithms over a topology are the job's spec.allReduce.algorithm (names: api::to_string).
+using api::AllReduceAlgorithm;
 
 // Latency per step and bandwidth of one kind of link (alpha-beta model).
 struct LinkCost {
@@ -83,11 +82,11 @@ class Planner {
  public:
   Planner(Topology topology, CostModel cost, Grid grid, bool shm_enabled);
 
-  bool applicable(Algorithm a) const;
+  bool applicable(AllReduceAlgorithm a) const;
   // Predicted seconds for one all-reduce of `bytes`; infinity where not applicable.
-  double predict(Algorithm a, size_t bytes) const;
+  double predict(AllReduceAlgorithm a, size_t bytes) const;
   // The fastest applicable algorithm for `bytes`.
-  Algorithm choose(size_t bytes) const;
+  AllReduceAlgorithm choose(size_t bytes) const;
   // The table printed at start-up: predicted time per algorithm for a few sizes, and the choice.
   std::string describe() const;
 

@@ -13,17 +13,17 @@ double bus_bandwidth(size_t bytes, double seconds, int ranks) {
 }
 
 TopologyCommunicator::TopologyCommunicator(int rank, Planner planner, std::shared_ptr<Store> store,
-                                           const GlooOptions& gloo, const ShmOptions& shm, Algorithm algorithm)
+                                           const GlooOptions& gloo, const ShmOptions& shm, AllReduceAlgorithm algorithm)
     : Communicator(rank, planner.topology().world_size(), gloo.timeout),
       planner_(std::move(planner)),
       store_(std::move(store)),
       gloo_(gloo),
       shm_(shm),
       algorithm_(algorithm) {
-  if (algorithm_ != Algorithm::kAuto && !planner_.applicable(algorithm_))
-    throw InvalidArgument("spec.allReduce.algorithm: " + to_string(algorithm_) + " does not apply to this world (" +
-                          std::to_string(size()) + " ranks, " + std::to_string(planner_.topology().node_count()) +
-                          " nodes)");
+  if (algorithm_ != AllReduceAlgorithm::kAuto && !planner_.applicable(algorithm_))
+    throw InvalidArgument("spec.allReduce.algorithm: " + std::string(api::to_string(algorithm_)) +
+                          " does not apply to this world (" + std::to_string(size()) + " ranks, " +
+                          std::to_string(planner_.topology().node_count()) + " nodes)");
   world_ = std::make_unique<GlooCommunicator>(rank, size(), std::make_shared<PrefixStore>("world", store_), gloo_);
 }
 
@@ -35,15 +35,18 @@ void TopologyCommunicator::abort() noexcept {
     if (c != nullptr) c->abort();
 }
 
-Algorithm TopologyCommunicator::resolve(Algorithm requested, size_t bytes) const {
-  if (requested == Algorithm::kAuto) requested = algorithm_;
-  if (requested == Algorithm::kAuto) return planner_.choose(bytes);
+AllReduceAlgorithm TopologyCommunicator::resolve(AllReduceAlgorithm requested, size_t bytes) const {
+  if (requested == AllReduceAlgorithm::kAuto) requested = algorithm_;
+  if (requested == AllReduceAlgorithm::kAuto) return planner_.choose(bytes);
   if (!planner_.applicable(requested))
-    throw InvalidArgument("all-reduce algorithm " + to_string(requested) + " does not apply to this world");
+    throw InvalidArgument("all-reduce algorithm " + std::string(api::to_string(requested)) +
+                          " does not apply to this world");
   return requested;
 }
 
-std::string TopologyCommunicator::algorithm_for(size_t bytes) const { return to_string(resolve(algorithm_, bytes)); }
+std::string TopologyCommunicator::algorithm_for(size_t bytes) const {
+  return std::string(api::to_string(resolve(algorithm_, bytes)));
+}
 
 std::map<std::string, LevelStats> TopologyCommunicator::stats() const {
   std::lock_guard lock(stats_mu_);
@@ -62,20 +65,22 @@ void TopologyCommunicator::timed(const std::string& level, size_t bytes, Fn&& fn
   s.seconds += seconds;
 }
 
-void TopologyCommunicator::all_reduce_now(BufferView buf, ReduceOp op) { all_reduce_with(Algorithm::kAuto, buf, op); }
+void TopologyCommunicator::all_reduce_now(BufferView buf, ReduceOp op) {
+  all_reduce_with(AllReduceAlgorithm::kAuto, buf, op);
+}
 
-void TopologyCommunicator::all_reduce_with(Algorithm algorithm, BufferView buf, ReduceOp op) {
-  const Algorithm a = resolve(algorithm, buf.bytes());
+void TopologyCommunicator::all_reduce_with(AllReduceAlgorithm algorithm, BufferView buf, ReduceOp op) {
+  const AllReduceAlgorithm a = resolve(algorithm, buf.bytes());
   if (buf.count == 0 || size() == 1) return;
-  timed(to_string(a), buf.bytes(), [&] {
+  timed(std::string(api::to_string(a)), buf.bytes(), [&] {
     switch (a) {
-      case Algorithm::kAuto:
-      case Algorithm::kRing:
+      case AllReduceAlgorithm::kAuto:
+      case AllReduceAlgorithm::kRing:
         return run_ring(buf, op);
-      case Algorithm::kHierarchical:
+      case AllReduceAlgorithm::kHierarchical:
         ensure_hierarchical();
         return run_two_level("hierarchical", *local_, *cross_, buf, op);
-      case Algorithm::kTorus2D:
+      case AllReduceAlgorithm::kTorus2d:
         ensure_torus();
         return run_two_level("torus2d", *row_, *column_, buf, op);
     }

@@ -26,12 +26,12 @@ double bus_bandwidth(size_t bytes, double seconds, int ranks);
 class TopologyCommunicator : public Communicator {
  public:
   TopologyCommunicator(int rank, Planner planner, std::shared_ptr<Store> store, const GlooOptions& gloo,
-                       const ShmOptions& shm, Algorithm algorithm);
+                       const ShmOptions& shm, AllReduceAlgorithm algorithm);
   ~TopologyCommunicator() override;
 
   void all_reduce_now(BufferView buf, ReduceOp op) override;
   // Runs one all-reduce with an explicit algorithm (tests, benchmarks); kAuto asks the planner.
-  void all_reduce_with(Algorithm algorithm, BufferView buf, ReduceOp op);
+  void all_reduce_with(AllReduceAlgorithm algorithm, BufferView buf, ReduceOp op);
   void reduce_scatter_now(BufferView buf, ReduceOp op) override { world_->reduce_scatter_now(buf, op); }
   void all_gather_now(BufferView buf) override { world_->all_gather_now(buf); }
   void broadcast_now(BufferView buf, int root) override { world_->broadcast_now(buf, root); }
@@ -46,7 +46,7 @@ class TopologyCommunicator : public Communicator {
   std::map<std::string, LevelStats> stats() const;
 
  private:
-  Algorithm resolve(Algorithm requested, size_t bytes) const;
+  AllReduceAlgorithm resolve(AllReduceAlgorithm requested, size_t bytes) const;
   void run_ring(BufferView buf, ReduceOp op);
   void run_two_level(const std::string& name, Communicator& inner, Communicator& outer, BufferView buf, ReduceOp op);
   Communicator& ring();
@@ -62,7 +62,7 @@ class TopologyCommunicator : public Communicator {
   std::shared_ptr<Store> store_;
   GlooOptions gloo_;
   ShmOptions shm_;
-  Algorithm algorithm_;
+  AllReduceAlgorithm algorithm_;
   std::unique_ptr<GlooCommunicator> world_;
   std::unique_ptr<Communicator> ring_;
   std::unique_ptr<Communicator> local_;

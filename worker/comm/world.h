@@ -26,7 +26,7 @@ struct WorldOptions {
   milliseconds timeout{300000};
   // How long ranks wait for each other (and for rank 0's store) at start-up. TORUS_RENDEZVOUS_TIMEOUT_MS.
   milliseconds rendezvous_timeout{120000};
-  Algorithm algorithm = Algorithm::kAuto;  // spec.allReduce.algorithm
+  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;  // spec.allReduce.algorithm
   bool shared_memory = true;               // TORUS_SHM=0 turns the host-local fast path off
   // TORUS_SHM_SLOT_BYTES: the window reduced at a time. Small enough that both ranks' slices stay in cache
   // (measured here at 64 MiB, 2 ranks: 16 MiB windows 2.3 GB/s bus bandwidth, 2 MiB 3.0, 512 KiB 3.9).

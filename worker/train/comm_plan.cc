@@ -6,39 +6,14 @@
 namespace torus::worker::train {
 namespace {
 
-comm::Algorithm to_comm(api::AllReduceAlgorithm a) {
-  switch (a) {
-    case api::AllReduceAlgorithm::kAuto:
-      return comm::Algorithm::kAuto;
-    case api::AllReduceAlgorithm::kRing:
-      return comm::Algorithm::kRing;
-    case api::AllReduceAlgorithm::kHierarchical:
-      return comm::Algorithm::kHierarchical;
-    case api::AllReduceAlgorithm::kTorus2d:
-      return comm::Algorithm::kTorus2D;
-  }
-  return comm::Algorithm::kAuto;
-}
-
-comm::Compression to_comm(api::Compression c) {
-  switch (c) {
-    case api::Compression::kNone:
-      return comm::Compression::kNone;
-    case api::Compression::kFp16:
-      return comm::Compression::kFloat16;
-    case api::Compression::kBf16:
-      return comm::Compression::kBFloat16;
-  }
-  return comm::Compression::kNone;
-}
-
 std::string predictions(const comm::Planner& planner, size_t bytes) {
   std::ostringstream os;
   os.precision(3);
   const char* sep = "";
-  for (comm::Algorithm a : {comm::Algorithm::kRing, comm::Algorithm::kHierarchical, comm::Algorithm::kTorus2D}) {
+  for (api::AllReduceAlgorithm a :
+       {api::AllReduceAlgorithm::kRing, api::AllReduceAlgorithm::kHierarchical, api::AllReduceAlgorithm::kTorus2d}) {
     const double t = planner.predict(a, bytes);
-    os << sep << comm::to_string(a) << " " << (std::isinf(t) ? std::string("n/a") : "");
+    os << sep << api::to_string(a) << " " << (std::isinf(t) ? std::string("n/a") : "");
     if (!std::isinf(t)) os << t * 1e3 << " ms";
     sep = ", ";
   }
@@ -50,7 +25,7 @@ std::string predictions(const comm::Planner& planner, size_t bytes) {
 comm::WorldOptions world_options(const CommRunOptions& c, const tunables::Snapshot& env) {
   comm::WorldOptions o = comm::WorldOptions::from_tunables(env);
   o.timeout = c.timeout;
-  o.algorithm = to_comm(c.algorithm);
+  o.algorithm = c.algorithm;
   o.torus_x = c.grid_x;
   return o;
 }
@@ -59,7 +34,7 @@ comm::ReducerOptions reducer_options(const CommRunOptions& c) {
   comm::ReducerOptions r;
   r.buckets.first_bucket_bytes = c.first_bucket_bytes;
   r.buckets.bucket_cap_bytes = c.bucket_cap_bytes;
-  r.compression = to_comm(c.compression);
+  r.compression = c.compression;
   return r;
 }
 
@@ -74,7 +49,7 @@ std::vector<std::string> describe_plan(const comm::Planner& planner, const CommR
     if (c.algorithm != api::AllReduceAlgorithm::kAuto) {
       os << api::to_string(c.algorithm) << " (spec.allReduce.algorithm)";
     } else {
-      os << comm::to_string(planner.choose(bytes)) << " (auto: the cost model's cheapest; predicted "
+      os << api::to_string(planner.choose(bytes)) << " (auto: the cost model's cheapest; predicted "
          << predictions(planner, bytes) << ")";
     }
     out.push_back(os.str());
