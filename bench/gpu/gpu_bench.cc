@@ -28,7 +28,6 @@
 namespace torus::worker::cuda {
 namespace {
 
-namespace tc = ::torus::cuda;
 constexpr int kNoDevice = 3;
 
 class Args {
@@ -72,7 +71,7 @@ std::string no_spaces(std::string s) {
 }
 
 bool require_device() {
-  if (tc::device_count() > 0) return true;
+  if (device_count() > 0) return true;
   std::cerr << "no CUDA device: cudaGetDeviceCount found none; the GPU benchmarks need an NVIDIA GPU\n";
   return false;
 }
@@ -95,7 +94,7 @@ double seconds_between(cudaEvent_t a, cudaEvent_t b) {
 
 int check() {
   if (!require_device()) return kNoDevice;
-  for (int d = 0; d < tc::device_count(); ++d) std::cout << "device " << d << ": " << device_description(d) << "\n";
+  for (int d = 0; d < device_count(); ++d) std::cout << "device " << d << ": " << device_description(d) << "\n";
   return 0;
 }
 
@@ -135,7 +134,7 @@ int resnet50(const Args& args) {
   };
   for (int64_t i = 0; i < warmup; ++i) step();
   b->synchronize();
-  tc::Event start = tc::make_event(tc::EventTiming::kOn), stop = tc::make_event(tc::EventTiming::kOn);
+  Event start = make_event(EventTiming::kOn), stop = make_event(EventTiming::kOn);
   b->record_event(start.get());
   for (int64_t i = 0; i < steps; ++i) step();
   b->record_event(stop.get());
@@ -243,17 +242,17 @@ int resnet9(const Args& args) {
 // All-reduce over every visible GPU in this process (ncclCommInitAll); bus bandwidth as nccl-tests defines it.
 int nccl(const Args& args) {
   if (!require_device()) return kNoDevice;
-  const int n = tc::device_count();
+  const int n = device_count();
   const int64_t max_bytes = args.integer("max-bytes", int64_t{1} << 30), iters = args.integer("iters", 20);
   std::vector<ncclComm_t> raw(static_cast<size_t>(n));
   NCCL_CHECK(ncclCommInitAll(raw.data(), n, nullptr));
-  std::vector<tc::NcclComm> comms;
+  std::vector<NcclComm> comms;
   for (ncclComm_t c : raw) comms.emplace_back(c);
-  std::vector<tc::Stream> streams;
-  std::vector<tc::DeviceMemory> buffers;
+  std::vector<Stream> streams;
+  std::vector<DeviceMemory> buffers;
   for (int d = 0; d < n; ++d) {
     CUDA_CHECK(cudaSetDevice(d));
-    streams.push_back(tc::make_stream());
+    streams.push_back(make_stream());
     buffers.emplace_back(static_cast<size_t>(max_bytes));
   }
   auto all_reduce = [&](size_t bytes) {

@@ -15,7 +15,7 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(Nccl, AllReduceBroadcastAndSplitOnEveryGpu) {
-  const int gpus = cuda::device_count();
+  const int gpus = worker::cuda::device_count();
   if (gpus == 0) GTEST_SKIP() << "no CUDA device: the NCCL communicator needs one";
   const int n = std::min(gpus, 4);
   TcpStoreServer server("127.0.0.1", 0, "k");

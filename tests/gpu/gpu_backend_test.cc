@@ -36,7 +36,7 @@ class GpuPrecisionTest : public GpuTest, public ::testing::WithParamInterface<DT
 
 // --- backend selection without a device (runs everywhere) ---------------------------------------------------------
 TEST(GpuDevice, SelectionNamesTheRequestAndWhatIsVisible) {
-  const int count = torus::cuda::device_count();
+  const int count = device_count();
   try {
     (void)select_device(count, 1);  // one past the last device (every device when there is none)
     FAIL() << "expected select_device to refuse local rank " << count;
@@ -48,7 +48,7 @@ TEST(GpuDevice, SelectionNamesTheRequestAndWhatIsVisible) {
 }
 
 TEST(GpuDevice, MoreRanksPerWorkerThanDevicesFailsOnEveryRank) {
-  const int count = torus::cuda::device_count();
+  const int count = device_count();
   try {
     (void)select_device(0, count + 1);  // local rank 0 exists (when there is a device), but not enough for the gang
     FAIL() << "expected select_device to refuse " << count + 1 << " ranks per worker";
@@ -60,8 +60,8 @@ TEST(GpuDevice, MoreRanksPerWorkerThanDevicesFailsOnEveryRank) {
 }
 
 TEST(GpuDevice, BackendWithoutADeviceThrowsATypedError) {
-  if (torus::cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is present: the no-device path is not reachable";
-  EXPECT_THROW((void)make_cuda_backend(), torus::cuda::CudaError);
+  if (device_count() > 0) GTEST_SKIP() << "a CUDA device is present: the no-device path is not reachable";
+  EXPECT_THROW((void)make_cuda_backend(), CudaError);
 }
 
 // --- convolution ------------------------------------------------------------------------------------------------

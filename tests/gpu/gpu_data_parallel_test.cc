@@ -86,7 +86,7 @@ struct Shard {
 void run_ranks(const std::function<void(int)>& fn) { ::torus::test::run_ranks(kRanks, fn); }
 
 TEST(GpuDataParallel, TwoRanksWithNcclGradientsMatchOneGpuAveragingBothHalves) {
-  const int gpus = ::torus::cuda::device_count();
+  const int gpus = ::torus::worker::cuda::device_count();
   if (gpus < kRanks)
     GTEST_SKIP() << "needs 2 CUDA devices (NCCL allows one rank per device), found " << gpus
                  << ": data-parallel GPU test not run";

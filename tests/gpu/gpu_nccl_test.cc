@@ -35,7 +35,7 @@ using ::torus::test::run_ranks;
 class GpuNccl : public ::testing::Test {
  protected:
   void SetUp() override {
-    gpus_ = ::torus::cuda::device_count();
+    gpus_ = ::torus::worker::cuda::device_count();
     if (gpus_ == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount found none, GPU test not run";
     ranks_ = std::min(gpus_, 4);
     server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0, "gpu-nccl");

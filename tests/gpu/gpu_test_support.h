@@ -80,8 +80,7 @@ inline std::vector<float> fetch(Backend& b, Tensor t) {
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (torus::cuda::device_count() == 0)
-      GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount found none, GPU test not run";
+    if (device_count() == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount found none, GPU test not run";
     CudaOptions o;
     o.tf32 = Tf32::kDeny;  // fp32 comparisons against oneDNN need full fp32 products
     o.determinism = Determinism::kRequired;

@@ -8,7 +8,7 @@
 
 #include "worker/backend/cuda/cuda_error.h"
 
-namespace torus::cuda {
+namespace torus::worker::cuda {
 namespace {
 
 DeviceCountQuery failed_with(int status, const char* error, int driver_version) {
@@ -69,4 +69,4 @@ TEST(DeviceCount, EveryOtherErrorIsReportedWithCudasMessage) {
 }
 
 }  // namespace
-}  // namespace torus::cuda
+}  // namespace torus::worker::cuda

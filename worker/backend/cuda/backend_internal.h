@@ -14,8 +14,6 @@
 
 namespace torus::worker::cuda {
 
-namespace tc = ::torus::cuda;
-
 // Scratch buffers the backend reuses between ops (all ordered on the compute stream).
 enum ScratchSlot : int { kWeightGradHalf, kNormDy, kNormInvStd, kLinearX, kLinearY, kLinearDx, kLinearDy };
 
@@ -52,7 +50,7 @@ inline void expect_dtype(Tensor t, DType type, const char* what) {
                           dtype_name(type));
 }
 
-inline void set_nhwc(const tc::TensorDesc& d, DType t, int64_t n, int64_t h, int64_t w, int64_t c) {
+inline void set_nhwc(const TensorDesc& d, DType t, int64_t n, int64_t h, int64_t w, int64_t c) {
   // cuDNN's legacy descriptors take int dimensions, and several of its kernels index with 32 bits.
   if (n * h * w * c > std::numeric_limits<int32_t>::max())
     throw InvalidArgument("cuda backend: tensor (" + std::to_string(n) + ", " + std::to_string(h) + ", " +
@@ -66,17 +64,17 @@ inline void set_nhwc(const tc::TensorDesc& d, DType t, int64_t n, int64_t h, int
 void device_free(void* p) noexcept;
 
 struct CudaBackend::NormPlan {
-  tc::TensorDesc x = tc::make_tensor_desc();
-  tc::TensorDesc stats = tc::make_tensor_desc();  // (1, C, 1, 1) fp32 for every activation dtype
-  tc::ActivationDesc relu = tc::make_activation_desc();
+  TensorDesc x = make_tensor_desc();
+  TensorDesc stats = make_tensor_desc();  // (1, C, 1, 1) fp32 for every activation dtype
+  ActivationDesc relu = make_activation_desc();
   BnFusion fusion = BnFusion::kOff;
   cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL;
   size_t fwd_bytes = 0, bwd_bytes = 0, reserve_bytes = 0;
 };
 
 struct CudaBackend::PoolPlan {
-  tc::TensorDesc x = tc::make_tensor_desc(), y = tc::make_tensor_desc();
-  tc::PoolDesc pool = tc::make_pool_desc();
+  TensorDesc x = make_tensor_desc(), y = make_tensor_desc();
+  PoolDesc pool = make_pool_desc();
 };
 
 }  // namespace torus::worker::cuda

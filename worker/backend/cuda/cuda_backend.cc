@@ -54,11 +54,10 @@ Choice<Algo> pick(const std::vector<Perf>& perf, int returned, DType type, const
 
 // --- plans --------------------------------------------------------------------------------------------------
 struct CudaBackend::ConvPlan {
-  tc::TensorDesc x = tc::make_tensor_desc(), y = tc::make_tensor_desc();
-  tc::FilterDesc w = tc::make_filter_desc();
+  TensorDesc x = make_tensor_desc(), y = make_tensor_desc();
+  FilterDesc w = make_filter_desc();
   // One descriptor per pass: each carries the math type of the algorithm chosen for that pass.
-  tc::ConvDesc fwd_conv = tc::make_conv_desc(), bwd_data_conv = tc::make_conv_desc(),
-               bwd_filter_conv = tc::make_conv_desc();
+  ConvDesc fwd_conv = make_conv_desc(), bwd_data_conv = make_conv_desc(), bwd_filter_conv = make_conv_desc();
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
@@ -67,15 +66,15 @@ struct CudaBackend::ConvPlan {
 
 CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
   CUDA_CHECK(cudaSetDevice(options_.device));
-  stream_ = tc::make_stream();
-  cudnn_ = tc::make_cudnn(stream_.get());
-  cublas_ = tc::make_cublas(stream_.get());
+  stream_ = make_stream();
+  cudnn_ = make_cudnn(stream_.get());
+  cublas_ = make_cublas(stream_.get());
   CUBLAS_CHECK(cublasSetMathMode(cublas_.get(),
                                  options_.tf32 == Tf32::kAllow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   cublas_workspace_ = allocate(kCublasWorkspace);
   CUBLAS_CHECK(cublasSetWorkspace(cublas_.get(), cublas_workspace_.data(), kCublasWorkspace));
   scalars_ = allocate(2 * sizeof(LossScalars));
-  host_scalars_ = tc::PinnedMemory(2 * sizeof(LossScalars) + sizeof(kmath::LossScaleState));
+  host_scalars_ = PinnedMemory(2 * sizeof(LossScalars) + sizeof(kmath::LossScaleState));
   TLOG(Info) << "cuda backend: device " << options_.device << " (" << device_description(options_.device) << "), cuDNN "
              << cudnnGetVersion() << ", TF32 " << (options_.tf32 == Tf32::kAllow ? "on" : "off") << ", conv search "
              << (options_.conv_search == ConvSearch::kBenchmark ? "benchmark" : "heuristic");
@@ -237,7 +236,7 @@ CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, DType type)
   const cudnnMathType_t math = type != DType::kF32             ? CUDNN_TENSOR_OP_MATH
                                : options_.tf32 == Tf32::kAllow ? CUDNN_DEFAULT_MATH
                                                                : CUDNN_FMA_MATH;
-  for (const tc::ConvDesc* d : {&p->fwd_conv, &p->bwd_data_conv, &p->bwd_filter_conv}) {
+  for (const ConvDesc* d : {&p->fwd_conv, &p->bwd_data_conv, &p->bwd_filter_conv}) {
     // fp32 accumulation for every storage type (bf16/fp16 data, fp32 compute).
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d->get(), pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                                 CUDNN_DATA_FLOAT));
@@ -256,7 +255,7 @@ void CudaBackend::choose_conv_algorithms(ConvPlan& p, const ConvGeometry& g, DTy
   std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-  auto math_setter = [](const tc::ConvDesc& d) {
+  auto math_setter = [](const ConvDesc& d) {
     return [&d](cudnnMathType_t m) { CUDNN_CHECK(cudnnSetConvolutionMathType(d.get(), m)); };
   };
   auto fwd_size = [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {

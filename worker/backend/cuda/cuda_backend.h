@@ -181,9 +181,9 @@ class CudaBackend final : public Backend {
   const int32_t* skip_flag() const;
 
   CudaOptions options_;
-  torus::cuda::Stream stream_;
-  torus::cuda::CudnnHandle cudnn_;
-  torus::cuda::CublasHandle cublas_;
+  Stream stream_;
+  CudnnHandle cudnn_;
+  CublasHandle cublas_;
   std::map<std::pair<ConvGeometry, DType>, std::unique_ptr<ConvPlan>> conv_plans_;
   std::map<std::pair<NormGeometry, DType>, std::unique_ptr<NormPlan>> norm_plans_;
   std::map<std::pair<PoolGeometry, DType>, std::unique_ptr<PoolPlan>> pool_plans_;
@@ -193,7 +193,7 @@ class CudaBackend final : public Backend {
   Buffer workspace_;
   std::map<int, Buffer> scratch_;
   Buffer scalars_;  // LossScalars on the device
-  torus::cuda::PinnedMemory host_scalars_;
+  PinnedMemory host_scalars_;
   Buffer row_loss_;
   Buffer cublas_workspace_;
   Buffer ones_;        // for bias gradients (a GEMV against ones)

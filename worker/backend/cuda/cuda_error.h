@@ -3,11 +3,11 @@
 // such as device_count.h and the CPU tests of it, can throw and catch it.
 #include "common/util/error.h"
 
-namespace torus::cuda {
+namespace torus::worker::cuda {
 
 class CudaError : public Error {
  public:
   using Error::Error;
 };
 
-}  // namespace torus::cuda
+}  // namespace torus::worker::cuda

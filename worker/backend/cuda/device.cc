@@ -23,7 +23,7 @@ void device_free(void* p) noexcept {
 
 // --- device selection ---------------------------------------------------------------------------------------
 int select_device(int local_rank, int gpus_per_worker) {
-  const int count = tc::device_count();
+  const int count = device_count();
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const std::string seen = "this worker sees " + std::to_string(count) + " CUDA device(s) (CUDA_VISIBLE_DEVICES=" +
                            (visible != nullptr ? std::string("\"") + visible + "\"" : std::string("unset")) + ")";

@@ -2,7 +2,7 @@
 
 #include "worker/backend/cuda/cuda_error.h"
 
-namespace torus::cuda {
+namespace torus::worker::cuda {
 namespace {
 
 // CUDA encodes versions as 1000 * major + 10 * minor.
@@ -22,4 +22,4 @@ int devices_from(const DeviceCountQuery& q) {
   throw CudaError(message);
 }
 
-}  // namespace torus::cuda
+}  // namespace torus::worker::cuda

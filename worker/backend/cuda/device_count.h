@@ -6,7 +6,7 @@
 // machine must not look like a CPU one.
 #include <string>
 
-namespace torus::cuda {
+namespace torus::worker::cuda {
 
 // The cudaError_t values this mapping distinguishes (errors.cu checks them against the CUDA headers).
 inline constexpr int kCudaSuccess = 0;
@@ -24,4 +24,4 @@ struct DeviceCountQuery {
 // The number of usable devices, or throws CudaError naming the error, the driver and the runtime versions.
 int devices_from(const DeviceCountQuery& q);
 
-}  // namespace torus::cuda
+}  // namespace torus::worker::cuda

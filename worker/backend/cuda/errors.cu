@@ -1,6 +1,6 @@
 #include "worker/backend/cuda/errors.h"
 
-namespace torus::cuda {
+namespace torus::worker::cuda {
 
 void throw_cuda_error(const char* library, const char* expr, const char* file, int line, const std::string& message) {
   throw CudaError(std::string(library) + " error: " + expr + " failed at " + file + ":" + std::to_string(line) + ": " +
@@ -31,4 +31,4 @@ int device_count() {
   return devices_from(q);
 }
 
-}  // namespace torus::cuda
+}  // namespace torus::worker::cuda

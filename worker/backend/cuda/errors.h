@@ -11,7 +11,7 @@
 #include "worker/backend/cuda/cuda_error.h"
 #include "worker/backend/cuda/device_count.h"
 
-namespace torus::cuda {
+namespace torus::worker::cuda {
 
 [[noreturn]] void throw_cuda_error(const char* library, const char* expr, const char* file, int line,
                                    const std::string& message);
@@ -39,9 +39,9 @@ inline void check(ncclResult_t s, const char* expr, const char* file, int line) 
 // (e.g. a driver too old for this runtime) throws CudaError with CUDA's message (device_count.h says which).
 int device_count();
 
-}  // namespace torus::cuda
+}  // namespace torus::worker::cuda
 
-#define CUDA_CHECK(expr) ::torus::cuda::check((expr), #expr, __FILE__, __LINE__)
-#define CUDNN_CHECK(expr) ::torus::cuda::check((expr), #expr, __FILE__, __LINE__)
-#define CUBLAS_CHECK(expr) ::torus::cuda::check((expr), #expr, __FILE__, __LINE__)
-#define NCCL_CHECK(expr) ::torus::cuda::check((expr), #expr, __FILE__, __LINE__)
+#define CUDA_CHECK(expr) ::torus::worker::cuda::check((expr), #expr, __FILE__, __LINE__)
+#define CUDNN_CHECK(expr) ::torus::worker::cuda::check((expr), #expr, __FILE__, __LINE__)
+#define CUBLAS_CHECK(expr) ::torus::worker::cuda::check((expr), #expr, __FILE__, __LINE__)
+#define NCCL_CHECK(expr) ::torus::worker::cuda::check((expr), #expr, __FILE__, __LINE__)

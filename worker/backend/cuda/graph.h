@@ -35,18 +35,18 @@ class StepGraph {
     CUDA_CHECK(cudaStreamEndCapture(s, &g));
     backend.pin_for_graph();  // the buffers the graph uses outlive their growth
     StepGraph out;
-    out.graph_ = torus::cuda::Graph(g);
+    out.graph_ = Graph(g);
     cudaGraphExec_t exec = nullptr;
     CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-    out.exec_ = torus::cuda::GraphExec(exec);
+    out.exec_ = GraphExec(exec);
     return out;
   }
 
   void replay(cudaStream_t stream) const { CUDA_CHECK(cudaGraphLaunch(exec_.get(), stream)); }
 
  private:
-  torus::cuda::Graph graph_;
-  torus::cuda::GraphExec exec_;
+  Graph graph_;
+  GraphExec exec_;
 };
 
 }  // namespace torus::worker::cuda

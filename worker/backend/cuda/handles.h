@@ -13,7 +13,7 @@
 
 #include "worker/backend/cuda/errors.h"
 
-namespace torus::cuda {
+namespace torus::worker::cuda {
 
 template <typename T, auto Destroy>
 class Owner {
@@ -192,4 +192,4 @@ class PinnedMemory {
   size_t bytes_ = 0;
 };
 
-}  // namespace torus::cuda
+}  // namespace torus::worker::cuda

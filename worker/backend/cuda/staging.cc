@@ -7,21 +7,19 @@
 
 namespace torus::worker::cuda {
 
-namespace tc = ::torus::cuda;
-
 BatchStager::BatchStager(CudaBackend& backend, size_t image_bytes, size_t label_bytes, int slots)
     : backend_(backend),
       image_bytes_(image_bytes),
       label_bytes_(label_bytes),
       label_offset_(kmath::align_up(image_bytes, 256)),
-      copy_stream_(tc::make_stream(tc::StreamPriority::kLow)) {
+      copy_stream_(make_stream(StreamPriority::kLow)) {
   if (slots < 2) throw InvalidArgument("batch stager: needs at least 2 slots to overlap, got " + std::to_string(slots));
   slots_.resize(static_cast<size_t>(slots));
   for (Slot& s : slots_) {
-    s.host = tc::PinnedMemory(label_offset_ + label_bytes);
-    s.device = tc::DeviceMemory(label_offset_ + label_bytes);
-    s.uploaded = tc::make_event();
-    s.consumed = tc::make_event();
+    s.host = PinnedMemory(label_offset_ + label_bytes);
+    s.device = DeviceMemory(label_offset_ + label_bytes);
+    s.uploaded = make_event();
+    s.consumed = make_event();
     CUDA_CHECK(cudaEventRecord(s.consumed.get(), backend_.compute_stream()));  // free from the start
     CUDA_CHECK(cudaEventRecord(s.uploaded.get(), copy_stream_.get()));
   }

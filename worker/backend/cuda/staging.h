@@ -38,16 +38,16 @@ class BatchStager {
 
  private:
   struct Slot {
-    torus::cuda::PinnedMemory host;
-    torus::cuda::DeviceMemory device;
-    torus::cuda::Event uploaded, consumed;
+    PinnedMemory host;
+    DeviceMemory device;
+    Event uploaded, consumed;
   };
   Slot& at(int slot);
 
   CudaBackend& backend_;
   size_t image_bytes_, label_bytes_;
   size_t label_offset_;  // image_bytes_ rounded up, so the int32 labels are aligned
-  torus::cuda::Stream copy_stream_;
+  Stream copy_stream_;
   std::vector<Slot> slots_;
   int next_ = 0;
 };

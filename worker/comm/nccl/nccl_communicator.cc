@@ -167,9 +167,10 @@ ncclResult_t NcclCommunicator::poll(const char* what) {
   }
   // NCCL's contract: after an asynchronous error nothing can be assumed about queued work; abort the communicator.
   abort();
-  throw ::torus::cuda::CudaError(std::string("NCCL error: ") + what + " failed on rank " + std::to_string(rank()) +
-                                 " of " + std::to_string(size()) + ": " + ncclGetErrorString(state) +
-                                 (detail.empty() ? "" : " (" + detail + ")") + "; communicator aborted");
+  throw ::torus::worker::cuda::CudaError(std::string("NCCL error: ") + what + " failed on rank " +
+                                         std::to_string(rank()) + " of " + std::to_string(size()) + ": " +
+                                         ncclGetErrorString(state) + (detail.empty() ? "" : " (" + detail + ")") +
+                                         "; communicator aborted");
 }
 
 void NcclCommunicator::settle(const char* what) {
@@ -217,11 +218,11 @@ void NcclCommunicator::complete(const char* what) {
 }
 
 // Enqueues one NCCL call (or group) under the lock abort() takes, so an abort never frees comm_ mid-call.
-#define TORUS_NCCL_ENQUEUE(what, expr)                       \
-  do {                                                       \
-    std::lock_guard lock(nccl_mu_);                          \
-    check_not_aborted(what);                                 \
-    ::torus::cuda::check((expr), #expr, __FILE__, __LINE__); \
+#define TORUS_NCCL_ENQUEUE(what, expr)                               \
+  do {                                                               \
+    std::lock_guard lock(nccl_mu_);                                  \
+    check_not_aborted(what);                                         \
+    ::torus::worker::cuda::check((expr), #expr, __FILE__, __LINE__); \
   } while (false)
 
 void NcclCommunicator::all_reduce_now(BufferView buf, ReduceOp op) {
@@ -342,8 +343,8 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
     if (asked == ncclSuccess && state == ncclSuccess) break;
     if (asked != ncclSuccess || failed(state)) {
       (void)ncclCommAbort(sub);
-      throw ::torus::cuda::CudaError(std::string("NCCL error: ncclCommSplit: the new communicator failed: ") +
-                                     ncclGetErrorString(asked != ncclSuccess ? asked : state));
+      throw ::torus::worker::cuda::CudaError(std::string("NCCL error: ncclCommSplit: the new communicator failed: ") +
+                                             ncclGetErrorString(asked != ncclSuccess ? asked : state));
     }
     if (Clock::now() > deadline) {
       (void)ncclCommAbort(sub);
@@ -356,7 +357,8 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   int sub_size = 0;
   if (ncclCommUserRank(sub, &sub_rank) != ncclSuccess || ncclCommCount(sub, &sub_size) != ncclSuccess) {
     (void)ncclCommAbort(sub);
-    throw ::torus::cuda::CudaError("NCCL error: ncclCommSplit: cannot read the new communicator's rank and size");
+    throw ::torus::worker::cuda::CudaError(
+        "NCCL error: ncclCommSplit: cannot read the new communicator's rank and size");
   }
   // The private constructor aborts `sub` itself if it fails.
   return std::unique_ptr<Communicator>(new NcclCommunicator(sub_rank, sub_size, sub, device_, timeout()));
