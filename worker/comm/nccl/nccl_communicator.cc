@@ -70,7 +70,7 @@ NcclCommunicator::NcclCommunicator(int rank, int size, std::shared_ptr<Store> st
   } catch (...) {
     stop_thread();
     abort();
-    release();
+    drain_stream();
     throw;
   }
 }
@@ -83,7 +83,7 @@ NcclCommunicator::NcclCommunicator(int rank, int size, ncclComm_t comm, int devi
   } catch (...) {
     stop_thread();
     abort();
-    release();
+    drain_stream();
     throw;
   }
 }
@@ -114,29 +114,22 @@ NcclCommunicator::~NcclCommunicator() {
       aborted_ = true;  // gone either way: a late abort() is a no-op
     }
   }
-  release();
+  drain_stream();
 }
 
 void NcclCommunicator::create_stream_and_events() {
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventCreateWithFlags(&enqueue_after_, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventCreateWithFlags(&enqueued_done_, cudaEventDisableTiming));
-  CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_word_), sizeof(float)));
+  cudaStream_t created = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+  stream_ = worker::cuda::Stream(created);
+  done_ = worker::cuda::make_event();
+  produced_ = worker::cuda::make_event();
+  enqueue_after_ = worker::cuda::make_event();
+  enqueued_done_ = worker::cuda::make_event();
+  barrier_word_ = worker::cuda::DeviceMemory(sizeof(float));
 }
 
-void NcclCommunicator::release() noexcept {
-  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
-  if (barrier_word_ != nullptr) (void)cudaFree(barrier_word_);
-  if (produced_ != nullptr) (void)cudaEventDestroy(produced_);
-  if (enqueue_after_ != nullptr) (void)cudaEventDestroy(enqueue_after_);
-  if (enqueued_done_ != nullptr) (void)cudaEventDestroy(enqueued_done_);
-  if (done_ != nullptr) (void)cudaEventDestroy(done_);
-  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
-  barrier_word_ = nullptr;
-  produced_ = done_ = enqueue_after_ = enqueued_done_ = nullptr;
-  stream_ = nullptr;
+void NcclCommunicator::drain_stream() noexcept {
+  if (stream_) (void)cudaStreamSynchronize(stream_.get());
 }
 
 void NcclCommunicator::abort() noexcept {
@@ -189,8 +182,8 @@ void NcclCommunicator::settle(const char* what) {
 void NcclCommunicator::wait_for_producer() {
   cudaStream_t producer = producer_.load();
   if (producer == nullptr) return;
-  CUDA_CHECK(cudaEventRecord(produced_, producer));
-  CUDA_CHECK(cudaStreamWaitEvent(stream_, produced_, 0));
+  CUDA_CHECK(cudaEventRecord(produced_.get(), producer));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), produced_.get(), 0));
 }
 
 void NcclCommunicator::complete(const char* what) {
@@ -199,11 +192,11 @@ void NcclCommunicator::complete(const char* what) {
     // Not while the training thread is mid-enqueue: done_ then follows every enqueue that returned.
     std::lock_guard placing(stream_mu_);
     settle(what);
-    CUDA_CHECK(cudaEventRecord(done_, stream_));
+    CUDA_CHECK(cudaEventRecord(done_.get(), stream_.get()));
   }
   const auto deadline = Clock::now() + timeout();
   for (;;) {
-    const cudaError_t q = cudaEventQuery(done_);
+    const cudaError_t q = cudaEventQuery(done_.get());
     if (q != cudaSuccess && q != cudaErrorNotReady) CUDA_CHECK(q);
     (void)poll(what);  // throws on an asynchronous error (a peer gone, a network failure)
     if (q == cudaSuccess) return;
@@ -231,8 +224,8 @@ void NcclCommunicator::all_reduce_now(BufferView buf, ReduceOp op) {
   {
     std::lock_guard placing(stream_mu_);
     wait_for_producer();
-    TORUS_NCCL_ENQUEUE("all_reduce",
-                       ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), nccl_op(op), comm_, stream_));
+    TORUS_NCCL_ENQUEUE("all_reduce", ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), nccl_op(op),
+                                                   comm_, stream_.get()));
   }
   complete("all_reduce");
 }
@@ -248,7 +241,7 @@ void NcclCommunicator::reduce_scatter_now(BufferView buf, ReduceOp op) {
     const size_t per = buf.count / n;
     // In place: NCCL's recvbuff == sendbuff + rank * recvcount.
     TORUS_NCCL_ENQUEUE("reduce_scatter", ncclReduceScatter(buf.data, buf.at(per * static_cast<size_t>(rank())), per,
-                                                           nccl_type(buf.dtype), nccl_op(op), comm_, stream_));
+                                                           nccl_type(buf.dtype), nccl_op(op), comm_, stream_.get()));
   }
   complete("reduce_scatter");
 }
@@ -263,7 +256,7 @@ void NcclCommunicator::all_gather_now(BufferView buf) {
     // In place: NCCL's sendbuff == recvbuff + rank * sendcount.
     const size_t per = buf.count / n;
     TORUS_NCCL_ENQUEUE("all_gather", ncclAllGather(buf.at(per * static_cast<size_t>(rank())), buf.data, per,
-                                                   nccl_type(buf.dtype), comm_, stream_));
+                                                   nccl_type(buf.dtype), comm_, stream_.get()));
   } else {
     std::lock_guard lock(nccl_mu_);
     check_not_aborted("all_gather");
@@ -271,7 +264,8 @@ void NcclCommunicator::all_gather_now(BufferView buf) {
     for (int r = 0; r < size(); ++r) {
       const Range c = chunk_range(buf.count, size(), r);
       if (c.size() > 0)
-        NCCL_CHECK(ncclBroadcast(buf.at(c.begin), buf.at(c.begin), c.size(), nccl_type(buf.dtype), r, comm_, stream_));
+        NCCL_CHECK(
+            ncclBroadcast(buf.at(c.begin), buf.at(c.begin), c.size(), nccl_type(buf.dtype), r, comm_, stream_.get()));
     }
     NCCL_CHECK(ncclGroupEnd());
   }
@@ -286,7 +280,7 @@ void NcclCommunicator::broadcast_now(BufferView buf, int root) {
     std::lock_guard placing(stream_mu_);
     wait_for_producer();
     TORUS_NCCL_ENQUEUE("broadcast",
-                       ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.dtype), root, comm_, stream_));
+                       ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.dtype), root, comm_, stream_.get()));
   }
   complete("broadcast");
 }
@@ -296,9 +290,9 @@ void NcclCommunicator::barrier_now() {
   bind_device();
   {
     std::lock_guard placing(stream_mu_);
-    CUDA_CHECK(cudaMemsetAsync(barrier_word_, 0, sizeof(float), stream_));
-    TORUS_NCCL_ENQUEUE("barrier",
-                       ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_));
+    CUDA_CHECK(cudaMemsetAsync(barrier_word_.get(), 0, sizeof(float), stream_.get()));
+    TORUS_NCCL_ENQUEUE("barrier", ncclAllReduce(barrier_word_.get(), barrier_word_.get(), 1, ncclFloat32, ncclSum,
+                                                comm_, stream_.get()));
   }
   complete("barrier");
 }
@@ -309,24 +303,24 @@ void NcclCommunicator::enqueue_all_reduce_average(BufferView buf, cudaStream_t a
   // Until NCCL settled: the communication thread's complete() must not record its event mid-enqueue.
   std::lock_guard placing(stream_mu_);
   if (after != nullptr) {
-    CUDA_CHECK(cudaEventRecord(enqueue_after_, after));
-    CUDA_CHECK(cudaStreamWaitEvent(stream_, enqueue_after_, 0));
+    CUDA_CHECK(cudaEventRecord(enqueue_after_.get(), after));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), enqueue_after_.get(), 0));
   }
-  if (timing != nullptr) CUDA_CHECK(cudaEventRecord(timing->started, stream_));
+  if (timing != nullptr) CUDA_CHECK(cudaEventRecord(timing->started, stream_.get()));
   TORUS_NCCL_ENQUEUE("all_reduce_average",
-                     ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), ncclAvg, comm_, stream_));
+                     ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), ncclAvg, comm_, stream_.get()));
   // Non-blocking communicators may still be enqueueing (ncclInProgress): settle before the next NCCL call. This
   // polls NCCL's host-side state only; the reduction itself runs on the device.
   settle("all_reduce_average");
   // After settle(): only then is the reduction on the stream, so the event follows it.
-  if (timing != nullptr) CUDA_CHECK(cudaEventRecord(timing->finished, stream_));
+  if (timing != nullptr) CUDA_CHECK(cudaEventRecord(timing->finished, stream_.get()));
 }
 
 void NcclCommunicator::order_before(cudaStream_t consumer) {
   bind_device();
   std::lock_guard placing(stream_mu_);
-  CUDA_CHECK(cudaEventRecord(enqueued_done_, stream_));
-  CUDA_CHECK(cudaStreamWaitEvent(consumer, enqueued_done_, 0));
+  CUDA_CHECK(cudaEventRecord(enqueued_done_.get(), stream_.get()));
+  CUDA_CHECK(cudaStreamWaitEvent(consumer, enqueued_done_.get(), 0));
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 
+#include "worker/backend/cuda/handles.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/store.h"
 
@@ -42,7 +43,7 @@ class NcclCommunicator : public Communicator {
   std::string backend() const override { return "nccl"; }
   void abort() noexcept override;
 
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return stream_.get(); }
   // Every later collective waits (on the device) for the work queued on `producer` when it starts; nullptr: none.
   // Do not capture `producer` into a CUDA Graph while collectives may start (the event record would join it).
   void order_after(cudaStream_t producer) { producer_.store(producer); }
@@ -69,7 +70,8 @@ class NcclCommunicator : public Communicator {
  private:
   NcclCommunicator(int rank, int size, ncclComm_t comm, int device, milliseconds timeout);
   void create_stream_and_events();
-  void release() noexcept;
+  // Waits for the stream before the owners below free its memory and events (teardown, a failed constructor).
+  void drain_stream() noexcept;
   // Makes this rank's device current on the calling thread (the communication thread starts on device 0).
   void bind_device();
   // Throws when abort() ran; call with nccl_mu_ held, before any NCCL call on comm_.
@@ -86,12 +88,13 @@ class NcclCommunicator : public Communicator {
 
   int device_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t done_ = nullptr;
-  cudaEvent_t produced_ = nullptr;
-  cudaEvent_t enqueue_after_ = nullptr;  // the gradient path's events (its own thread: not shared with the above)
-  cudaEvent_t enqueued_done_ = nullptr;
-  float* barrier_word_ = nullptr;  // device memory, one float, for barrier_now()
+  // Destroyed in reverse order: the barrier word, the events, then the stream (after drain_stream()).
+  worker::cuda::Stream stream_;
+  worker::cuda::Event done_;
+  worker::cuda::Event produced_;
+  worker::cuda::Event enqueue_after_;  // the gradient path's events (its own thread: not shared with the above)
+  worker::cuda::Event enqueued_done_;
+  worker::cuda::DeviceMemory barrier_word_;  // one float, for barrier_now()
   std::atomic<cudaStream_t> producer_{nullptr};
   // Held while work is placed on stream_ (event records, an NCCL enqueue until it settled): the communication
   // thread's complete() records done_ between two enqueues of the training thread, never during one

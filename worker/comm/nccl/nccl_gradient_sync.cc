@@ -43,8 +43,8 @@ void NcclGradientSync::create_timing_events() {
   for (auto& slot : timing_) {
     slot.resize(schedule_.buckets().size());
     for (NcclCommunicator::Timing& t : slot) {
-      CUDA_CHECK(cudaEventCreate(&t.started));
-      CUDA_CHECK(cudaEventCreate(&t.finished));
+      t.started = timing_events_.emplace_back(worker::cuda::make_event(worker::cuda::EventTiming::kOn)).get();
+      t.finished = timing_events_.emplace_back(worker::cuda::make_event(worker::cuda::EventTiming::kOn)).get();
     }
   }
 }
@@ -56,12 +56,6 @@ NcclGradientSync::~NcclGradientSync() {
     try {
       w.wait(comm_->timeout() * 2);
     } catch (...) {
-    }
-  }
-  for (auto& slot : timing_) {
-    for (NcclCommunicator::Timing& t : slot) {
-      if (t.started != nullptr) (void)cudaEventDestroy(t.started);
-      if (t.finished != nullptr) (void)cudaEventDestroy(t.finished);
     }
   }
 }

@@ -68,6 +68,7 @@ class NcclGradientSync final : public worker::train::GradientSync {
   std::shared_ptr<TrafficCounter> traffic_;
   // Per step slot (kStepsInFlight + 1: a slot is reused only after its step's watch ended), per bucket.
   std::vector<std::vector<NcclCommunicator::Timing>> timing_;
+  std::vector<worker::cuda::Event> timing_events_;  // the owners of every event in timing_
   size_t slot_ = 0;
 };
 
