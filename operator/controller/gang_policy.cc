@@ -135,25 +135,6 @@ const char* to_string(Reason reason) {
   return "";
 }
 
-const char* to_string(RestartPolicy policy) {
-  switch (policy) {
-    case RestartPolicy::kNever:
-      return "Never";
-    case RestartPolicy::kOnFailure:
-      return "OnFailure";
-    case RestartPolicy::kExitCode:
-      return "ExitCode";
-  }
-  return "";
-}
-
-RestartPolicy parse_restart_policy(const std::string& text, const std::string& field) {
-  if (text == "Never") return RestartPolicy::kNever;
-  if (text == "OnFailure") return RestartPolicy::kOnFailure;
-  if (text == "ExitCode") return RestartPolicy::kExitCode;
-  throw InvalidArgument(field + ": must be one of Never, OnFailure, ExitCode, got '" + text + "'");
-}
-
 std::optional<int> effective_exit_code(const WorkerState& worker) {
   if (worker.exit_code) return worker.exit_code;
   if (worker.term_signal) return 128 + *worker.term_signal;
@@ -215,17 +196,7 @@ Decision decide(const GangPolicy& policy, const GangObservation& gang) {
 GangPolicy gang_policy_of(const api::TrainingJobSpec& spec) {
   const auto& rp = spec.run_policy;
   GangPolicy g;
-  switch (rp.restart_policy.value_or(api::RestartPolicy::kExitCode)) {
-    case api::RestartPolicy::kNever:
-      g.restart_policy = RestartPolicy::kNever;
-      break;
-    case api::RestartPolicy::kOnFailure:
-      g.restart_policy = RestartPolicy::kOnFailure;
-      break;
-    case api::RestartPolicy::kExitCode:
-      g.restart_policy = RestartPolicy::kExitCode;
-      break;
-  }
+  g.restart_policy = rp.restart_policy.value_or(g.restart_policy);
   g.backoff_limit = rp.backoff_limit.value_or(g.backoff_limit);
   if (rp.active_deadline_seconds) g.active_deadline = Seconds(*rp.active_deadline_seconds);
   if (rp.running_deadline_seconds) g.running_deadline = Seconds(*rp.running_deadline_seconds);

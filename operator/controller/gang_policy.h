@@ -17,12 +17,9 @@ using Clock = std::chrono::system_clock;
 using TimePoint = Clock::time_point;
 using Seconds = std::chrono::seconds;
 
-// Which worker exits restart the gang (TrainingJob spec.runPolicy.restartPolicy).
-enum class RestartPolicy {
-  kNever,      // any failure fails the job
-  kOnFailure,  // any failure restarts the gang
-  kExitCode,   // 128-255 and the worker's retryable codes restart, 1-127 fail
-};
+// Which worker exits restart the gang: the job's spec.runPolicy.restartPolicy. kNever: any failure fails the job;
+// kOnFailure: any failure restarts the gang; kExitCode: 128-255 and the worker's retryable codes restart, 1-127 fail.
+using api::RestartPolicy;
 
 // What a worker exit means for the gang under a restart policy.
 enum class ExitClass { kSuccess, kRetryable, kPermanent };
@@ -39,9 +36,6 @@ enum class Reason {
 };
 
 const char* to_string(Reason reason);
-const char* to_string(RestartPolicy policy);
-// Parses "Never" / "OnFailure" / "ExitCode"; throws InvalidArgument naming `field` otherwise.
-RestartPolicy parse_restart_policy(const std::string& text, const std::string& field);
 
 // The run policy knobs the decision depends on.
 struct GangPolicy {

@@ -319,15 +319,5 @@ TEST(Decide, MessagesNameWorkersAndCodes) {
   EXPECT_NE(d.message.find("backoff limit 1"), std::string::npos) << d.message;
 }
 
-TEST(RestartPolicyText, ParsesAndRejects) {
-  EXPECT_EQ(parse_restart_policy("OnFailure", "spec.runPolicy.restartPolicy"), RestartPolicy::kOnFailure);
-  try {
-    parse_restart_policy("Always", "spec.runPolicy.restartPolicy");
-    FAIL() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("spec.runPolicy.restartPolicy"), std::string::npos);
-  }
-}
-
 }  // namespace
 }  // namespace torus::controller
