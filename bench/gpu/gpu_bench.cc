@@ -107,8 +107,8 @@ int resnet50(const Args& args) {
   o.conv_search = ConvSearch::kBenchmark;
   auto b = make_cuda_backend(o);
   nn::ModelConfig cfg;
-  cfg.arch = nn::Arch::kResNet50;
-  cfg.stem = nn::Stem::kImageNet;
+  cfg.arch = api::Arch::kResNet50;
+  cfg.stem = api::Stem::kImageNet;
   cfg.in_channels = 3;
   cfg.num_classes = 1000;
   cfg.head_pool = PoolKind::kAvg;
@@ -161,7 +161,7 @@ int resnet9(const Args& args) {
   auto val = data::load_cifar10(dir, data::Split::Val);
   auto b = make_cuda_backend({});
   nn::ModelConfig cfg;
-  cfg.arch = nn::Arch::kResNet9;
+  cfg.arch = api::Arch::kResNet9;
   cfg.widths = {64, 128, 256, 512};
   cfg.batch_size = batch;
   cfg.image_size = 32;

@@ -27,6 +27,13 @@ struct BenchArgs {
   bool profile = false;
 };
 
+template <class E>
+E parse_choice(const std::string& flag, const std::string& value) {
+  if (auto v = api::parse_enum<E>(value)) return *v;
+  throw InvalidArgument("torus-train-bench: " + flag + ": expected one of " + api::enum_choices<E>() + ", got '" +
+                        value + "'");
+}
+
 std::vector<int64_t> parse_widths(const std::string& text) {
   std::vector<int64_t> widths;
   std::stringstream ss(text);
@@ -46,11 +53,11 @@ BenchArgs parse(int argc, char** argv) {
     if (i + 1 >= argc) throw InvalidArgument("torus-train-bench: " + flag + " needs a value");
     const std::string v = argv[++i];
     if (flag == "--arch")
-      a.model.arch = nn::parse_arch(v);
+      a.model.arch = parse_choice<api::Arch>(flag, v);
     else if (flag == "--widths")
       a.model.widths = parse_widths(v);
     else if (flag == "--stem")
-      a.model.stem = nn::parse_stem(v);
+      a.model.stem = parse_choice<api::Stem>(flag, v);
     else if (flag == "--pool")
       a.model.head_pool = v == "avg" ? PoolKind::kAvg : PoolKind::kMax;
     else if (flag == "--in-channels")
@@ -105,9 +112,10 @@ int run(int argc, char** argv) {
   std::printf(
       "torus %s widths=%zu params=%lld batch=%lld image=%lldx%lldx%lld threads=%d: %.1f img/s (%.2f ms/step, loss "
       "%.3f)\n",
-      nn::arch_name(a.model.arch).c_str(), a.model.widths.size(), static_cast<long long>(model.parameter_count()),
-      static_cast<long long>(n), static_cast<long long>(s), static_cast<long long>(s), static_cast<long long>(c),
-      backend.threads(), ips, 1000.0 * seconds / static_cast<double>(a.steps), loss);
+      std::string(api::to_string(a.model.arch)).c_str(), a.model.widths.size(),
+      static_cast<long long>(model.parameter_count()), static_cast<long long>(n), static_cast<long long>(s),
+      static_cast<long long>(s), static_cast<long long>(c), backend.threads(), ips,
+      1000.0 * seconds / static_cast<double>(a.steps), loss);
   if (a.profile)
     std::printf("per-op time over %lld steps:\n%s", static_cast<long long>(a.steps), profiled.report().c_str());
   std::printf("RESULT images_per_second=%.2f\n", ips);

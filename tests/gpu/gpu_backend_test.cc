@@ -360,7 +360,7 @@ TEST_F(GpuTest, AugmentationMatchesTheSharedFormulas) {
 // --- training steps -----------------------------------------------------------------------------------------------
 TEST_F(GpuTest, ResNet9StepsTrackTheCpuBackend) {
   nn::ModelConfig cfg;
-  cfg.arch = nn::Arch::kResNet9;
+  cfg.arch = api::Arch::kResNet9;
   cfg.widths = {8, 16, 32, 64};
   cfg.in_channels = 1;
   cfg.num_classes = 10;
@@ -392,7 +392,7 @@ TEST_F(GpuTest, ResNet9StepsTrackTheCpuBackend) {
 
 TEST_F(GpuTest, CapturedTrainingStepReplaysLikeEagerSteps) {
   nn::ModelConfig cfg;
-  cfg.arch = nn::Arch::kResNet9;
+  cfg.arch = api::Arch::kResNet9;
   cfg.widths = {8, 16, 32, 64};
   cfg.in_channels = 1;
   cfg.batch_size = 16;

@@ -38,7 +38,7 @@ constexpr float kLr = 0.05f;
 
 nn::ModelConfig model_config() {
   nn::ModelConfig cfg;
-  cfg.arch = nn::Arch::kResNet9;
+  cfg.arch = api::Arch::kResNet9;
   cfg.widths = {8, 16, 32, 64};
   cfg.in_channels = 1;
   cfg.num_classes = kClasses;

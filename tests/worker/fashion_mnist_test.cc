@@ -20,11 +20,11 @@ TEST(FashionMnist, ResNet9Reaches92PercentWithin5Epochs) {
   // 20% linear warm-up then linear decay to 0, wd 5e-4 on conv/linear weights, label smoothing 0.1, flip only,
   // global max pool, 4 epochs (PyTorch: 92.67% on 2 threads). The run may go to 5 epochs; it stops at 92%.
   TrainConfig c;
-  c.model.arch = nn::Arch::kResNet9;
+  c.model.arch = api::Arch::kResNet9;
   c.model.widths = {8, 16, 32, 64};
   c.model.num_classes = 10;
   c.model.head_pool = PoolKind::kMax;
-  c.data.dataset = DatasetKind::kFashionMnist;
+  c.data.dataset = api::Dataset::kFashionMnist;
   c.data.path = kFashionMnist;
   c.data.transform.flip = data::Flip::Horizontal;
   c.data.loader_threads = 1;

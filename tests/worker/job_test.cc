@@ -28,10 +28,10 @@ api::TrainingJob synthetic_job() {
 TEST(JobConfig, MapsTheTrainingJobFields) {
   const api::TrainingJob job = synthetic_job();
   const TrainConfig c = to_train_config(job.spec, 1);
-  EXPECT_EQ(c.model.arch, nn::Arch::kResNet9);
+  EXPECT_EQ(c.model.arch, api::Arch::kResNet9);
   EXPECT_EQ(c.model.widths, (std::vector<int64_t>{8, 8, 16, 32}));
   EXPECT_EQ(c.model.num_classes, 4);
-  EXPECT_EQ(c.data.dataset, DatasetKind::kSynthetic);
+  EXPECT_EQ(c.data.dataset, api::Dataset::kSynthetic);
   EXPECT_EQ(c.data.synthetic_train, 256);
   EXPECT_EQ(c.data.transform.flip, data::Flip::Horizontal);
   ASSERT_EQ(c.phases.size(), 1u);

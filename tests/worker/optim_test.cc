@@ -101,20 +101,20 @@ TEST(Phases, PhaseAtEpochBoundaries) {
 TEST(Model, ResNetParameterCountsMatchTorchvision) {
   auto backend = cpu::make_cpu_backend(1);
   struct Case {
-    nn::Arch arch;
+    api::Arch arch;
     int64_t params;
   };
-  for (const Case& c : {Case{nn::Arch::kResNet18, 11689512}, Case{nn::Arch::kResNet34, 21797672},
-                        Case{nn::Arch::kResNet50, 25557032}}) {
+  for (const Case& c : {Case{api::Arch::kResNet18, 11689512}, Case{api::Arch::kResNet34, 21797672},
+                        Case{api::Arch::kResNet50, 25557032}}) {
     nn::ModelConfig cfg;
     cfg.arch = c.arch;
-    cfg.stem = nn::Stem::kImageNet;
+    cfg.stem = api::Stem::kImageNet;
     cfg.num_classes = 1000;
     cfg.head_pool = PoolKind::kAvg;
     cfg.batch_size = 2;
     cfg.image_size = 64;
     nn::Model model(*backend, cfg);
-    EXPECT_EQ(model.parameter_count(), c.params) << nn::arch_name(c.arch);
+    EXPECT_EQ(model.parameter_count(), c.params) << api::to_string(c.arch);
   }
 }
 
@@ -139,7 +139,7 @@ TEST(Model, ResNet9WidthsAndShapes) {
 TEST(Model, ZeroInitResidualZeroesTheLastGammaOfEachBlock) {
   auto backend = cpu::make_cpu_backend(1);
   nn::ModelConfig cfg;
-  cfg.arch = nn::Arch::kResNet18;
+  cfg.arch = api::Arch::kResNet18;
   cfg.widths = {8, 8, 8, 8};
   cfg.batch_size = 2;
   cfg.image_size = 16;

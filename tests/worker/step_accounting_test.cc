@@ -129,10 +129,10 @@ class StepRecorder final : public TrainObserver {
 
 TrainConfig tiny_config() {
   TrainConfig c;
-  c.model.arch = nn::Arch::kResNet9;
+  c.model.arch = api::Arch::kResNet9;
   c.model.widths = {8, 8, 16};
   c.model.num_classes = 4;
-  c.data.dataset = DatasetKind::kSynthetic;
+  c.data.dataset = api::Dataset::kSynthetic;
   c.data.synthetic_train = 192;  // 12 batches of 16 alone, 6 as rank 0 of 2
   c.data.synthetic_val = 32;
   c.data.synthetic_classes = 4;

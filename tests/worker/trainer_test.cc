@@ -27,10 +27,10 @@ class Recorder final : public TrainObserver {
 
 TrainConfig small_config(uint64_t seed = 3) {
   TrainConfig c;
-  c.model.arch = nn::Arch::kResNet9;
+  c.model.arch = api::Arch::kResNet9;
   c.model.widths = {8, 16, 32};
   c.model.num_classes = 4;
-  c.data.dataset = DatasetKind::kSynthetic;
+  c.data.dataset = api::Dataset::kSynthetic;
   c.data.synthetic_train = 256;
   c.data.synthetic_val = 128;
   c.data.synthetic_classes = 4;

@@ -18,7 +18,7 @@ inline TrainConfig two_rank_config() {
   TrainConfig c;
   c.model.widths = {8, 16, 32};
   c.model.num_classes = 4;
-  c.data.dataset = DatasetKind::kSynthetic;
+  c.data.dataset = api::Dataset::kSynthetic;
   c.data.synthetic_train = 256;
   c.data.synthetic_val = 100;
   c.data.synthetic_classes = 4;

@@ -92,7 +92,8 @@ void build_resnet9(Builder& b, Context& ctx, const ModelConfig& cfg, Sequential&
 
 void build_resnet(Builder& b, const ModelConfig& cfg, Sequential& net) {
   std::vector<int64_t> w = cfg.widths.empty() ? std::vector<int64_t>{64, 128, 256, 512} : cfg.widths;
-  if (w.size() != 4) throw InvalidArgument("model.widths: " + arch_name(cfg.arch) + " needs 4 stage widths");
+  if (w.size() != 4)
+    throw InvalidArgument("model.widths: " + std::string(api::to_string(cfg.arch)) + " needs 4 stage widths");
   std::vector<int> depth = cfg.arch == Arch::kResNet18 ? std::vector<int>{2, 2, 2, 2} : std::vector<int>{3, 4, 6, 3};
   if (cfg.stem == Stem::kImageNet) {
     net.append(b.conv_bn("stem", w[0], 7, 2, Activation::kRelu, GammaInit::kOne, InputGrad::kSkip));
@@ -109,34 +110,6 @@ void build_resnet(Builder& b, const ModelConfig& cfg, Sequential& net) {
 }
 
 }  // namespace
-
-Arch parse_arch(const std::string& name) {
-  if (name == "resnet9") return Arch::kResNet9;
-  if (name == "resnet18") return Arch::kResNet18;
-  if (name == "resnet34") return Arch::kResNet34;
-  if (name == "resnet50") return Arch::kResNet50;
-  throw InvalidArgument("model.arch: expected resnet9, resnet18, resnet34 or resnet50, got '" + name + "'");
-}
-
-std::string arch_name(Arch arch) {
-  switch (arch) {
-    case Arch::kResNet9:
-      return "resnet9";
-    case Arch::kResNet18:
-      return "resnet18";
-    case Arch::kResNet34:
-      return "resnet34";
-    case Arch::kResNet50:
-      return "resnet50";
-  }
-  return "?";
-}
-
-Stem parse_stem(const std::string& name) {
-  if (name == "cifar") return Stem::kCifar;
-  if (name == "imagenet") return Stem::kImageNet;
-  throw InvalidArgument("model.stem: expected cifar or imagenet, got '" + name + "'");
-}
 
 Model::Model(Backend& backend, const ModelConfig& config) : config_(config), ctx_(std::make_unique<Context>(backend)) {
   if (config.in_channels <= 0 || config.num_classes <= 1 || config.batch_size <= 0 || config.image_size <= 0)

@@ -7,19 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "common/api/training_job.h"
 #include "worker/nn/layers.h"
 
 namespace torus::worker::nn {
 
-enum class Arch : uint8_t { kResNet9, kResNet18, kResNet34, kResNet50 };
-// CIFAR: one 3x3 conv at full resolution. ImageNet: 7x7 stride-2 conv + 3x3 stride-2 max pool.
-enum class Stem : uint8_t { kCifar, kImageNet };
+// The job's spec.model.arch and spec.model.stem (names: api::to_string). Stem kCifar: one 3x3 conv at full
+// resolution; kImageNet: 7x7 stride-2 conv + 3x3 stride-2 max pool.
+using api::Arch;
+using api::Stem;
 // Zero gamma of the BN that feeds each basic/bottleneck block's residual add (Goyal et al.).
 enum class ZeroInitResidual : uint8_t { kOn, kOff };
-
-Arch parse_arch(const std::string& name);  // "resnet9", "resnet18", ...; throws InvalidArgument
-std::string arch_name(Arch arch);
-Stem parse_stem(const std::string& name);  // "cifar" | "imagenet"
 
 struct ModelConfig {
   Arch arch = Arch::kResNet9;

@@ -1,10 +1,11 @@
 #pragma once
-// Everything the training loop needs, decoupled from the TrainingJob API types (job_config.h maps one to the
-// other), so tests and benchmarks can build a run directly.
+// Everything the training loop needs, decoupled from the TrainingJob spec structs (job_config.h maps one to the
+// other; enums are the API's own), so tests and benchmarks can build a run directly.
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "common/api/training_job.h"
 #include "worker/data/image.h"
 #include "worker/data/loader.h"
 #include "worker/nn/model.h"
@@ -13,10 +14,8 @@
 
 namespace torus::worker::train {
 
-enum class DatasetKind : uint8_t { kFashionMnist, kCifar10, kImageFolder, kSynthetic };
-
 struct DataConfig {
-  DatasetKind dataset = DatasetKind::kSynthetic;
+  api::Dataset dataset = api::Dataset::kSynthetic;
   std::string path;
   // Synthetic sets only.
   int64_t synthetic_train = 2048, synthetic_val = 512;

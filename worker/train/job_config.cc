@@ -17,22 +17,9 @@ T need(const std::optional<T>& v, const char* field) {
 
 nn::ModelConfig model_config(const api::ModelSpec& m) {
   nn::ModelConfig c;
-  switch (need(m.arch, "spec.model.arch")) {
-    case api::Arch::kResNet9:
-      c.arch = nn::Arch::kResNet9;
-      break;
-    case api::Arch::kResNet18:
-      c.arch = nn::Arch::kResNet18;
-      break;
-    case api::Arch::kResNet34:
-      c.arch = nn::Arch::kResNet34;
-      break;
-    case api::Arch::kResNet50:
-      c.arch = nn::Arch::kResNet50;
-      break;
-  }
+  c.arch = need(m.arch, "spec.model.arch");
   c.widths.assign(m.widths.begin(), m.widths.end());
-  c.stem = m.stem.value_or(api::Stem::kCifar) == api::Stem::kImageNet ? nn::Stem::kImageNet : nn::Stem::kCifar;
+  c.stem = m.stem.value_or(api::Stem::kCifar);
   c.head_pool = m.pooling.value_or(api::Pooling::kMax) == api::Pooling::kAvg ? PoolKind::kAvg : PoolKind::kMax;
   c.zero_init_residual = m.zero_init_residual.value_or(true) ? nn::ZeroInitResidual::kOn : nn::ZeroInitResidual::kOff;
   if (m.input_channels) c.in_channels = *m.input_channels;
@@ -44,20 +31,7 @@ nn::ModelConfig model_config(const api::ModelSpec& m) {
 DataConfig data_config(const api::TrainingJobSpec& spec) {
   const api::DataSpec& d = spec.data;
   DataConfig c;
-  switch (need(d.dataset, "spec.data.dataset")) {
-    case api::Dataset::kFashionMnist:
-      c.dataset = DatasetKind::kFashionMnist;
-      break;
-    case api::Dataset::kCifar10:
-      c.dataset = DatasetKind::kCifar10;
-      break;
-    case api::Dataset::kImageFolder:
-      c.dataset = DatasetKind::kImageFolder;
-      break;
-    case api::Dataset::kSynthetic:
-      c.dataset = DatasetKind::kSynthetic;
-      break;
-  }
+  c.dataset = need(d.dataset, "spec.data.dataset");
   c.path = d.path;
   if (d.loader_threads) c.loader_threads = *d.loader_threads;
   if (d.synthetic.train_images) c.synthetic_train = *d.synthetic.train_images;

@@ -83,27 +83,12 @@ std::string number(double v) {
   return os.str();
 }
 
-std::string dataset_name(DatasetKind d) {
-  switch (d) {
-    case DatasetKind::kFashionMnist:
-      return "fashion-mnist";
-    case DatasetKind::kCifar10:
-      return "cifar10";
-    case DatasetKind::kImageFolder:
-      return "imagefolder";
-    case DatasetKind::kSynthetic:
-      return "synthetic";
-  }
-  return "?";
-}
-
 std::string model_line(const nn::ModelConfig& m) {
   std::string widths;
   for (int64_t w : m.widths) widths += (widths.empty() ? "" : ", ") + std::to_string(w);
-  return "model: " + nn::arch_name(m.arch) + ", widths [" + widths + "], stem " +
-         (m.stem == nn::Stem::kImageNet ? "imagenet" : "cifar") + ", pooling " +
-         (m.head_pool == PoolKind::kAvg ? "avg" : "max") + ", zero-init residual " +
-         (m.zero_init_residual == nn::ZeroInitResidual::kOn ? "on" : "off") + ", classes " +
+  return "model: " + std::string(api::to_string(m.arch)) + ", widths [" + widths + "], stem " +
+         std::string(api::to_string(m.stem)) + ", pooling " + (m.head_pool == PoolKind::kAvg ? "avg" : "max") +
+         ", zero-init residual " + (m.zero_init_residual == nn::ZeroInitResidual::kOn ? "on" : "off") + ", classes " +
          (m.num_classes > 0 ? std::to_string(m.num_classes) : std::string("one per class folder"));
 }
 
@@ -112,13 +97,14 @@ std::string data_line(const DataConfig& d) {
   std::string crop = "none";
   if (t.train_crop == data::TrainCrop::PadCrop) crop = "pad " + std::to_string(t.pad) + " and crop";
   if (t.train_crop == data::TrainCrop::RandomResizedCrop) crop = "random-resized, min scale " + number(t.scale_min);
-  const std::string synthetic = d.dataset == DatasetKind::kSynthetic
+  const std::string synthetic = d.dataset == api::Dataset::kSynthetic
                                     ? " (" + std::to_string(d.synthetic_train) + " training and " +
                                           std::to_string(d.synthetic_val) + " validation images, " +
                                           std::to_string(d.synthetic_channels) + " channel(s))"
                                     : "";
-  return "data: " + dataset_name(d.dataset) + synthetic + ", loader threads " + std::to_string(d.loader_threads) +
-         ", flip " + (t.flip == data::Flip::Horizontal ? "on" : "off") + ", crop " + crop + ", validation image " +
+  return "data: " + std::string(api::to_string(d.dataset)) + synthetic + ", loader threads " +
+         std::to_string(d.loader_threads) + ", flip " + (t.flip == data::Flip::Horizontal ? "on" : "off") + ", crop " +
+         crop + ", validation image " +
          (d.validation_image_size > 0 ? std::to_string(d.validation_image_size) : std::string("native")) +
          (d.rectangular_validation == data::Rectangular::On ? " (rectangular)" : "");
 }

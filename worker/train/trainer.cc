@@ -89,13 +89,13 @@ void validate(const TrainConfig& c) {
 
 Datasets load_datasets(const DataConfig& c, uint64_t seed) {
   switch (c.dataset) {
-    case DatasetKind::kFashionMnist:
+    case api::Dataset::kFashionMnist:
       return {data::load_fashion_mnist(c.path, data::Split::Train), data::load_fashion_mnist(c.path, data::Split::Val)};
-    case DatasetKind::kCifar10:
+    case api::Dataset::kCifar10:
       return {data::load_cifar10(c.path, data::Split::Train), data::load_cifar10(c.path, data::Split::Val)};
-    case DatasetKind::kImageFolder:
+    case api::Dataset::kImageFolder:
       return {data::JpegFolder::open(c.path, data::Split::Train), data::JpegFolder::open(c.path, data::Split::Val)};
-    case DatasetKind::kSynthetic: {
+    case api::Dataset::kSynthetic: {
       data::SyntheticSpec spec;
       spec.h = spec.w = c.synthetic_size;
       spec.c = c.synthetic_channels;
@@ -160,7 +160,7 @@ std::string Trainer::model_signature() const {
   for (int64_t w : m.widths) widths += (widths.empty() ? "" : "-") + std::to_string(w);
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(fnv1a(layout)));
-  return nn::arch_name(m.arch) + "[" + widths + "] in" + std::to_string(m.in_channels) + " classes" +
+  return std::string(api::to_string(m.arch)) + "[" + widths + "] in" + std::to_string(m.in_channels) + " classes" +
          std::to_string(m.num_classes) + " params" + std::to_string(model_->parameter_count()) + " " + hash;
 }
 
