@@ -127,21 +127,21 @@ int run_jpegs(const Args& a) {
   const auto root = std::filesystem::temp_directory_path() / ("torus-jpeg-bench-" + std::to_string(::getpid()));
   std::filesystem::remove_all(root);  // a leftover of an earlier run with this pid would add its images
   write_jpeg_folder(root, a.jpegs);
-  auto train = JpegFolder::open(root.string(), Split::Train);
-  auto val = JpegFolder::open(root.string(), Split::Val);
+  auto train = JpegFolder::open(root.string(), Split::kTrain);
+  auto val = JpegFolder::open(root.string(), Split::kVal);
   LoaderConfig tc{.mode = Mode::kTrain,
                   .batch_size = 64,
                   .image_size = {224, 224},
                   .seed = 1,
                   .threads = a.threads,
                   .prefetch = 4};
-  tc.transform.train_crop = TrainCrop::RandomResizedCrop;
-  tc.transform.flip = Flip::Horizontal;
+  tc.transform.train_crop = TrainCrop::kRandomResizedCrop;
+  tc.transform.flip = Flip::kHorizontal;
   tc.transform.mean = {0.485f, 0.456f, 0.406f};
   tc.transform.std = {0.229f, 0.224f, 0.225f};
   LoaderConfig vc = tc;
   vc.mode = Mode::kEval;
-  vc.rectangular = Rectangular::On;
+  vc.rectangular = Rectangular::kOn;
   vc.transform.eval_crop_fraction = 0.875f;
   Loader train_loader(train, tc);
   Loader val_loader(val, vc);
@@ -158,14 +158,14 @@ int run_jpegs(const Args& a) {
 int run(const Args& a) {
   if (a.jpegs > 0) return run_jpegs(a);
   auto t0 = std::chrono::steady_clock::now();
-  auto train = load_fashion_mnist(a.dir, Split::Train);
+  auto train = load_fashion_mnist(a.dir, Split::kTrain);
   std::printf("# load (gunzip + validate) %.3f s, %lld images\n", seconds_since(t0),
               static_cast<long long>(train->size()));
   LoaderConfig cfg{.mode = Mode::kTrain, .batch_size = a.batch, .seed = 1, .threads = a.threads, .prefetch = 4};
   cfg.transform.mean = {0.2860f};
   cfg.transform.std = {0.3530f};
-  if (a.augment != "none") cfg.transform.flip = Flip::Horizontal;
-  if (a.augment == "flip+crop") cfg.transform.train_crop = TrainCrop::PadCrop;
+  if (a.augment != "none") cfg.transform.flip = Flip::kHorizontal;
+  if (a.augment == "flip+crop") cfg.transform.train_crop = TrainCrop::kPadCrop;
   Loader loader(train, cfg);
   double total = 0, checksum = 0;
   const double cpu0 = process_cpu_seconds();

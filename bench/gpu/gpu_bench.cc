@@ -157,8 +157,8 @@ int resnet9(const Args& args) {
   if (dir.empty()) throw InvalidArgument("--data: the CIFAR-10 binary folder (cifar-10-batches-bin) is required");
   const int64_t epochs = args.integer("epochs", 24), batch = args.integer("batch", 512);
   const double peak = args.real("lr", 0.4), target = args.real("target", 0.94);
-  auto train = data::load_cifar10(dir, data::Split::Train);
-  auto val = data::load_cifar10(dir, data::Split::Val);
+  auto train = data::load_cifar10(dir, data::Split::kTrain);
+  auto val = data::load_cifar10(dir, data::Split::kVal);
   auto b = make_cuda_backend({});
   nn::ModelConfig cfg;
   cfg.arch = api::Arch::kResNet9;

@@ -30,7 +30,7 @@ TEST(Cifar, ReadsBatchesAsHwc) {
   for (int b = 1; b <= 5; ++b)
     testing::write_bytes(dir.file("data_batch_" + std::to_string(b) + ".bin"), make_records(3, b));
   testing::write_bytes(dir.file("test_batch.bin"), make_records(4, 0));
-  auto train = load_cifar10(dir.path().string(), Split::Train);
+  auto train = load_cifar10(dir.path().string(), Split::kTrain);
   ASSERT_EQ(train->size(), 15);
   EXPECT_EQ(train->native_size(0), (ImageSize{32, 32}));
   EXPECT_EQ(train->channels(), 3);
@@ -41,7 +41,7 @@ TEST(Cifar, ReadsBatchesAsHwc) {
   for (int ch = 0; ch < 3; ++ch) {
     EXPECT_EQ(img.at(5, 9, ch), (3 * 50 + ch * 7 + 5 + 9) % 256);
   }
-  auto val = load_cifar10(dir.path().string(), Split::Val);
+  auto val = load_cifar10(dir.path().string(), Split::kVal);
   EXPECT_EQ(val->size(), 4);
 }
 
@@ -52,7 +52,7 @@ TEST(Cifar, TruncatedFileIsNamed) {
   const std::string path = dir.file("test_batch.bin");
   testing::write_bytes(path, bytes);
   try {
-    load_cifar10(dir.path().string(), Split::Val);
+    load_cifar10(dir.path().string(), Split::kVal);
     FAIL();
   } catch (const CorruptData& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
@@ -67,7 +67,7 @@ TEST(Cifar, BadLabelIsNamed) {
   const std::string path = dir.file("test_batch.bin");
   testing::write_bytes(path, bytes);
   try {
-    load_cifar10(dir.path().string(), Split::Val);
+    load_cifar10(dir.path().string(), Split::kVal);
     FAIL();
   } catch (const CorruptData& e) {
     EXPECT_NE(std::string(e.what()).find("record 2 has label 12"), std::string::npos) << e.what();
@@ -76,7 +76,7 @@ TEST(Cifar, BadLabelIsNamed) {
 
 TEST(Cifar, MissingBatchIsInvalidArgument) {
   TempDir dir;
-  EXPECT_THROW(load_cifar10(dir.path().string(), Split::Train), InvalidArgument);
+  EXPECT_THROW(load_cifar10(dir.path().string(), Split::kTrain), InvalidArgument);
 }
 
 }  // namespace

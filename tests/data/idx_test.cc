@@ -33,7 +33,7 @@ void expect_corrupt(F f, const std::string& file, const std::string& what) {
 // Reference figures computed independently with Python's gzip module over Debian's files.
 TEST(FashionMnist, TestSplitMatchesReference) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  auto ds = load_fashion_mnist(kFashionMnistDir, Split::Val);
+  auto ds = load_fashion_mnist(kFashionMnistDir, Split::kVal);
   ASSERT_EQ(ds->size(), 10000);
   EXPECT_EQ(ds->native_size(0), (ImageSize{28, 28}));
   EXPECT_EQ(ds->channels(), 1);
@@ -50,7 +50,7 @@ TEST(FashionMnist, TestSplitMatchesReference) {
 
 TEST(FashionMnist, TrainSplitMatchesReference) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  auto ds = load_fashion_mnist(kFashionMnistDir, Split::Train);
+  auto ds = load_fashion_mnist(kFashionMnistDir, Split::kTrain);
   ASSERT_EQ(ds->size(), 60000);
   EXPECT_EQ(ds->label(0), 9);
   EXPECT_EQ(ds->label(1), 0);
@@ -115,7 +115,7 @@ TEST_F(IdxCorruption, LabelCountMismatchNamesBothFiles) {
   fewer[7] = static_cast<uint8_t>(9999 & 0xFF);
   fewer[6] = static_cast<uint8_t>(9999 >> 8);
   testing::write_gzip(dir_.file("t10k-labels-idx1-ubyte.gz"), fewer);
-  expect_corrupt([&] { load_fashion_mnist(dir_.path().string(), Split::Val); }, "t10k-labels-idx1-ubyte.gz",
+  expect_corrupt([&] { load_fashion_mnist(dir_.path().string(), Split::kVal); }, "t10k-labels-idx1-ubyte.gz",
                  "has 9999 labels but");
 }
 

@@ -55,7 +55,7 @@ void make_folder(const TempDir& dir, const std::string& split) {
 TEST(JpegFolder, ClassesSortedLabelsAndSizes) {
   TempDir dir;
   make_folder(dir, "val");
-  auto ds = JpegFolder::open(dir.path().string(), Split::Val);
+  auto ds = JpegFolder::open(dir.path().string(), Split::kVal);
   EXPECT_EQ(ds->classes(), (std::vector<std::string>{"ant", "bee", "cat"}));
   ASSERT_EQ(ds->size(), 9);
   EXPECT_EQ(ds->num_classes(), 3);
@@ -95,24 +95,24 @@ TEST(JpegFolder, CorruptFileIsNamed) {
   make_folder(dir, "train");
   const std::string bad = (dir.path() / "train" / "ant" / "img0.JPEG").string();
   testing::write_bytes(bad, {0xFF, 0xD8, 0x00, 0x01, 0x02});
-  auto ds = JpegFolder::open(dir.path().string(), Split::Train);
+  auto ds = JpegFolder::open(dir.path().string(), Split::kTrain);
   try {
     ds->decode(0, no_downscale);
     FAIL();
   } catch (const CorruptData& e) {
     EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
   }
-  EXPECT_THROW(JpegFolder::open(dir.path().string(), Split::Val), InvalidArgument);
+  EXPECT_THROW(JpegFolder::open(dir.path().string(), Split::kVal), InvalidArgument);
 }
 
 TEST(JpegFolder, TrainingCropsAreFullSizeAndFinite) {
   TempDir dir;
   make_folder(dir, "train");
-  auto ds = JpegFolder::open(dir.path().string(), Split::Train);
+  auto ds = JpegFolder::open(dir.path().string(), Split::kTrain);
   LoaderConfig cfg{
       .mode = Mode::kTrain, .batch_size = 4, .image_size = {24, 24}, .seed = 3, .threads = 2, .prefetch = 2};
-  cfg.transform.train_crop = TrainCrop::RandomResizedCrop;
-  cfg.transform.flip = Flip::Horizontal;
+  cfg.transform.train_crop = TrainCrop::kRandomResizedCrop;
+  cfg.transform.flip = Flip::kHorizontal;
   Loader loader(ds, cfg);
   loader.start_epoch(0);
   int samples = 0;
@@ -137,7 +137,7 @@ TEST(JpegFolder, TrainingCropsAreFullSizeAndFinite) {
 TEST(JpegFolder, RectangularValidationBatchesShareAspect) {
   TempDir dir;
   make_folder(dir, "val");
-  auto ds = JpegFolder::open(dir.path().string(), Split::Val);
+  auto ds = JpegFolder::open(dir.path().string(), Split::kVal);
   std::multiset<int64_t> seen;
   for (int world : {1, 2}) {
     seen.clear();
@@ -147,7 +147,7 @@ TEST(JpegFolder, RectangularValidationBatchesShareAspect) {
                        .image_size = {32, 32},
                        .rank = rank,
                        .world = world,
-                       .rectangular = Rectangular::On};
+                       .rectangular = Rectangular::kOn};
       const EpochPlan plan = plan_epoch(*ds, cfg, 0);
       double last_aspect = 0;
       for (const PlannedBatch& b : plan.batches) {

@@ -19,9 +19,9 @@ std::shared_ptr<ArrayDataset> small_set(int n = 500) {
 
 LoaderConfig augmented(int threads, int prefetch) {
   LoaderConfig cfg{.mode = Mode::kTrain, .batch_size = 32, .seed = 77, .threads = threads, .prefetch = prefetch};
-  cfg.transform.train_crop = TrainCrop::PadCrop;
+  cfg.transform.train_crop = TrainCrop::kPadCrop;
   cfg.transform.pad = 2;
-  cfg.transform.flip = Flip::Horizontal;
+  cfg.transform.flip = Flip::kHorizontal;
   cfg.transform.mean = {0.5f, 0.4f, 0.3f};
   cfg.transform.std = {0.2f, 0.25f, 0.3f};
   return cfg;
@@ -96,7 +96,7 @@ TEST(Loader, RanksTogetherCoverTheEpoch) {
   std::multiset<int32_t> train_labels, eval_labels, all_labels;
   for (int64_t i = 0; i < ds->size(); ++i) all_labels.insert(ds->label(i));
   for (int rank = 0; rank < 3; ++rank) {
-    LoaderConfig train{.batch_size = 8, .seed = 1, .rank = rank, .world = 3, .tail = Tail::Drop};
+    LoaderConfig train{.batch_size = 8, .seed = 1, .rank = rank, .world = 3, .tail = Tail::kDrop};
     LoaderConfig eval{.mode = Mode::kEval, .batch_size = 8, .rank = rank, .world = 3};
     Loader t(ds, train), e(ds, eval);
     for (const auto& b : read_epoch(t, 0)) train_labels.insert(b.labels.begin(), b.labels.end());
@@ -158,7 +158,7 @@ class FailingDataset final : public Dataset {
 
 TEST(Loader, ThreadExceptionsReachNextInOrder) {
   auto ds = std::make_shared<FailingDataset>(small_set(), 100);  // batch 3 with batch size 32, no shuffle
-  LoaderConfig cfg{.batch_size = 32, .shuffle = Shuffle::Off, .threads = 3, .prefetch = 4};
+  LoaderConfig cfg{.batch_size = 32, .shuffle = Shuffle::kOff, .threads = 3, .prefetch = 4};
   cfg.image_size = {12, 10};
   Loader loader(ds, cfg);
   loader.start_epoch(0);
@@ -204,7 +204,7 @@ TEST(Loader, MisuseIsReported) {
   EXPECT_THROW(loader.next(), InvalidArgument);
   EXPECT_THROW(Loader(ds, {.batch_size = 0}), InvalidArgument);
   EXPECT_THROW(Loader(ds, {.rank = 2, .world = 2}), InvalidArgument);
-  EXPECT_THROW(Loader(ds, {.rectangular = Rectangular::On}), InvalidArgument);
+  EXPECT_THROW(Loader(ds, {.rectangular = Rectangular::kOn}), InvalidArgument);
   LoaderConfig bad_norm;
   bad_norm.transform.mean = {0.5f};
   EXPECT_THROW(Loader(ds, bad_norm), InvalidArgument);

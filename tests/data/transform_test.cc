@@ -39,7 +39,7 @@ TEST(Transform, PadCropIsAShiftWithZeroBorder) {
   const auto px = ramp(h, w, 1);
   const Image img = Image::view(px.data(), h, w, 1);
   Transform t;
-  t.train_crop = TrainCrop::PadCrop;
+  t.train_crop = TrainCrop::kPadCrop;
   t.pad = 3;
   int shifted = 0;
   for (uint64_t seed = 0; seed < 50; ++seed) {
@@ -69,7 +69,7 @@ TEST(Transform, FlipMirrorsAboutHalfTheTime) {
   const auto px = ramp(4, 7, 3);
   const Image img = Image::view(px.data(), 4, 7, 3);
   Transform t;
-  t.flip = Flip::Horizontal;
+  t.flip = Flip::kHorizontal;
   int flipped = 0;
   for (uint64_t seed = 0; seed < 200; ++seed) {
     std::vector<float> out(4 * 7 * 3);
@@ -88,7 +88,7 @@ TEST(Transform, FlipMirrorsAboutHalfTheTime) {
 
 TEST(Transform, RandomResizedCropStaysInBoundsWithScaleAndAspect) {
   Transform t;
-  t.train_crop = TrainCrop::RandomResizedCrop;
+  t.train_crop = TrainCrop::kRandomResizedCrop;
   t.scale_min = 0.25f;
   for (ImageSize src : {ImageSize{100, 100}, ImageSize{60, 200}, ImageSize{300, 40}, ImageSize{7, 9}}) {
     for (uint64_t seed = 0; seed < 300; ++seed) {

@@ -26,7 +26,7 @@ TEST(FashionMnist, ResNet9Reaches92PercentWithin5Epochs) {
   c.model.head_pool = PoolKind::kMax;
   c.data.dataset = api::Dataset::kFashionMnist;
   c.data.path = kFashionMnist;
-  c.data.transform.flip = data::Flip::Horizontal;
+  c.data.transform.flip = data::Flip::kHorizontal;
   c.data.loader_threads = 1;
   c.epochs = 5;
   c.phases = {{0, 256, 28}};

@@ -33,7 +33,7 @@ TEST(JobConfig, MapsTheTrainingJobFields) {
   EXPECT_EQ(c.model.num_classes, 4);
   EXPECT_EQ(c.data.dataset, api::Dataset::kSynthetic);
   EXPECT_EQ(c.data.synthetic_train, 256);
-  EXPECT_EQ(c.data.transform.flip, data::Flip::Horizontal);
+  EXPECT_EQ(c.data.transform.flip, data::Flip::kHorizontal);
   ASSERT_EQ(c.phases.size(), 1u);
   EXPECT_EQ(c.phases[0].batch_size, 32);
   EXPECT_EQ(c.phases[0].image_size, 16);

@@ -97,10 +97,10 @@ class RectangularEval : public ::testing::Test {
 
 TEST_F(RectangularEval, TheSpecFieldReachesTheTrainConfig) {
   const TrainConfig on = to_train_config(load_job(folder_.root(), true).spec, 1);
-  EXPECT_EQ(on.data.rectangular_validation, data::Rectangular::On);
+  EXPECT_EQ(on.data.rectangular_validation, data::Rectangular::kOn);
   EXPECT_EQ(on.data.validation_image_size, 16);
   EXPECT_EQ(to_train_config(load_job(folder_.root(), false).spec, 1).data.rectangular_validation,
-            data::Rectangular::Off);
+            data::Rectangular::kOff);
   // Evaluation batches hold a rank's largest training batch: 4 alone, 2 each for two ranks.
   EXPECT_EQ(on.eval_batch_size, 4);
   api::TrainingJobSpec two = load_job(folder_.root(), true).spec;

@@ -51,7 +51,7 @@ void read_cifar_batch(const std::string& path, std::vector<uint8_t>& pixels, std
 std::shared_ptr<ArrayDataset> load_cifar10(const std::string& dir, Split split) {
   std::vector<uint8_t> pixels;
   std::vector<int32_t> labels;
-  if (split == Split::Train) {
+  if (split == Split::kTrain) {
     for (int b = 1; b <= 5; ++b) read_cifar_batch(dir + "/data_batch_" + std::to_string(b) + ".bin", pixels, labels);
   } else {
     read_cifar_batch(dir + "/test_batch.bin", pixels, labels);

@@ -1,8 +1,8 @@
 #pragma once
 // CIFAR-10 binary batches: records of 1 label byte + 3072 pixel bytes (3 x 32 x 32, channel-major).
 //
-//   auto train = load_cifar10("/data/cifar-10-batches-bin", Split::Train);  // data_batch_1..5.bin, 50000 x 32x32x3
-//   auto val = load_cifar10(dir, Split::Val);                               // test_batch.bin
+//   auto train = load_cifar10("/data/cifar-10-batches-bin", Split::kTrain);  // data_batch_1..5.bin, 50000 x 32x32x3
+//   auto val = load_cifar10(dir, Split::kVal);                               // test_batch.bin
 //
 // A file that is not a whole number of records, or a label outside [0, 10), throws CorruptData naming the file.
 #include <memory>

@@ -2,8 +2,8 @@
 // A data set: indexed samples with a label, a native size and u8 pixels (H, W, C). The loader calls these from
 // several threads at once, so every method is const and thread-safe.
 //
-//   auto train = load_fashion_mnist("/usr/share/datasets/fashion-mnist", Split::Train);   // idx.h
-//   auto val = JpegFolder::open("/data/imagenet", Split::Val);                            // jpeg_folder.h
+//   auto train = load_fashion_mnist("/usr/share/datasets/fashion-mnist", Split::kTrain);   // idx.h
+//   auto val = JpegFolder::open("/data/imagenet", Split::kVal);                            // jpeg_folder.h
 //   Image img = train->decode(i, no_downscale);  label = train->label(i);
 //
 // In-memory sets (Fashion-MNIST, CIFAR-10, synthetic) are an ArrayDataset: all pixels in one (N, H, W, C) buffer.
@@ -17,7 +17,7 @@
 
 namespace torus::worker::data {
 
-enum class Split { Train, Val };
+enum class Split { kTrain, kVal };
 
 // Given a native size, how many times smaller than native a decoder may return the image (>= 1).
 using DownscalePolicy = std::function<double(ImageSize native)>;

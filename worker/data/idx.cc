@@ -116,7 +116,7 @@ std::vector<int32_t> read_idx_labels(const std::string& path, int num_classes) {
 }
 
 std::shared_ptr<ArrayDataset> load_fashion_mnist(const std::string& dir, Split split) {
-  const std::string prefix = dir + (split == Split::Train ? "/train" : "/t10k");
+  const std::string prefix = dir + (split == Split::kTrain ? "/train" : "/t10k");
   const std::string images_path = prefix + "-images-idx3-ubyte.gz";
   const std::string labels_path = prefix + "-labels-idx1-ubyte.gz";
   IdxImages images = read_idx_images(images_path);

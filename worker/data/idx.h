@@ -1,7 +1,7 @@
 #pragma once
 // Fashion-MNIST (and MNIST) in IDX format, gzip-compressed or plain (zlib reads both).
 //
-//   auto train = load_fashion_mnist("/usr/share/datasets/fashion-mnist", Split::Train);  // 60000 x 28x28x1
+//   auto train = load_fashion_mnist("/usr/share/datasets/fashion-mnist", Split::kTrain);  // 60000 x 28x28x1
 //
 // IDX: big-endian int32 magic (0x00000803 images, 0x00000801 labels), counts, then u8 data. Any mismatch (magic,
 // counts, truncation, trailing bytes, label out of range) throws CorruptData naming the file and what was wrong.

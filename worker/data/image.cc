@@ -138,25 +138,25 @@ void validate_transform(const Transform& t, int channels) {
 
 Region choose_region(ImageSize src, const Transform& t, Mode mode, ImageSize out, uint64_t seed) {
   if (mode == Mode::kEval) {
-    if (t.train_crop == TrainCrop::RandomResizedCrop || t.eval_crop_fraction < 1.0f || !(src == out)) {
+    if (t.train_crop == TrainCrop::kRandomResizedCrop || t.eval_crop_fraction < 1.0f || !(src == out)) {
       return centered_aspect(src, out, t.eval_crop_fraction);
     }
     return whole(src);
   }
   Uniform rng(mix_seed(seed, 1));
   switch (t.train_crop) {
-    case TrainCrop::RandomResizedCrop:
+    case TrainCrop::kRandomResizedCrop:
       return random_resized_crop(src, t, rng);
-    case TrainCrop::PadCrop:
+    case TrainCrop::kPadCrop:
       return pad_crop(src, t.pad, rng);
-    case TrainCrop::None:
+    case TrainCrop::kNone:
       break;
   }
   return whole(src);
 }
 
 bool choose_flip(const Transform& t, Mode mode, uint64_t seed) {
-  if (mode != Mode::kTrain || t.flip != Flip::Horizontal) return false;
+  if (mode != Mode::kTrain || t.flip != Flip::kHorizontal) return false;
   return (mix_seed(seed, 2) >> 63) != 0;
 }
 

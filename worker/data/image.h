@@ -38,20 +38,20 @@ struct Image {
 
 // Training-time geometry.
 enum class TrainCrop {
-  None,               // whole image, resized to the output size
-  PadCrop,            // zero-pad by `pad` pixels, take a random window of the source size (small images)
-  RandomResizedCrop,  // random area fraction in [scale_min, scale_max], aspect in [ratio_min, ratio_max]
+  kNone,               // whole image, resized to the output size
+  kPadCrop,            // zero-pad by `pad` pixels, take a random window of the source size (small images)
+  kRandomResizedCrop,  // random area fraction in [scale_min, scale_max], aspect in [ratio_min, ratio_max]
 };
-enum class Flip { Off, Horizontal };
+enum class Flip { kOff, kHorizontal };
 
 struct Transform {
-  TrainCrop train_crop = TrainCrop::None;
+  TrainCrop train_crop = TrainCrop::kNone;
   int pad = 4;
   float scale_min = 0.08f;
   float scale_max = 1.0f;
   float ratio_min = 3.0f / 4.0f;
   float ratio_max = 4.0f / 3.0f;
-  Flip flip = Flip::Off;
+  Flip flip = Flip::kOff;
   // Evaluation: the centered region of the output's aspect ratio covers this fraction of the image's shorter
   // fitting side (0.875 = torchvision's Resize(256) + CenterCrop(224); 1.0 = the largest centered region).
   float eval_crop_fraction = 1.0f;

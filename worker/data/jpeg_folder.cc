@@ -115,7 +115,7 @@ std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int h, int w, int quality) 
 }
 
 std::shared_ptr<JpegFolder> JpegFolder::open(const std::string& root, Split split) {
-  const fs::path dir = fs::path(root) / (split == Split::Train ? "train" : "val");
+  const fs::path dir = fs::path(root) / (split == Split::kTrain ? "train" : "val");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     throw InvalidArgument(dir.string() + ": expected a folder of class folders (root/{train,val}/<class>/*.jpg)");

@@ -3,7 +3,7 @@
 // within a class. Decoded with libjpeg-turbo (TurboJPEG API) to RGB, shrinking by DCT scaling (1/2, 1/4, 1/8)
 // while decoding when the crop allows it, which is most of the decode time saved for small training sizes.
 //
-//   auto train = JpegFolder::open("/data/imagenet", Split::Train);
+//   auto train = JpegFolder::open("/data/imagenet", Split::kTrain);
 //   train->classes();  // {"n01440764", ...}
 //
 // Native sizes (for rectangular validation) are read from file headers on first use and cached.

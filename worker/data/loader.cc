@@ -31,7 +31,7 @@ EpochPlan plan_rectangular(const Dataset& dataset, const LoaderConfig& config, E
   for (int64_t i = 0; i < n; ++i) by_aspect.emplace_back(aspect(dataset.native_size(i)), i);
   std::stable_sort(by_aspect.begin(), by_aspect.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const int side = config.image_size.h;
-  const auto global = split_batches(n, config.batch_size, LastBatch::Keep);
+  const auto global = split_batches(n, config.batch_size, LastBatch::kKeep);
   for (size_t b = static_cast<size_t>(config.rank); b < global.size(); b += static_cast<size_t>(config.world)) {
     double sum = 0;
     const int64_t begin = static_cast<int64_t>(plan.order.size());
@@ -69,9 +69,9 @@ void validate_config(const Dataset& dataset, const LoaderConfig& config) {
     require(dynamic_cast<const ArrayDataset*>(&dataset) != nullptr,
             "image_size: required for " + dataset.describe() + " (its images differ in size)");
   }
-  require(config.rectangular == Rectangular::Off || config.mode == Mode::kEval,
+  require(config.rectangular == Rectangular::kOff || config.mode == Mode::kEval,
           "rectangular: only for evaluation (mode kEval)");
-  require(config.rectangular == Rectangular::Off || config.image_size.h > 0,
+  require(config.rectangular == Rectangular::kOff || config.image_size.h > 0,
           "image_size: required with rectangular batches (its h is the shorter side)");
   validate_transform(config.transform, dataset.channels());
 }
@@ -80,7 +80,7 @@ EpochPlan plan_epoch(const Dataset& dataset, const LoaderConfig& config, int64_t
   validate_config(dataset, config);
   EpochPlan plan;
   plan.epoch = epoch;
-  if (config.rectangular == Rectangular::On) return plan_rectangular(dataset, config, std::move(plan));
+  if (config.rectangular == Rectangular::kOn) return plan_rectangular(dataset, config, std::move(plan));
   if (config.mode == Mode::kTrain) {
     plan.order = shard_train(dataset.size(), {.seed = config.seed,
                                               .epoch = epoch,

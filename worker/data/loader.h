@@ -32,22 +32,22 @@
 namespace torus::worker::data {
 
 // Evaluation only: group batches by aspect ratio and give each batch its own aspect-preserving size (fast.ai).
-enum class Rectangular { Off, On };
+enum class Rectangular { kOff, kOn };
 
 struct LoaderConfig {
   Mode mode = Mode::kTrain;
   int batch_size = 128;
   // Output size; {0, 0} means the data set's native size (sets whose images all have one size). With
-  // Rectangular::On, `h` is the shorter side of each batch and the longer side follows the batch's aspect ratio.
+  // Rectangular::kOn, `h` is the shorter side of each batch and the longer side follows the batch's aspect ratio.
   ImageSize image_size{0, 0};
   Transform transform;
   uint64_t seed = 0;
   int rank = 0;
   int world = 1;
-  Tail tail = Tail::Pad;          // training sharding (evaluation never pads)
-  Shuffle shuffle = Shuffle::On;  // training order
-  LastBatch last_batch = LastBatch::Keep;
-  Rectangular rectangular = Rectangular::Off;
+  Tail tail = Tail::kPad;          // training sharding (evaluation never pads)
+  Shuffle shuffle = Shuffle::kOn;  // training order
+  LastBatch last_batch = LastBatch::kKeep;
+  Rectangular rectangular = Rectangular::kOff;
   int threads = 2;   // decode + augment threads
   int prefetch = 4;  // ready batches buffered ahead of the consumer
 };

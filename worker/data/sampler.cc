@@ -59,7 +59,7 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
 int64_t samples_per_rank(int64_t n, int world, Tail tail) {
   check_count(n);
   check_world(0, world);
-  return tail == Tail::Pad ? (n + world - 1) / world : n / world;
+  return tail == Tail::kPad ? (n + world - 1) / world : n / world;
 }
 
 std::vector<int64_t> shard_train(int64_t n, const ShardSpec& spec) {
@@ -67,7 +67,7 @@ std::vector<int64_t> shard_train(int64_t n, const ShardSpec& spec) {
   const int64_t per_rank = samples_per_rank(n, spec.world, spec.tail);
   const int64_t total = per_rank * spec.world;
   std::vector<int64_t> order;
-  if (spec.shuffle == Shuffle::On) {
+  if (spec.shuffle == Shuffle::kOn) {
     order = epoch_permutation(n, spec.seed, spec.epoch);
   } else {
     order.resize(static_cast<size_t>(n));
@@ -97,7 +97,7 @@ std::vector<BatchRange> split_batches(int64_t count, int batch_size, LastBatch l
   std::vector<BatchRange> batches;
   for (int64_t begin = 0; begin < count; begin += batch_size) {
     const int64_t end = std::min(count, begin + batch_size);
-    if (end - begin < batch_size && last == LastBatch::Drop) break;
+    if (end - begin < batch_size && last == LastBatch::kDrop) break;
     batches.push_back({begin, end});
   }
   return batches;

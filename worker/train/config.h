@@ -27,7 +27,7 @@ struct DataConfig {
   int64_t validation_image_size = 0;  // 0: the data set's native size
   // On: fast.ai's rectangular validation. Evaluation batches are cut from the samples sorted by aspect ratio and each
   // is resized to its mean aspect, validation_image_size being the shorter side (folders of photos of mixed shapes).
-  data::Rectangular rectangular_validation = data::Rectangular::Off;
+  data::Rectangular rectangular_validation = data::Rectangular::kOff;
 };
 
 struct CheckpointConfig {

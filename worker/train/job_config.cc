@@ -40,17 +40,17 @@ DataConfig data_config(const api::TrainingJobSpec& spec) {
   if (d.image_size) c.synthetic_size = *d.image_size;
   if (spec.model.input_channels) c.synthetic_channels = *spec.model.input_channels;
   const api::AugmentationSpec& a = spec.training.augmentation;
-  c.transform.flip = a.flip.value_or(false) ? data::Flip::Horizontal : data::Flip::Off;
+  c.transform.flip = a.flip.value_or(false) ? data::Flip::kHorizontal : data::Flip::kOff;
   if (a.random_resized_crop_min_scale) {
-    c.transform.train_crop = data::TrainCrop::RandomResizedCrop;
+    c.transform.train_crop = data::TrainCrop::kRandomResizedCrop;
     c.transform.scale_min = static_cast<float>(*a.random_resized_crop_min_scale);
   } else if (a.crop_padding.value_or(0) > 0) {
-    c.transform.train_crop = data::TrainCrop::PadCrop;
+    c.transform.train_crop = data::TrainCrop::kPadCrop;
     c.transform.pad = *a.crop_padding;
   }
   c.validation_image_size = api::validation_image_size(spec);
   c.rectangular_validation =
-      spec.training.rectangular_validation.value_or(false) ? data::Rectangular::On : data::Rectangular::Off;
+      spec.training.rectangular_validation.value_or(false) ? data::Rectangular::kOn : data::Rectangular::kOff;
   return c;
 }
 

@@ -95,18 +95,18 @@ std::string model_line(const nn::ModelConfig& m) {
 std::string data_line(const DataConfig& d) {
   const data::Transform& t = d.transform;
   std::string crop = "none";
-  if (t.train_crop == data::TrainCrop::PadCrop) crop = "pad " + std::to_string(t.pad) + " and crop";
-  if (t.train_crop == data::TrainCrop::RandomResizedCrop) crop = "random-resized, min scale " + number(t.scale_min);
+  if (t.train_crop == data::TrainCrop::kPadCrop) crop = "pad " + std::to_string(t.pad) + " and crop";
+  if (t.train_crop == data::TrainCrop::kRandomResizedCrop) crop = "random-resized, min scale " + number(t.scale_min);
   const std::string synthetic = d.dataset == api::Dataset::kSynthetic
                                     ? " (" + std::to_string(d.synthetic_train) + " training and " +
                                           std::to_string(d.synthetic_val) + " validation images, " +
                                           std::to_string(d.synthetic_channels) + " channel(s))"
                                     : "";
   return "data: " + std::string(api::to_string(d.dataset)) + synthetic + ", loader threads " +
-         std::to_string(d.loader_threads) + ", flip " + (t.flip == data::Flip::Horizontal ? "on" : "off") + ", crop " +
+         std::to_string(d.loader_threads) + ", flip " + (t.flip == data::Flip::kHorizontal ? "on" : "off") + ", crop " +
          crop + ", validation image " +
          (d.validation_image_size > 0 ? std::to_string(d.validation_image_size) : std::string("native")) +
-         (d.rectangular_validation == data::Rectangular::On ? " (rectangular)" : "");
+         (d.rectangular_validation == data::Rectangular::kOn ? " (rectangular)" : "");
 }
 
 std::string optimizer_line(const TrainConfig& t) {

@@ -79,7 +79,7 @@ void validate(const TrainConfig& c) {
   if (c.label_smoothing < 0 || c.label_smoothing >= 1)
     throw InvalidArgument("training.labelSmoothing: must be in [0, 1), got " + std::to_string(c.label_smoothing));
   if (c.eval_batch_size <= 0) throw InvalidArgument("training.evalBatchSize: must be a positive integer");
-  if (c.data.rectangular_validation == data::Rectangular::On && c.data.validation_image_size <= 0)
+  if (c.data.rectangular_validation == data::Rectangular::kOn && c.data.validation_image_size <= 0)
     throw InvalidArgument(
         "training.rectangularValidation: needs training.validationImageSize (the shorter side of every batch), got " +
         std::to_string(c.data.validation_image_size));
@@ -90,11 +90,12 @@ void validate(const TrainConfig& c) {
 Datasets load_datasets(const DataConfig& c, uint64_t seed) {
   switch (c.dataset) {
     case api::Dataset::kFashionMnist:
-      return {data::load_fashion_mnist(c.path, data::Split::Train), data::load_fashion_mnist(c.path, data::Split::Val)};
+      return {data::load_fashion_mnist(c.path, data::Split::kTrain),
+              data::load_fashion_mnist(c.path, data::Split::kVal)};
     case api::Dataset::kCifar10:
-      return {data::load_cifar10(c.path, data::Split::Train), data::load_cifar10(c.path, data::Split::Val)};
+      return {data::load_cifar10(c.path, data::Split::kTrain), data::load_cifar10(c.path, data::Split::kVal)};
     case api::Dataset::kImageFolder:
-      return {data::JpegFolder::open(c.path, data::Split::Train), data::JpegFolder::open(c.path, data::Split::Val)};
+      return {data::JpegFolder::open(c.path, data::Split::kTrain), data::JpegFolder::open(c.path, data::Split::kVal)};
     case api::Dataset::kSynthetic: {
       data::SyntheticSpec spec;
       spec.h = spec.w = c.synthetic_size;
@@ -145,7 +146,7 @@ Trainer::Trainer(Backend& backend, TrainConfig config, Datasets data, Collective
   lc.seed = config_.seed;
   lc.rank = collectives_.rank();
   lc.world = collectives_.world_size();
-  lc.last_batch = data::LastBatch::Drop;  // whole global batches, as api::steps_per_epoch counts them
+  lc.last_batch = data::LastBatch::kDrop;  // whole global batches, as api::steps_per_epoch counts them
   lc.threads = config_.data.loader_threads;
   loader_ = std::make_unique<data::Loader>(data_.train, lc);
 }
@@ -368,7 +369,7 @@ EvalResult Trainer::evaluate() {
   lc.seed = config_.seed;
   lc.rank = collectives_.rank();
   lc.world = collectives_.world_size();
-  lc.shuffle = data::Shuffle::Off;
+  lc.shuffle = data::Shuffle::kOff;
   lc.rectangular = config_.data.rectangular_validation;
   lc.threads = config_.data.loader_threads;
   data::Loader loader(data_.val, lc);
