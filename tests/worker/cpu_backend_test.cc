@@ -3,6 +3,7 @@
 // file under ONEDNN_MAX_CPU_ISA=AVX2 whatever the machine: before the workaround in cpu_backend.cc it aborted
 // there ("munmap_chunk(): invalid pointer" / "malloc_consolidate(): unaligned fastbin chunk").
 #include "worker/backend/cpu/cpu_backend.h"
+#include "tests/worker/conv_reference.h"
 
 #include <gtest/gtest.h>
 
@@ -17,35 +18,8 @@ struct Case {
   int64_t c_in, hw, stride;
 };
 
-// (N, H, W, C) activations, (O, I, kh, kw) weights: y = conv(x, w); dx = conv^T(dy, w); dw = sum x * dy.
-struct Reference {
-  std::vector<double> y, dx, dw;
-};
-
-Reference reference(const ConvGeometry& g, const std::vector<float>& x, const std::vector<float>& w,
-                    const std::vector<float>& dy) {
-  Reference r{std::vector<double>(g.output_shape().numel()), std::vector<double>(g.input_shape().numel()),
-              std::vector<double>(g.weight_shape().numel())};
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t oh = 0; oh < g.out_h(); ++oh)
-      for (int64_t ow = 0; ow < g.out_w(); ++ow)
-        for (int64_t o = 0; o < g.c_out; ++o) {
-          const int64_t yi = ((n * g.out_h() + oh) * g.out_w() + ow) * g.c_out + o;
-          for (int64_t i = 0; i < g.c_in; ++i) {  // 1x1, no padding
-            const int64_t xi = ((n * g.h + oh * g.stride) * g.w + ow * g.stride) * g.c_in + i;
-            r.y[yi] += double(x[xi]) * w[o * g.c_in + i];
-            r.dx[xi] += double(dy[yi]) * w[o * g.c_in + i];
-            r.dw[o * g.c_in + i] += double(x[xi]) * dy[yi];
-          }
-        }
-  return r;
-}
-
-void expect_near(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << what << "[" << i << "]";
-}
+using test::conv_reference;
+using test::expect_near;
 
 class StridedPointwiseConv : public ::testing::TestWithParam<Case> {};
 
@@ -76,7 +50,7 @@ TEST_P(StridedPointwiseConv, MatchesTheReferenceAndStaysInItsBuffers) {
   backend->synchronize();
   backend->conv_weight_export(g, native_dw, dw.data());
   backend.reset();
-  const Reference r = reference(g, x, w, dy);
+  const test::ConvReference r = conv_reference(g, x, w, dy);
   expect_near(y, r.y, "y");
   expect_near(dx, r.dx, "dx");
   expect_near(dw, r.dw, "dw");

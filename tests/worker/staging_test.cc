@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "worker/backend/cpu/cpu_backend.h"
+#include "tests/worker/conv_reference.h"
 
 namespace torus::worker {
 void PrintTo(const ConvGeometry& g, std::ostream* os) {
@@ -21,41 +22,8 @@ void PrintTo(const ConvGeometry& g, std::ostream* os) {
 namespace torus::worker::cpu {
 namespace {
 
-struct Reference {
-  std::vector<double> y, dx, dw;
-};
-
-// (N, H, W, C) activations, (O, I, kh, kw) weights.
-Reference reference(const ConvGeometry& g, const std::vector<float>& x, const std::vector<float>& w,
-                    const std::vector<float>& dy) {
-  Reference r{std::vector<double>(g.output_shape().numel()), std::vector<double>(g.input_shape().numel()),
-              std::vector<double>(g.weight_shape().numel())};
-  for (int64_t n = 0; n < g.n; ++n)
-    for (int64_t oh = 0; oh < g.out_h(); ++oh)
-      for (int64_t ow = 0; ow < g.out_w(); ++ow)
-        for (int64_t kh = 0; kh < g.kh; ++kh)
-          for (int64_t kw = 0; kw < g.kw; ++kw) {
-            const int64_t ih = oh * g.stride - g.pad + kh, iw = ow * g.stride - g.pad + kw;
-            if (ih < 0 || iw < 0 || ih >= g.h || iw >= g.w) continue;
-            for (int64_t o = 0; o < g.c_out; ++o) {
-              const int64_t yi = ((n * g.out_h() + oh) * g.out_w() + ow) * g.c_out + o;
-              for (int64_t i = 0; i < g.c_in; ++i) {
-                const int64_t xi = ((n * g.h + ih) * g.w + iw) * g.c_in + i;
-                const int64_t wi = ((o * g.c_in + i) * g.kh + kh) * g.kw + kw;
-                r.y[yi] += double(x[xi]) * w[wi];
-                r.dx[xi] += double(dy[yi]) * w[wi];
-                r.dw[wi] += double(x[xi]) * dy[yi];
-              }
-            }
-          }
-  return r;
-}
-
-void expect_near(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << what << "[" << i << "]";
-}
+using test::conv_reference;
+using test::expect_near;
 
 class WideConv : public ::testing::TestWithParam<ConvGeometry> {};
 
@@ -90,7 +58,7 @@ TEST_P(WideConv, MatchesTheReference) {
   backend->conv_weight_export(layout, native_dw, dw.data());
   EXPECT_EQ(xs, x);  // inputs untouched
   EXPECT_EQ(dys, dy);
-  const Reference r = reference(g, x, w, dy);
+  const test::ConvReference r = conv_reference(g, x, w, dy);
   expect_near(y, r.y, "y");
   expect_near(dx, r.dx, "dx");
   expect_near(dw, r.dw, "dw");

@@ -1,0 +1,51 @@
+#pragma once
+// A naive convolution in double precision: the reference the CPU backend's convolution tests compare with
+// (cpu_backend_test.cc: oneDNN's strided 1x1 kernels; staging_test.cc: the channel-blocked layout).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "worker/backend/backend.h"
+
+namespace torus::worker::test {
+
+struct ConvReference {
+  std::vector<double> y, dx, dw;
+};
+
+// (N, H, W, C) activations, (O, I, kh, kw) weights: y = conv(x, w); dx = conv^T(dy, w); dw = sum x * dy.
+inline ConvReference conv_reference(const ConvGeometry& g, const std::vector<float>& x, const std::vector<float>& w,
+                                    const std::vector<float>& dy) {
+  ConvReference r{std::vector<double>(g.output_shape().numel()), std::vector<double>(g.input_shape().numel()),
+                  std::vector<double>(g.weight_shape().numel())};
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t oh = 0; oh < g.out_h(); ++oh)
+      for (int64_t ow = 0; ow < g.out_w(); ++ow)
+        for (int64_t kh = 0; kh < g.kh; ++kh)
+          for (int64_t kw = 0; kw < g.kw; ++kw) {
+            const int64_t ih = oh * g.stride - g.pad + kh, iw = ow * g.stride - g.pad + kw;
+            if (ih < 0 || iw < 0 || ih >= g.h || iw >= g.w) continue;
+            for (int64_t o = 0; o < g.c_out; ++o) {
+              const int64_t yi = ((n * g.out_h() + oh) * g.out_w() + ow) * g.c_out + o;
+              for (int64_t i = 0; i < g.c_in; ++i) {
+                const int64_t xi = ((n * g.h + ih) * g.w + iw) * g.c_in + i;
+                const int64_t wi = ((o * g.c_in + i) * g.kh + kh) * g.kw + kw;
+                r.y[yi] += double(x[xi]) * w[wi];
+                r.dx[xi] += double(dy[yi]) * w[wi];
+                r.dw[wi] += double(x[xi]) * dy[yi];
+              }
+            }
+          }
+  return r;
+}
+
+// fp32 against the double reference, relative to its magnitude.
+inline void expect_near(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << what << "[" << i << "]";
+}
+
+}  // namespace torus::worker::test
