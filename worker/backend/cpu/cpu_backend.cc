@@ -428,8 +428,8 @@ class CpuBackend final : public Backend {
     ConvPlan p;
     p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, src_in, any_w, dst_in, strides, pad, pad}, engine_};
     p.fwd = dnnl::convolution_forward(p.fwd_pd);
-    p.x_in = Stage(engine_, src, p.fwd_pd.src_desc(), true);
-    p.y_out = Stage(engine_, dst, p.fwd_pd.dst_desc(), false);
+    p.x_in = Stage(engine_, src, p.fwd_pd.src_desc(), StageDirection::kIn);
+    p.y_out = Stage(engine_, dst, p.fwd_pd.dst_desc(), StageDirection::kOut);
     auto native_it = native_weights_.find(weight_key(g));
     memory::desc native = native_it != native_weights_.end() ? native_it->second : p.fwd_pd.weights_desc();
     p.fwd_w = converter(native, p.fwd_pd.weights_desc());
@@ -459,10 +459,10 @@ class CpuBackend final : public Backend {
     const memory::desc native = native_weight(g);
     b.bwd_data_w = converter(native, b.bwd_data_pd.weights_desc());
     b.bwd_w_dw = converter(b.bwd_w_pd.diff_weights_desc(), native);
-    b.dy_in = Stage(engine_, dst, b.bwd_data_pd.diff_dst_desc(), true);
-    b.dx_out = Stage(engine_, src, b.bwd_data_pd.diff_src_desc(), false);
-    b.w_x_in = Stage(engine_, src, b.bwd_w_pd.src_desc(), true);
-    b.w_dy_in = Stage(engine_, dst, b.bwd_w_pd.diff_dst_desc(), true);
+    b.dy_in = Stage(engine_, dst, b.bwd_data_pd.diff_dst_desc(), StageDirection::kIn);
+    b.dx_out = Stage(engine_, src, b.bwd_data_pd.diff_src_desc(), StageDirection::kOut);
+    b.w_x_in = Stage(engine_, src, b.bwd_w_pd.src_desc(), StageDirection::kIn);
+    b.w_dy_in = Stage(engine_, dst, b.bwd_w_pd.diff_dst_desc(), StageDirection::kIn);
     TLOG(Debug) << "conv backward plan " << g.input_shape().str() << ": bwd_data " << b.bwd_data_pd.impl_info_str()
                 << ", bwd_w " << b.bwd_w_pd.impl_info_str() << ", weight conversions "
                 << (b.bwd_data_w ? 1 : 0) + (b.bwd_w_dw ? 1 : 0);

@@ -5,21 +5,27 @@
 // the boundary cost (one pass over the tensor each). A Stage converts one argument between the two layouts through
 // a buffer the backend shares between all stages (only one primitive runs at a time).
 #include <dnnl.hpp>
+#include <cstdint>
 #include <optional>
 
 #include "worker/tensor/tensor.h"
 
 namespace torus::worker::cpu {
 
+// Which way a stage converts: a primitive's input into its layout, or its output back to NHWC.
+enum class StageDirection : uint8_t { kIn, kOut };
+
 class Stage {
  public:
   Stage() = default;
   // plain: the NHWC layout the caller holds; inner: the layout the primitive wants.
-  Stage(const dnnl::engine& engine, const dnnl::memory::desc& plain, const dnnl::memory::desc& inner, bool into_inner)
+  Stage(const dnnl::engine& engine, const dnnl::memory::desc& plain, const dnnl::memory::desc& inner,
+        StageDirection direction)
       : plain_(plain), inner_(inner) {
     if (plain == inner) return;
-    dnnl::memory a(into_inner ? plain : inner, engine, DNNL_MEMORY_NONE);
-    dnnl::memory b(into_inner ? inner : plain, engine, DNNL_MEMORY_NONE);
+    const bool in = direction == StageDirection::kIn;
+    dnnl::memory a(in ? plain : inner, engine, DNNL_MEMORY_NONE);
+    dnnl::memory b(in ? inner : plain, engine, DNNL_MEMORY_NONE);
     reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(a, b));
   }
   bool active() const { return reorder_.has_value(); }
