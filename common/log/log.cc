@@ -13,10 +13,10 @@ namespace torus::log {
 namespace {
 
 Level parse_level(const std::string& s) {
-  if (s == "debug") return Level::Debug;
-  if (s == "warn") return Level::Warn;
-  if (s == "error") return Level::Error;
-  return Level::Info;
+  if (s == "debug") return Level::kDebug;
+  if (s == "warn") return Level::kWarn;
+  if (s == "error") return Level::kError;
+  return Level::kInfo;
 }
 
 std::atomic<Level>& threshold_ref() {
@@ -36,13 +36,13 @@ std::string& tag_ref() {
 
 char level_letter(Level l) {
   switch (l) {
-    case Level::Debug:
+    case Level::kDebug:
       return 'D';
-    case Level::Info:
+    case Level::kInfo:
       return 'I';
-    case Level::Warn:
+    case Level::kWarn:
       return 'W';
-    case Level::Error:
+    case Level::kError:
       return 'E';
   }
   return '?';

@@ -7,7 +7,7 @@
 
 namespace torus::log {
 
-enum class Level { Debug = 0, Info = 1, Warn = 2, Error = 3 };
+enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
 Level threshold();
 void set_threshold(Level level);
@@ -37,7 +37,7 @@ class Line {
 
 }  // namespace torus::log
 
-#define TLOG(level)                                             \
-  if (::torus::log::Level::level < ::torus::log::threshold()) { \
-  } else                                                        \
-    ::torus::log::Line(::torus::log::Level::level, __FILE__, __LINE__)
+#define TLOG(level)                                                \
+  if (::torus::log::Level::k##level < ::torus::log::threshold()) { \
+  } else                                                           \
+    ::torus::log::Line(::torus::log::Level::k##level, __FILE__, __LINE__)

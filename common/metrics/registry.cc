@@ -42,7 +42,7 @@ void check_label_names(const std::string& metric, const std::vector<std::string>
       throw InvalidArgument("metric " + metric + ": label name '" + names[i] +
                             "' must match [a-zA-Z_][a-zA-Z0-9_]* and not start with __");
     }
-    if (type == MetricType::Histogram && names[i] == "le") {
+    if (type == MetricType::kHistogram && names[i] == "le") {
       throw InvalidArgument("metric " + metric + ": label name 'le' is reserved for histogram buckets");
     }
     for (size_t j = 0; j < i; ++j) {
@@ -67,11 +67,11 @@ void check_buckets(const std::vector<double>& bounds) {
 
 const char* type_name(MetricType type) {
   switch (type) {
-    case MetricType::Counter:
+    case MetricType::kCounter:
       return "counter";
-    case MetricType::Gauge:
+    case MetricType::kGauge:
       return "gauge";
-    case MetricType::Histogram:
+    case MetricType::kHistogram:
       return "histogram";
   }
   return "untyped";
@@ -247,10 +247,10 @@ void Registry::check_new_name(const std::string& name) const {
 Family<Counter>& Registry::counter(const std::string& name, const std::string& help,
                                    const std::vector<std::string>& label_names) {
   if (!ends_with(name, "_total")) throw InvalidArgument("counter " + name + ": name must end in _total");
-  check_label_names(name, label_names, MetricType::Counter);
+  check_label_names(name, label_names, MetricType::kCounter);
   std::lock_guard lock(mutex_);
   check_new_name(name);
-  auto family = std::make_unique<Family<Counter>>(name, help, MetricType::Counter, label_names);
+  auto family = std::make_unique<Family<Counter>>(name, help, MetricType::kCounter, label_names);
   if (label_names.empty()) family->labels({});
   auto& ref = *family;
   families_.push_back(std::move(family));
@@ -259,10 +259,10 @@ Family<Counter>& Registry::counter(const std::string& name, const std::string& h
 
 Family<Gauge>& Registry::gauge(const std::string& name, const std::string& help,
                                const std::vector<std::string>& label_names) {
-  check_label_names(name, label_names, MetricType::Gauge);
+  check_label_names(name, label_names, MetricType::kGauge);
   std::lock_guard lock(mutex_);
   check_new_name(name);
-  auto family = std::make_unique<Family<Gauge>>(name, help, MetricType::Gauge, label_names);
+  auto family = std::make_unique<Family<Gauge>>(name, help, MetricType::kGauge, label_names);
   if (label_names.empty()) family->labels({});
   auto& ref = *family;
   families_.push_back(std::move(family));
@@ -271,11 +271,11 @@ Family<Gauge>& Registry::gauge(const std::string& name, const std::string& help,
 
 Family<Histogram>& Registry::histogram(const std::string& name, const std::string& help,
                                        const std::vector<std::string>& label_names, std::vector<double> upper_bounds) {
-  check_label_names(name, label_names, MetricType::Histogram);
+  check_label_names(name, label_names, MetricType::kHistogram);
   check_buckets(upper_bounds);
   std::lock_guard lock(mutex_);
   check_new_name(name);
-  auto family = std::make_unique<Family<Histogram>>(name, help, MetricType::Histogram, label_names);
+  auto family = std::make_unique<Family<Histogram>>(name, help, MetricType::kHistogram, label_names);
   family->buckets_ = std::move(upper_bounds);
   if (label_names.empty()) family->labels({});
   auto& ref = *family;

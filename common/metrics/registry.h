@@ -23,7 +23,7 @@ namespace torus::metrics {
 // Label values in the order of the family's label names.
 using LabelValues = std::vector<std::string>;
 
-enum class MetricType { Counter, Gauge, Histogram };
+enum class MetricType { kCounter, kGauge, kHistogram };
 
 // Monotonically increasing value; exposed as `<name>` (the name must end in `_total`).
 class Counter {

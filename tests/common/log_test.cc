@@ -16,13 +16,13 @@ TEST(Log, WritesOneLineWithTagFileAndMessage) {
 }
 
 TEST(Log, BelowThresholdIsNotEvaluated) {
-  log::set_threshold(log::Level::Warn);
+  log::set_threshold(log::Level::kWarn);
   int evaluated = 0;
   auto touch = [&] { return ++evaluated; };
   testing::internal::CaptureStderr();
   TLOG(Info) << touch();
   const std::string out = testing::internal::GetCapturedStderr();
-  log::set_threshold(log::Level::Info);
+  log::set_threshold(log::Level::kInfo);
   EXPECT_EQ(evaluated, 0);
   EXPECT_TRUE(out.empty());
 }
