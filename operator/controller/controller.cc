@@ -308,9 +308,11 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   Plan plan = controller::plan(input);
   if (plan.ownership == Plan::Ownership::kHandedOff) return std::nullopt;
   expectations_.filter(key, input, plan);
+  // A job acted on before: it has a status, or an earlier pass made its children and deferred the accepted status.
+  const bool acted_on = job->contains("status") || status_pacing_.accepting(key);
   const std::optional<std::chrono::seconds> deferred = status_pacing_.defer(key, *job, plan, input.now);
   if (deferred) plan.status.reset();  // written by the pass `deferred` from now, with what has changed by then
-  if (!plan.creates.empty() && job->contains("status") && !still_exists(*job, ns, name)) return std::nullopt;
+  if (!plan.creates.empty() && acted_on && !still_exists(*job, ns, name)) return std::nullopt;
   observe_metrics(*job, plan);
   if (auto refused = apply(*job, plan, ns)) {
     TLOG(Warn) << "reconcile " << key << ": " << to_string(refused->kind) << " " << refused->name

@@ -334,13 +334,14 @@ void run_gang(Pass& p, const Objects& current) {
     }
   }
   if (all_running(g)) {
-    if (p.status.phase != Phase::kRunning) {
-      p.event(EventType::kNormal, "GangRunning",
-              "all " + std::to_string(g.expected_workers) + " workers of attempt " + std::to_string(p.attempt()) +
-                  " are running");
-    }
+    const std::string message = "all " + std::to_string(g.expected_workers) + " workers of attempt " +
+                                std::to_string(p.attempt()) + " are running";
+    // The first attempt's start makes no event: the Running condition says it with its time (`kubectl describe`
+    // lists conditions), one request less per job (docs/operator.md). A later attempt's does, ending the story its
+    // GangRestart, SpecChanged or Resumed event began.
+    if (p.status.phase != Phase::kRunning && p.attempt() > 0) p.event(EventType::kNormal, "GangRunning", message);
     p.status.phase = Phase::kRunning;
-    p.set(api::condition::kRunning, ConditionStatus::kTrue, "GangRunning", "every worker is running");
+    p.set(api::condition::kRunning, ConditionStatus::kTrue, "GangRunning", message);
     p.clear(api::condition::kRestarting, "GangRunning");
   } else if (p.status.phase != Phase::kRestarting) {
     p.status.phase = Phase::kPending;
@@ -373,13 +374,31 @@ void resume(Pass& p) {
           "recreating the worker pods as attempt " + std::to_string(p.attempt()) + " from the last checkpoint");
 }
 
+// When the operator first acted on a job that has no status yet: its earliest child's creation (the first pass
+// creates them), else now. The accepted status waits to be written with the gang's first transition
+// (StatusPacing), so every pass until then must derive the same start time.
+TimePoint first_acted(const PlanInput& in) {
+  std::optional<TimePoint> first;
+  for (const Objects* children : {&in.pods, &in.services, &in.config_maps, &in.secrets}) {
+    for (const json& child : *children) {
+      if (auto t = parse_time(member(child, "metadata").value("creationTimestamp", ""))) {
+        first = first ? std::min(*first, *t) : *t;
+      }
+    }
+  }
+  return first.value_or(in.now);
+}
+
+// No event: the Created condition says it with its time (one request less per job; docs/operator.md).
 void start(Pass& p) {
+  const TimePoint started = first_acted(p.in);
   p.status.phase = Phase::kPending;
-  p.status.start_time = format_time(p.in.now);
-  p.set(api::condition::kCreated, ConditionStatus::kTrue, "JobCreated", "the operator accepted the job");
-  p.event(EventType::kNormal, "Created",
-          "creating " + std::to_string(p.job.spec.gang.workers.value_or(1)) +
-              " worker pods, their service, config map and secret");
+  p.status.start_time = format_time(started);
+  api::set_condition(p.status, condition(api::condition::kCreated, ConditionStatus::kTrue, "JobCreated",
+                                         "the operator accepted the job: " +
+                                             std::to_string(p.job.spec.gang.workers.value_or(1)) +
+                                             " worker pods, their service, config map and secret",
+                                         started, p.job.metadata.generation));
 }
 
 // Pods made from another attempt spec than the one the job asks for now (pods without the annotation, made by an

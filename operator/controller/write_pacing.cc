@@ -29,6 +29,18 @@ json remembered_part(json status) {
   return status;
 }
 
+// A new job's first status, which may wait for the gang: only the job accepted (phase Pending), with nothing else
+// the pass must say (an event, a delete, an update).
+bool accepted_only(const json& job, const Plan& plan) {
+  return !member(job, "status").contains("phase") && plan.status->value("phase", "") == "Pending" &&
+         plan.deletes.empty() && plan.updates.empty() && plan.events.empty() &&
+         plan.job_action == Plan::JobAction::kKeep;
+}
+
+std::chrono::seconds seconds_until(TimePoint due, TimePoint now) {
+  return std::max(std::chrono::ceil<std::chrono::seconds>(due - now), std::chrono::seconds(1));
+}
+
 }  // namespace
 
 void CreateExpectations::filter(const std::string& key, const PlanInput& input, Plan& plan) {
@@ -66,9 +78,16 @@ void CreateExpectations::forget(const std::string& key) {
   pending_.erase(key);
 }
 
+
 std::optional<std::chrono::seconds> StatusPacing::defer(const std::string& key, const json& job, const Plan& plan,
                                                         TimePoint now) {
   if (!plan.status) return std::nullopt;
+  if (accepted_only(job, plan)) {
+    std::lock_guard lock(mu_);
+    const TimePoint since = accepted_since_.try_emplace(key, now).first->second;
+    if (now - since >= accepted_window_) return std::nullopt;
+    return seconds_until(since + accepted_window_, now);
+  }
   const bool status_only = plan.deletes.empty() && plan.updates.empty() && plan.creates.empty() &&
                            plan.events.empty() && plan.job_action == Plan::JobAction::kKeep;
   if (!status_only || remembered_part(member(job, "status")) != remembered_part(*plan.status)) {
@@ -77,17 +96,24 @@ std::optional<std::chrono::seconds> StatusPacing::defer(const std::string& key, 
   std::lock_guard lock(mu_);
   auto it = last_write_.find(key);
   if (it == last_write_.end() || now - it->second >= window_) return std::nullopt;
-  return std::max(std::chrono::ceil<std::chrono::seconds>(it->second + window_ - now), std::chrono::seconds(1));
+  return seconds_until(it->second + window_, now);
+}
+
+bool StatusPacing::accepting(const std::string& key) {
+  std::lock_guard lock(mu_);
+  return accepted_since_.count(key) > 0;
 }
 
 void StatusPacing::wrote(const std::string& key, TimePoint now) {
   std::lock_guard lock(mu_);
   last_write_[key] = now;
+  accepted_since_.erase(key);
 }
 
 void StatusPacing::forget(const std::string& key) {
   std::lock_guard lock(mu_);
   last_write_.erase(key);
+  accepted_since_.erase(key);
 }
 
 }  // namespace torus::controller

@@ -6,7 +6,11 @@
 // - StatusPacing: a status change that only follows the pods (worker counts, rank placement, progress) is written
 //   at most once per `window` per job, so pod transitions that arrive together make one write. Any change the
 //   planner remembers (phase, attempt, restarts, conditions, times) and any pass with other actions is written at
-//   once: the status is the planner's memory.
+//   once: the status is the planner's memory. One exception: a new job's accepted status (phase Pending, the Created
+//   condition, startTime) waits up to `accepted_window` from the job's first pass, even past that pass's creates,
+//   so that a gang that starts in that time makes one write, Running. Nothing is lost while it waits: the children's
+//   deterministic names and the create expectations keep a replanning pass (another worker, a restarted operator)
+//   from creating anything twice, and the planner derives the same start time from the children.
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -37,16 +41,22 @@ class CreateExpectations {
 
 class StatusPacing {
  public:
-  explicit StatusPacing(std::chrono::seconds window = std::chrono::seconds(1)) : window_(window) {}
+  explicit StatusPacing(std::chrono::seconds window = std::chrono::seconds(1),
+                        std::chrono::seconds accepted_window = std::chrono::seconds(3))
+      : window_(window), accepted_window_(accepted_window) {}
   // When `plan`'s status may wait: how long until this job's next write is due. nullopt: write it now.
   std::optional<std::chrono::seconds> defer(const std::string& key, const json& job, const Plan& plan, TimePoint now);
+  // Whether a pass of `key` already deferred its accepted status (the job has been acted on without a status).
+  bool accepting(const std::string& key);
   void wrote(const std::string& key, TimePoint now);
   void forget(const std::string& key);
 
  private:
   std::chrono::seconds window_;
+  std::chrono::seconds accepted_window_;
   std::mutex mu_;
   std::map<std::string, TimePoint> last_write_;
+  std::map<std::string, TimePoint> accepted_since_;  // key -> the first pass that deferred its accepted status
 };
 
 }  // namespace torus::controller

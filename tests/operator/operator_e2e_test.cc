@@ -310,6 +310,36 @@ TEST_F(OperatorE2E, OperatorKilledMidJobCreatesNoDuplicates) {
   for (const auto& p : pods) EXPECT_TRUE(uids.count(p["metadata"]["uid"])) << "pod recreated after restart";
 }
 
+// Killed between its creates and the job's first status write (the accepted status waits for the gang): the next
+// replica finds the children by their deterministic names, creates only the missing pods, and derives the start time
+// from the first child made, not from its own first pass.
+TEST_F(OperatorE2E, OperatorKilledMidCreationBeforeAnyStatusCreatesNoDuplicates) {
+  control("faults", {{"action", "delay"}, {"verb", "create"}, {"resource", "pods"}, {"milliseconds", 500}});
+  apply("india-2", 4);
+  ASSERT_TRUE(eventually([] { return !pods_of("india-2").empty(); }, 30s));
+  ASSERT_LT(pods_of("india-2").size(), 4u) << "not mid-creation";
+  ASSERT_FALSE(job("india-2")->value("status", json::object()).contains("phase")) << "the accepted status was written at once";
+  for (auto& [id, op] : operators_) op->kill(SIGKILL);
+  operators_.clear();
+  control("faults", {{"action", "clear"}});
+  std::map<std::string, std::string> before;  // name -> uid, the pods the killed replica made
+  for (const auto& p : pods_of("india-2")) before[p["metadata"]["name"]] = p["metadata"]["uid"];
+  start_operator("op-d");
+  ASSERT_TRUE(eventually([] { return gang_running("india-2", 4, 0); }, 30s));
+  wait_phase("india-2", "Running");
+  const auto pods = pods_of("india-2");
+  EXPECT_EQ(pods.size(), 4u);
+  for (const auto& p : pods) {
+    auto it = before.find(p["metadata"]["name"]);
+    if (it != before.end()) {
+      EXPECT_EQ(it->second, p["metadata"]["uid"]) << "pod recreated after the kill";
+    }
+  }
+  const json service = client_->get(res::kServices, kNs, service_name("india-2"));
+  EXPECT_EQ((*job("india-2"))["status"]["startTime"], service["metadata"]["creationTimestamp"])
+      << "the start time is the killed replica's first create";
+}
+
 TEST_F(OperatorE2E, TwoReplicasOneLeaderAndFailover) {
   ASSERT_TRUE(eventually([] { return !lease_holder().empty(); }, 20s)) << "no replica took the lease";
   std::string leader = lease_holder();

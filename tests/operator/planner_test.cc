@@ -209,8 +209,31 @@ TEST(Planner, NewJobCreatesServiceConfigMapSecretWithOwnerRefs) {
   }
   ASSERT_TRUE(p.status);
   EXPECT_EQ((*p.status)["startTime"], format_time(at(0)));
-  ASSERT_FALSE(p.events.empty());
-  EXPECT_EQ(p.events[0].reason, "Created");
+  EXPECT_EQ(condition_reason(p, "Created"), "JobCreated");
+  EXPECT_TRUE(p.events.empty()) << "the Created condition says it: no event (a request per job)";
+}
+
+// The accepted status waits for the gang (StatusPacing), so the passes before it is written replan a job without a
+// status: each must derive the same start time, the first child's creation, and none records an event. The gang's
+// first write says both stories in its conditions, each with its own time.
+TEST(Planner, AJobWithoutStatusStartsWhenItsFirstChildWasMadeAndRunsWithoutEvents) {
+  json job = JobBuilder().build();
+  Plan pending = plan(with_children(job, {PodBuilder("mnist", 0).build()}, at(2)));
+  ASSERT_TRUE(pending.status);
+  EXPECT_EQ((*pending.status)["startTime"], format_time(kT0)) << "the pod was created at kT0, not at this pass";
+  EXPECT_TRUE(pending.events.empty());
+  Plan running = plan(with_children(
+      job, {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).running().build()}, at(5)));
+  ASSERT_TRUE(running.status);
+  EXPECT_EQ((*running.status)["phase"], "Running");
+  EXPECT_EQ((*running.status)["startTime"], format_time(kT0));
+  EXPECT_TRUE(running.events.empty()) << "the Running condition says it: no GangRunning event";
+  std::map<std::string, json> conditions;
+  for (const auto& c : (*running.status)["conditions"]) conditions[c["type"]] = c;
+  EXPECT_EQ(conditions["Created"]["lastTransitionTime"], format_time(kT0));
+  EXPECT_NE(conditions["Created"]["message"].get<std::string>().find("2 worker pods"), std::string::npos);
+  EXPECT_EQ(conditions["Running"]["lastTransitionTime"], format_time(at(5)));
+  EXPECT_EQ(conditions["Running"]["message"], "all 2 workers of attempt 0 are running");
 }
 
 TEST(Planner, WorkerPodCarriesRankEnvironment) {

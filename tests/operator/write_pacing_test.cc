@@ -78,5 +78,35 @@ TEST(StatusPacing, WorkerCountsWaitForTheWindowAndRememberedChangesDoNot) {
   EXPECT_EQ(pacing.defer("ns/j", job_with(before), counts, t0 + 200ms), std::nullopt);
 }
 
+
+// A new job's accepted status waits for its gang, past the creates of its first pass, for the accepted window from
+// that pass: a gang that runs in that time makes one write (Running); one that does not is shown Pending after it.
+TEST(StatusPacing, ANewJobsAcceptedStatusWaitsForItsGang) {
+  StatusPacing pacing(1s, 3s);
+  const TimePoint t0{};
+  const json fresh = {{"metadata", {{"name", "j"}}}, {"spec", json::object()}};  // no status yet
+  Plan first = creating({"w-0", "w-1"});
+  first.status = json{{"phase", "Pending"}, {"startTime", "t0"}};
+  EXPECT_FALSE(pacing.accepting("ns/j"));
+  EXPECT_EQ(pacing.defer("ns/j", fresh, first, t0), std::optional(3s)) << "the creates go, the status waits";
+  EXPECT_TRUE(pacing.accepting("ns/j")) << "acted on without a status";
+  Plan pending;
+  pending.status = json{{"phase", "Pending"}, {"startTime", "t0"}, {"workers", {{"active", 2}}}};
+  EXPECT_EQ(pacing.defer("ns/j", fresh, pending, t0 + 1200ms), std::optional(2s)) << "measured from the first pass";
+  Plan running;
+  running.status = json{{"phase", "Running"}, {"startTime", "t0"}, {"workers", {{"active", 2}}}};
+  EXPECT_EQ(pacing.defer("ns/j", fresh, running, t0 + 1500ms), std::nullopt) << "the gang runs: written at once";
+  EXPECT_EQ(pacing.defer("ns/j", fresh, pending, t0 + 3s), std::nullopt) << "no gang in 3 s: shown Pending";
+  pacing.wrote("ns/j", t0 + 3s);
+  EXPECT_FALSE(pacing.accepting("ns/j"));
+  Plan failed;  // refused at once: what a pass must say (here an event) is never held back
+  failed.status = json{{"phase", "Pending"}};
+  failed.events.push_back({EventType::kWarning, "FailedCreate", "403"});
+  EXPECT_EQ(pacing.defer("ns/k", fresh, failed, t0), std::nullopt);
+  EXPECT_FALSE(pacing.accepting("ns/k"));
+  pacing.forget("ns/j");
+  EXPECT_FALSE(pacing.accepting("ns/j"));
+}
+
 }  // namespace
 }  // namespace torus::controller
