@@ -175,6 +175,25 @@ TEST_F(LayerGradTest, ResidualJoinWithProjectionShortcut) {
   check_module(join, {2, 6, 6, 3}, 1e-3, 5e-2);
 }
 
+// 64 channels: the CPU backend keeps these activations in its blocked layout (worker/backend/cpu/staging.h) from
+// the stem's output through BN + ReLU, the residual block and its add to the global pool, and back.
+TEST_F(LayerGradTest, WideBlockOnTheBlockedLayoutFromStemToHead) {
+  constexpr int64_t kWide = 64;
+  Sequential net;
+  net.add<Conv2d>(*ctx_, "stem.conv", 3, kWide, 3, 1, 1, InputSize{2, 5, 5});
+  net.add<BatchNorm2d>(*ctx_, "stem.bn", kWide, Activation::kRelu, GammaInit::kOne);
+  auto branch = std::make_unique<Sequential>();
+  branch->add<Conv2d>(*ctx_, "b.conv1", kWide, kWide, 3, 1, 1, InputSize{2, 5, 5});
+  branch->add<BatchNorm2d>(*ctx_, "b.bn1", kWide, Activation::kRelu, GammaInit::kOne);
+  branch->add<Conv2d>(*ctx_, "b.conv2", kWide, kWide, 3, 1, 1, InputSize{2, 5, 5});
+  branch->add<BatchNorm2d>(*ctx_, "b.bn2", kWide, Activation::kNone, GammaInit::kOne);
+  net.add<ResidualJoin>(*ctx_, std::move(branch), nullptr);
+  net.add<Pool2d>(*ctx_, PoolKind::kAvg, 0, 1);
+  net.add<Linear>(*ctx_, "fc", kWide, 5);
+  allocate(net);
+  check_module(net, {2, 5, 5, 3}, 1e-3, 5e-2);
+}
+
 TEST_F(LayerGradTest, GradientsAreAnnouncedInDecreasingParameterOrder) {
   auto branch = std::make_unique<Sequential>();
   branch->add<Conv2d>(*ctx_, "b.conv", 3, 4, 3, 1, 1, InputSize{2, 4, 4});

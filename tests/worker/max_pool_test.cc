@@ -1,6 +1,7 @@
 // The CPU backend's hand-written max pooling (worker/backend/cpu/max_pool.cc) against a naive reference: values on
 // a coarse grid so windows hold ties (the first maximum in (kh, kw) order wins and alone gets the gradient, as in
-// oneDNN and PyTorch), channel counts off the vector width, padding, overlapping windows, uncovered edges.
+// oneDNN and PyTorch), channel counts off the vector width, padding, overlapping windows, uncovered edges, and
+// activations of 64 channels and more, which the backend keeps blocked (pooled as images of eight channels).
 #include "worker/backend/cpu/max_pool.h"
 
 #include <gtest/gtest.h>
@@ -66,12 +67,17 @@ TEST_P(MaxPoolByHand, MatchesTheReferenceWithTies) {
   const size_t ws_bytes = backend->pool_workspace_bytes(g);
   EXPECT_EQ(ws_bytes, static_cast<size_t>(g.output_shape().numel()));
   Buffer ws = backend->allocate(ws_bytes);
-  std::vector<float> y(dy.size(), -7.0f), dx(x.size(), -7.0f);  // stale values must not survive
-  backend->pool_forward(g, Tensor(x.data(), g.input_shape()), Tensor(y.data(), g.output_shape()),
-                        Tensor(ws.data(), {static_cast<int64_t>(ws_bytes + 3) / 4}));
-  backend->pool_backward(g, Tensor(dy.data(), g.output_shape()),
-                         Tensor(ws.data(), {static_cast<int64_t>(ws_bytes + 3) / 4}),
-                         Tensor(dx.data(), g.input_shape()));
+  // The activations in the backend's own layout (64 channels and more: blocked, staging.h), NHWC here.
+  std::vector<float> xb(x.size()), dyb(dy.size()), yb(dy.size(), -7.0f), dxb(x.size(), -7.0f);  // stale values
+  const Tensor tx(xb.data(), g.input_shape()), ty(yb.data(), g.output_shape()), tdy(dyb.data(), g.output_shape()),
+      tdx(dxb.data(), g.input_shape());  // must not survive
+  backend->activation_import(x.data(), tx);
+  backend->activation_import(dy.data(), tdy);
+  backend->pool_forward(g, tx, ty, Tensor(ws.data(), {static_cast<int64_t>(ws_bytes + 3) / 4}));
+  backend->pool_backward(g, tdy, Tensor(ws.data(), {static_cast<int64_t>(ws_bytes + 3) / 4}), tdx);
+  std::vector<float> y(dy.size()), dx(x.size());
+  backend->activation_export(ty, y.data());
+  backend->activation_export(tdx, dx.data());
   const Reference r = reference(g, x, dy);
   for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], r.y[i]) << "y[" << i << "]";
   for (size_t i = 0; i < dx.size(); ++i) ASSERT_FLOAT_EQ(dx[i], r.dx[i]) << "dx[" << i << "]";
@@ -83,7 +89,8 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolGeometry{3, 7, 7, 13, PoolKind::kMax, 2, 2, 2, 0},   // last row and column uncovered
                       PoolGeometry{2, 9, 6, 3, PoolKind::kMax, 3, 3, 2, 1},    // ImageNet stem: overlap, padding
                       PoolGeometry{2, 5, 5, 8, PoolKind::kMax, 3, 3, 1, 1},    // stride 1
-                      PoolGeometry::global(4, 3, 3, 64, PoolKind::kMax),       // ResNet-9 head
+                      PoolGeometry::global(4, 3, 3, 64, PoolKind::kMax),       // ResNet-9 head (blocked)
+                      PoolGeometry{2, 7, 6, 128, PoolKind::kMax, 2, 2, 2, 0},  // blocked, 16 blocks of 8
                       PoolGeometry{1, 28, 28, 16, PoolKind::kMax, 2, 2, 2, 0}  // the narrow ResNet-9's first pool
                       ),
     [](const auto& param_info) {

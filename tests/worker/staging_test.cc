@@ -1,7 +1,7 @@
-// Convolutions wide enough to run on oneDNN's channel-blocked layout (worker/backend/cpu/staging.h: NHWC at the
-// backend's interface, reordered around each primitive) against a naive reference: forward, backward data and
-// backward weights, with padding, strides and a batch or image size other than the one the weights were laid out
-// for. The narrow case checks the NHWC path next to it with the same reference.
+// Convolutions on the CPU backend's activation layouts (worker/backend/cpu/staging.h: nChw8c from 64 channels on,
+// NHWC below) against a naive reference: forward, backward data and backward weights, with padding, strides and a
+// batch or image size other than the one the weights were laid out for; blocked on both sides, narrow on both
+// sides, and mixed (an NHWC input feeding a blocked output, as the stem and a narrow stage's successor do).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,17 +47,25 @@ TEST_P(WideConv, MatchesTheReference) {
   Buffer wn = backend->allocate(native_elements * 4), dwn = backend->allocate(native_elements * 4);
   Tensor native_w(wn.data(), {native_elements}), native_dw(dwn.data(), {native_elements});
   backend->conv_weight_import(layout, w.data(), native_w);
-  std::vector<float> xs = x, dys = dy, y(dy.size()), dx(x.size()), dw(w.size());
-  Tensor tx(xs.data(), g.input_shape()), tdy(dys.data(), g.output_shape());
+  // The activations in the backend's layout for their channel count (blocked from 64 channels on).
+  std::vector<float> xs(x.size()), dys(dy.size()), ys(dy.size()), dxs(x.size());
+  Tensor tx(xs.data(), g.input_shape()), tdy(dys.data(), g.output_shape()), ty(ys.data(), g.output_shape()),
+      tdx(dxs.data(), g.input_shape());
+  backend->activation_import(x.data(), tx);
+  backend->activation_import(dy.data(), tdy);
+  const std::vector<float> xs_before = xs, dys_before = dys;
   for (int pass = 0; pass < 2; ++pass) {  // the second pass reuses the plans and staging buffers
-    backend->conv_forward(g, tx, native_w, Tensor(y.data(), g.output_shape()));
+    backend->conv_forward(g, tx, native_w, ty);
     backend->conv_backward_weights(g, tx, tdy, native_dw);
-    backend->conv_backward_data(g, tdy, native_w, Tensor(dx.data(), g.input_shape()));
+    backend->conv_backward_data(g, tdy, native_w, tdx);
   }
   backend->synchronize();
+  std::vector<float> y(dy.size()), dx(x.size()), dw(w.size());
+  backend->activation_export(ty, y.data());
+  backend->activation_export(tdx, dx.data());
   backend->conv_weight_export(layout, native_dw, dw.data());
-  EXPECT_EQ(xs, x);  // inputs untouched
-  EXPECT_EQ(dys, dy);
+  EXPECT_EQ(xs, xs_before);  // inputs untouched
+  EXPECT_EQ(dys, dys_before);
   const test::ConvReference r = conv_reference(g, x, w, dy);
   expect_near(y, r.y, "y");
   expect_near(dx, r.dx, "dx");
@@ -73,9 +81,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvGeometry{.n = 1, .h = 6, .w = 6, .c_in = 64, .c_out = 128, .kh = 1, .kw = 1, .stride = 2,
                                    .pad = 0},  // its shortcut
                       ConvGeometry{.n = 1, .h = 3, .w = 3, .c_in = 64, .c_out = 64, .kh = 3, .kw = 3, .stride = 1,
-                                   .pad = 1},  // laid out on NHWC (3x3 outputs), run blocked (4x5)
+                                   .pad = 1},  // laid out at 3x3, run at 4x5
                       ConvGeometry{.n = 2, .h = 4, .w = 4, .c_in = 16, .c_out = 32, .kh = 3, .kw = 3, .stride = 1,
-                                   .pad = 1}),  // narrow: stays on NHWC
+                                   .pad = 1},  // narrow: stays on NHWC
+                      ConvGeometry{.n = 2, .h = 5, .w = 5, .c_in = 3, .c_out = 64, .kh = 3, .kw = 3, .stride = 1,
+                                   .pad = 1},  // the stem: NHWC images in, blocked out
+                      ConvGeometry{.n = 2, .h = 4, .w = 4, .c_in = 32, .c_out = 64, .kh = 3, .kw = 3, .stride = 1,
+                                   .pad = 1}),  // narrow ResNet-9's last stage: NHWC in, blocked out
     [](const auto& param_info) {
       const ConvGeometry& g = param_info.param;
       return "ic" + std::to_string(g.c_in) + "_oc" + std::to_string(g.c_out) + "_" + std::to_string(g.h) + "px_k" +

@@ -4,8 +4,11 @@
 // (shapes and hyper-parameters, compared by value): a backend caches its primitives/plans per geometry, so
 // the first call of a shape builds the plan and every later call only executes it.
 //
-// Layout contract: activations are dense NHWC fp32 `(N, H, W, C)`; linear inputs `(N, C)`; linear weights
-// (out, in) row-major; BN vectors `(C)`. Conv weights are stored in a backend-native layout whose size
+// Layout contract: activations have the logical shape `(N, H, W, C)`, fp32, in a backend-chosen layout that depends
+// only on the shape (dense NHWC unless the backend says otherwise: the CPU backend blocks wide channels) and that
+// every op taking activations agrees on; activation_import/export convert from/to NHWC at the edges (tests, tools).
+// An `(N, 1, 1, C)` activation is always `(N, C)` row-major, as are linear inputs; linear weights (out, in)
+// row-major; BN vectors `(C)`. Conv weights are stored in a backend-native layout whose size
 // conv_weight_elements() gives; conv_weight_import/export convert from/to plain (O, I, KH, KW) at the edges
 // (init, checkpoint, tests). Native padding elements stay zero through training.
 #include <array>
@@ -86,6 +89,9 @@ class Backend {
   // Parameters were written behind the backend's back (a collective into the parameter arena): drop whatever the
   // backend derived from them (the CUDA backend's half-precision weight shadows). Nothing to do for most backends.
   virtual void invalidate_weight_shadows() {}
+  // An activation (N, H, W, C) from/to dense NHWC on the host. The default: the backend keeps NHWC.
+  virtual void activation_import(const float* host_nhwc, Tensor dst) { upload(host_nhwc, dst); }
+  virtual void activation_export(Tensor src, float* host_nhwc) { download(src, host_nhwc); }
 
   // --- convolution (no bias: every ResNet conv is followed by BN) -----------------------------------
   // Elements a weight of this conv occupies in the native layout; fixes that layout for this geometry's

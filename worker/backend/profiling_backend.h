@@ -57,6 +57,12 @@ class ProfilingBackend final : public Backend {
   }
   void synchronize() override { inner_.synchronize(); }
   void invalidate_weight_shadows() override { inner_.invalidate_weight_shadows(); }
+  void activation_import(const float* host_nhwc, Tensor dst) override {
+    timed("activation_import", [&] { inner_.activation_import(host_nhwc, dst); });
+  }
+  void activation_export(Tensor src, float* host_nhwc) override {
+    timed("activation_export", [&] { inner_.activation_export(src, host_nhwc); });
+  }
 
   size_t conv_weight_elements(const ConvGeometry& g) override { return inner_.conv_weight_elements(g); }
   void conv_weight_import(const ConvGeometry& g, const float* host, Tensor native) override {

@@ -126,20 +126,6 @@ PrimitiveDesc safe_backward(const OpDesc& desc, const dnnl::engine& engine,
   return PrimitiveDesc(pd.get());
 }
 
-// Convolutions at least 64 channels wide on both sides with outputs of at least 4x4 pixels run on the
-// channel-blocked layout oneDNN picks (staging.h). Narrower ones and the narrow ResNet-9's 64->64 convolutions at
-// 3x3 gain nothing there (1 thread, best of 5: forward 0.93 vs 0.90 ms, backward weights 1.45 vs 1.52 ms at batch
-// 128) and would only add the reorders, so they stay on NHWC.
-bool blocked_activations(const ConvGeometry& g) {
-  constexpr int64_t kBlock = 8, kMinChannels = 64, kMinPixels = 16;
-  return g.c_in % kBlock == 0 && g.c_out % kBlock == 0 && std::min(g.c_in, g.c_out) >= kMinChannels &&
-         g.out_h() * g.out_w() >= kMinPixels;
-}
-
-memory::desc any_layout(int64_t n, int64_t h, int64_t w, int64_t c) {
-  return memory::desc({n, c, h, w}, dt::f32, tag::any);
-}
-
 // Conv weight layouts are fixed per weight shape and conv hyper-parameters, not per batch or image size.
 ConvGeometry weight_key(ConvGeometry g) {
   g.n = g.h = g.w = 0;
@@ -167,6 +153,13 @@ class CpuBackend final : public Backend {
   }
   void fill(Tensor t, float value) override { std::fill_n(t.f32(), t.numel(), value); }
   void synchronize() override { stream_.wait(); }
+
+  void activation_import(const float* host_nhwc, Tensor dst) override {
+    convert_activation(dst.shape(), const_cast<float*>(host_nhwc), StageDirection::kIn, dst.f32());
+  }
+  void activation_export(Tensor src, float* host_nhwc) override {
+    convert_activation(src.shape(), src.f32(), StageDirection::kOut, host_nhwc);
+  }
 
   // --- convolution ---------------------------------------------------------------------------------
   size_t conv_weight_elements(const ConvGeometry& g) override { return native_weight(g).get_size() / sizeof(float); }
@@ -251,7 +244,7 @@ class CpuBackend final : public Backend {
                               Tensor y) override {
     dnnl::batch_normalization_forward& infer = norm_inference(g);
     expect_elements(x, g.shape().numel(), "batch norm input");
-    const memory::desc md = nhwc(g.n, g.h, g.w, g.c);
+    const memory::desc md = activation_desc(g.n, g.h, g.w, g.c);
     infer.execute(stream_, {{DNNL_ARG_SRC, mem(md, x)},
                             {DNNL_ARG_DST, mem(md, y)},
                             {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
@@ -303,12 +296,14 @@ class CpuBackend final : public Backend {
   }
 
   // --- pooling -------------------------------------------------------------------------------------
-  size_t pool_workspace_bytes(const PoolGeometry& g) override {
+  size_t pool_workspace_bytes(const PoolGeometry& logical) override {
+    const PoolGeometry g = blocked_pool_geometry(logical);
     if (max_pool_by_hand(g)) return max_pool_workspace_bytes(g);
     return g.kind == PoolKind::kMax ? pool_plan(g).fwd_pd.workspace_desc().get_size() : 0;
   }
 
-  void pool_forward(const PoolGeometry& g, Tensor x, Tensor y, Tensor workspace) override {
+  void pool_forward(const PoolGeometry& logical, Tensor x, Tensor y, Tensor workspace) override {
+    const PoolGeometry g = blocked_pool_geometry(logical);
     expect_elements(x, g.input_shape().numel(), "pool input");
     expect_elements(y, g.output_shape().numel(), "pool output");
     if (max_pool_by_hand(g)) {
@@ -322,7 +317,8 @@ class CpuBackend final : public Backend {
     p.fwd.execute(stream_, args);
   }
 
-  void pool_backward(const PoolGeometry& g, Tensor dy, Tensor workspace, Tensor dx) override {
+  void pool_backward(const PoolGeometry& logical, Tensor dy, Tensor workspace, Tensor dx) override {
+    const PoolGeometry g = blocked_pool_geometry(logical);
     expect_elements(dy, g.output_shape().numel(), "pool output gradient");
     expect_elements(dx, g.input_shape().numel(), "pool input gradient");
     if (max_pool_by_hand(g)) {
@@ -381,6 +377,19 @@ class CpuBackend final : public Backend {
     return buffer.data();
   }
 
+  // Between NHWC on the host and the activation's own layout (a copy when they are the same).
+  void convert_activation(const Shape& s, float* from, StageDirection direction, float* to) {
+    if (s.rank() != 4 || !blocked_channels(s[3])) {
+      std::memcpy(to, from, static_cast<size_t>(s.numel()) * sizeof(float));
+      return;
+    }
+    const memory::desc plain = nhwc(s[0], s[1], s[2], s[3]), own = activation_desc(s[0], s[1], s[2], s[3]);
+    const bool in = direction == StageDirection::kIn;
+    memory a(in ? plain : own, engine_, from), b(in ? own : plain, engine_, to);
+    dnnl::reorder(a, b).execute(stream_, a, b);
+    stream_.wait();
+  }
+
   static memory::desc plain_weight(const ConvGeometry& g) {
     return memory::desc({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::oihw);
   }
@@ -418,10 +427,7 @@ class CpuBackend final : public Backend {
     if (g.out_h() <= 0 || g.out_w() <= 0)
       throw InvalidArgument("conv: input " + g.input_shape().str() + " too small for a " + std::to_string(g.kh) + "x" +
                             std::to_string(g.kw) + " kernel");
-    memory::desc src = nhwc(g.n, g.h, g.w, g.c_in), dst = nhwc(g.n, g.out_h(), g.out_w(), g.c_out);
-    const bool blocked = blocked_activations(g);
-    memory::desc src_in = blocked ? any_layout(g.n, g.h, g.w, g.c_in) : src;
-    memory::desc dst_in = blocked ? any_layout(g.n, g.out_h(), g.out_w(), g.c_out) : dst;
+    const auto [src, dst, src_in, dst_in] = conv_layouts(g);
     memory::desc any_w({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::any);
     memory::dims strides = {g.stride, g.stride}, pad = {g.pad, g.pad};
     auto alg = dnnl::algorithm::convolution_direct;
@@ -441,10 +447,7 @@ class CpuBackend final : public Backend {
   ConvBackward& conv_backward_plan(const ConvGeometry& g) {
     ConvPlan& p = conv_plan(g);
     if (p.bwd) return *p.bwd;
-    memory::desc src = nhwc(g.n, g.h, g.w, g.c_in), dst = nhwc(g.n, g.out_h(), g.out_w(), g.c_out);
-    const bool blocked = blocked_activations(g);
-    memory::desc src_in = blocked ? any_layout(g.n, g.h, g.w, g.c_in) : src;
-    memory::desc dst_in = blocked ? any_layout(g.n, g.out_h(), g.out_w(), g.c_out) : dst;
+    const auto [src, dst, src_in, dst_in] = conv_layouts(g);
     memory::desc any_w({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::any);
     memory::dims strides = {g.stride, g.stride}, pad = {g.pad, g.pad};
     auto alg = dnnl::algorithm::convolution_direct;
@@ -479,7 +482,7 @@ class CpuBackend final : public Backend {
   NormTraining& norm_training(const NormGeometry& g) {
     NormPlan& p = norm_plans_[g];
     if (p.training) return *p.training;
-    memory::desc md = nhwc(g.n, g.h, g.w, g.c);
+    memory::desc md = activation_desc(g.n, g.h, g.w, g.c);
     NormTraining t;
     t.train_pd = {{dnnl::prop_kind::forward_training, md, g.eps, norm_flags(g)}, engine_};
     t.train = dnnl::batch_normalization_forward(t.train_pd);
@@ -492,7 +495,7 @@ class CpuBackend final : public Backend {
   dnnl::batch_normalization_forward& norm_inference(const NormGeometry& g) {
     NormPlan& p = norm_plans_[g];
     if (p.infer) return *p.infer;
-    memory::desc md = nhwc(g.n, g.h, g.w, g.c);
+    memory::desc md = activation_desc(g.n, g.h, g.w, g.c);
     p.infer = dnnl::batch_normalization_forward(
         {{dnnl::prop_kind::forward_inference, md, g.eps, norm_flags(g) | dnnl::normalization_flags::use_global_stats},
          engine_});

@@ -1,6 +1,7 @@
 #pragma once
-// The CPU backend: oneDNN primitives (cached per geometry) on NHWC fp32 activations, conv weights kept in the
-// blocked layout oneDNN picks for them, OpenMP threads sized from the cgroup CPU quota.
+// The CPU backend: oneDNN primitives (cached per geometry) on fp32 activations in NHWC or, 64 channels and wider,
+// nChw8c (staging.h), conv weights kept in the blocked layout oneDNN picks for them, OpenMP threads sized from the
+// cgroup CPU quota.
 #include <memory>
 
 #include "worker/backend/backend.h"

@@ -1,24 +1,73 @@
 #pragma once
-// Activations cross the CPU backend's interface in NHWC. For wide convolutions oneDNN 2.6.3's jit:avx2 kernels run
-// 15-30% faster on the channel-blocked layout (nChw8c) they pick for themselves (ResNet-18 at 32x32, batch 64,
-// 1 thread: 64->64 at 32x32 forward 73 -> 54 ms, backward weights 99 -> 71 ms), far more than the reorders at
-// the boundary cost (one pass over the tensor each). A Stage converts one argument between the two layouts through
-// a buffer the backend shares between all stages (only one primitive runs at a time).
+// The CPU backend's activation layouts. oneDNN 2.6.3's jit:avx2 kernels run wide convolutions 15-30% faster on the
+// channel-blocked layout nChw8c (eight channels innermost, then the pixels, then the channel blocks) than on NHWC
+// (ResNet-18 at 32x32, batch 64, 1 thread: 64->64 at 32x32 forward 73 -> 54 ms, backward weights 99 -> 71 ms).
+// Activations of at least kBlockedMinChannels channels (a multiple of 8) therefore live in nChw8c from the op that
+// writes them to the op that reads them: convolution, batch norm, ReLU and the residual add all run on it, and
+// pooling reads it as NHWC images of eight channels (blocked_pool_geometry), so no reorder runs between layers.
+// Narrower activations stay NHWC: for the narrow ResNet-9 (8-32 channels) the blocked kernels are no faster.
+// A (N, 1, 1, C) activation (the global pool's output) is the same bytes in both layouts, so the linear head and
+// the model's images never see the difference; tests and tools convert with Backend::activation_import/export.
+// A Stage converts one convolution argument between the tensor's layout and the primitive's where they differ
+// (an NHWC input of a convolution whose output is blocked), through a buffer the backend shares between all stages
+// (only one primitive runs at a time).
 #include <dnnl.hpp>
 #include <cstdint>
 #include <optional>
 
+#include "worker/backend/backend.h"
 #include "worker/tensor/tensor.h"
 
 namespace torus::worker::cpu {
 
-// Which way a stage converts: a primitive's input into its layout, or its output back to NHWC.
+constexpr int64_t kChannelBlock = 8;  // floats in an AVX2 vector
+constexpr int64_t kBlockedMinChannels = 64;
+
+// Whether an activation of c channels lives in nChw8c (else NHWC).
+constexpr bool blocked_channels(int64_t c) { return c >= kBlockedMinChannels && c % kChannelBlock == 0; }
+
+// The layout an (N, H, W, C) activation lives in.
+inline dnnl::memory::desc activation_desc(int64_t n, int64_t h, int64_t w, int64_t c) {
+  using tag = dnnl::memory::format_tag;
+  return dnnl::memory::desc({n, c, h, w}, dnnl::memory::data_type::f32, blocked_channels(c) ? tag::nChw8c : tag::nhwc);
+}
+
+// A blocked activation (N, H, W, C) is N * C / 8 NHWC images of eight channels: a pool, which never mixes channels,
+// runs on it as on those.
+inline PoolGeometry blocked_pool_geometry(PoolGeometry g) {
+  if (!blocked_channels(g.c)) return g;
+  g.n *= g.c / kChannelBlock;
+  g.c = kChannelBlock;
+  return g;
+}
+
+// The layouts a convolution's primitives are asked for: the tensors' own when they agree (no staging), oneDNN's
+// choice when one side is blocked and the other is not (the stem, a narrow stage feeding a wide one): the Stages
+// then convert the side that differs.
+struct ConvLayouts {
+  dnnl::memory::desc src, dst;        // the tensors' layouts (activation_desc)
+  dnnl::memory::desc src_in, dst_in;  // what the primitives are created with
+};
+
+inline dnnl::memory::desc any_layout(int64_t n, int64_t h, int64_t w, int64_t c) {
+  return dnnl::memory::desc({n, c, h, w}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
+inline ConvLayouts conv_layouts(const ConvGeometry& g) {
+  ConvLayouts l{activation_desc(g.n, g.h, g.w, g.c_in), activation_desc(g.n, g.out_h(), g.out_w(), g.c_out), {}, {}};
+  const bool mixed = blocked_channels(g.c_in) != blocked_channels(g.c_out);
+  l.src_in = mixed ? any_layout(g.n, g.h, g.w, g.c_in) : l.src;
+  l.dst_in = mixed ? any_layout(g.n, g.out_h(), g.out_w(), g.c_out) : l.dst;
+  return l;
+}
+
+// Which way a stage converts: a primitive's input into its layout, or its output back to the tensor's.
 enum class StageDirection : uint8_t { kIn, kOut };
 
 class Stage {
  public:
   Stage() = default;
-  // plain: the NHWC layout the caller holds; inner: the layout the primitive wants.
+  // plain: the layout the caller's tensor is in; inner: the layout the primitive wants.
   Stage(const dnnl::engine& engine, const dnnl::memory::desc& plain, const dnnl::memory::desc& inner,
         StageDirection direction)
       : plain_(plain), inner_(inner) {
