@@ -1,6 +1,9 @@
 // All-reduce bus bandwidth of Torus' algorithms on this machine: forks `--world` ranks (rank 0 serves the store, as
 // in production), each builds its World with simulated nodes of `--per-node` ranks, and rank 0 prints one line per
 // (algorithm, size):  allreduce algo=<a> world=<n> nodes=<k> bytes=<b> time_us=<t> algbw_gbps=<x> busbw_gbps=<y>
+// cpu_us=<c>, where c is rank 0's CPU time (user + sys, all its threads) per all-reduce: on a machine shared with
+// other work the wall time mostly measures the scheduler, the CPU time what the algorithm itself costs.
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,7 +79,19 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-double run_point(World& w, AllReduceAlgorithm a, std::vector<float>& buf, double budget_s) {
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+struct Point {
+  double seconds = 0;      // wall, the slowest rank
+  double cpu_seconds = 0;  // this rank's CPU time
+};
+
+Point run_point(World& w, AllReduceAlgorithm a, std::vector<float>& buf, double budget_s) {
   auto once = [&] { w.comm().all_reduce_with(a, view_of(std::span<float>(buf)), ReduceOp::kSum); };
   once();  // warm-up: creates the sub-communicators and touches the buffers
   // Every rank must run the same number of iterations: rank 0 decides from the warm-up time and broadcasts.
@@ -88,11 +103,13 @@ double run_point(World& w, AllReduceAlgorithm a, std::vector<float>& buf, double
   iters[0] = std::max(2.0, std::min(200.0, budget_s / std::max(one, 1e-6)));
   w.comm().broadcast_now(view_of(std::span<double>(iters)), 0);
   w.comm().barrier_now();
+  const double cpu0 = cpu_seconds();
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < static_cast<int>(iters[0]); ++i) once();
   std::vector<double> elapsed = {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  const double cpu = cpu_seconds() - cpu0;
   w.comm().all_reduce_now(view_of(std::span<double>(elapsed)), ReduceOp::kMax);  // the slowest rank's time
-  return elapsed[0] / static_cast<int>(iters[0]);
+  return {elapsed[0] / static_cast<int>(iters[0]), cpu / static_cast<int>(iters[0])};
 }
 
 int run_rank(const Args& args, int rank, int port) {
@@ -116,12 +133,15 @@ int run_rank(const Args& args, int rank, int port) {
     if (a != AllReduceAlgorithm::kAuto && !world->comm().planner().applicable(a)) continue;
     for (size_t bytes = args.min_bytes; bytes <= args.max_bytes; bytes *= static_cast<size_t>(args.size_step)) {
       std::vector<float> data(bytes / sizeof(float), 1.0f);
-      const double t = run_point(*world, a, data, args.seconds_per_point);
+      const Point p = run_point(*world, a, data, args.seconds_per_point);
+      const double t = p.seconds;
       if (rank == 0) {
         const std::string shown = a == AllReduceAlgorithm::kAuto ? "auto:" + world->comm().algorithm_for(bytes) : name;
-        std::printf("allreduce algo=%s world=%d nodes=%d bytes=%zu time_us=%.1f algbw_gbps=%.3f busbw_gbps=%.3f\n",
-                    shown.c_str(), args.world, args.world / args.per_node, bytes, t * 1e6, bytes / t / 1e9,
-                    bus_bandwidth(bytes, t, args.world) / 1e9);
+        std::printf(
+            "allreduce algo=%s world=%d nodes=%d bytes=%zu time_us=%.1f algbw_gbps=%.3f busbw_gbps=%.3f "
+            "cpu_us=%.1f\n",
+            shown.c_str(), args.world, args.world / args.per_node, bytes, t * 1e6, bytes / t / 1e9,
+            bus_bandwidth(bytes, t, args.world) / 1e9, p.cpu_seconds * 1e6);
         std::fflush(stdout);
       }
     }

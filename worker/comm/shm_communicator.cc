@@ -25,12 +25,18 @@
 namespace torus::comm {
 
 struct ShmCommunicator::Header {
-  alignas(64) std::atomic<uint32_t> wake;  // futex word: bumped on every arrival
-  alignas(64) std::atomic<uint32_t> aborted;
-  struct alignas(64) Epoch {
+  struct alignas(64) Counter {  // one cache line each: a rank's counters are polled by every peer
     std::atomic<uint64_t> value;
   };
-  Epoch epoch[kMaxRanks];               // barriers each rank has reached, one cache line each
+  alignas(64) std::atomic<uint32_t> wake;  // futex word: bumped whenever a counter moves
+  alignas(64) std::atomic<uint32_t> sleepers;  // waiters inside futex_wait: a mover skips the wake syscall when 0
+  alignas(64) std::atomic<uint32_t> aborted;
+  Counter epoch[kMaxRanks];  // barriers each rank has reached
+  // All-reduce windows each rank has staged (its inputs for the peers' slices are in its ring slot), reduced (its
+  // own slice is in its ring slot) and gathered (it has read everything it needs of that window from the peers).
+  Counter staged[kMaxRanks];
+  Counter reduced[kMaxRanks];
+  Counter gathered[kMaxRanks];
   std::atomic<int32_t> pid[kMaxRanks];  // so a waiter can tell a dead local peer from a slow one
 };
 
@@ -68,17 +74,21 @@ inline void cpu_relax() {
 
 // tmpfs accepts an ftruncate beyond its free space and then kills the process with SIGBUS on first touch: size the
 // segment to what /dev/shm can hold (a pod's default /dev/shm is only 64 MiB).
-size_t fit_slot_bytes(size_t wanted, int ranks) {
+size_t fit_slot_bytes(size_t wanted, int ranks, int slots_per_rank) {
   struct statvfs fs {};
   if (::statvfs("/dev/shm", &fs) != 0) return wanted;
   const size_t free_bytes = static_cast<size_t>(fs.f_bavail) * fs.f_frsize;
-  const size_t per_slot_budget = (free_bytes / 2) / (2 * static_cast<size_t>(ranks));  // leave half for others
+  const size_t slots = static_cast<size_t>(slots_per_rank) * static_cast<size_t>(ranks);
+  const size_t per_slot_budget = (free_bytes / 2) / slots;  // leave half for others
   if (wanted <= per_slot_budget) return wanted;
   const size_t fitted = std::max<size_t>(64 << 10, per_slot_budget / 4096 * 4096);
   TLOG(Warn) << "shared-memory group: /dev/shm has " << free_bytes << " bytes free; using " << fitted
              << "-byte slots instead of " << wanted << " (raise /dev/shm or lower TORUS_SHM_SLOT_BYTES)";
   return fitted;
 }
+
+// Two double-buffered sets for the barrier collectives, then all-reduce's ring.
+int slots_per_rank(const ShmOptions& o) { return 2 + o.ring_slots; }
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, long timeout_ns) {
   timespec ts{0, timeout_ns};
@@ -122,14 +132,20 @@ CopyFn copy_out_for(size_t bytes) { return bytes >= kStreamingBytes ? copy_strea
 
 ShmCommunicator::ShmCommunicator(int rank, int size, std::shared_ptr<Store> store, const ShmOptions& options)
     : Communicator(rank, size, options.timeout), options_(options), spin_limit_(spin_limit_for(size)) {
+  static_assert(sizeof(Header) <= kHeaderBytes);
   if (size > kMaxRanks)
     throw InvalidArgument("shared-memory group: at most " + std::to_string(kMaxRanks) + " ranks per host, got " +
                           std::to_string(size));
-  // Rank 0 sizes and creates the segment and publishes "<name> <slot bytes>": every rank must agree on the layout.
+  if (options_.ring_slots < 1)
+    throw InvalidArgument("shared-memory group: ring_slots must be at least 1, got " +
+                          std::to_string(options_.ring_slots));
+  // Rank 0 sizes and creates the segment and publishes "<name> <slot bytes> <ring slots>": every rank must agree on
+  // the layout.
   std::string name;
   Fd fd;
   if (rank == 0) {
-    options_.slot_bytes = fit_slot_bytes(std::max<size_t>(4096, options_.slot_bytes / 4096 * 4096), size);
+    options_.slot_bytes = fit_slot_bytes(std::max<size_t>(4096, options_.slot_bytes / 4096 * 4096), size,
+                                         slots_per_rank(options_));
     name = "/torus-" + random_hex(8);
     fd = Fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
     if (!fd.valid()) throw_errno("shm_open " + name);
@@ -137,10 +153,11 @@ ShmCommunicator::ShmCommunicator(int rank, int size, std::shared_ptr<Store> stor
       ::shm_unlink(name.c_str());
       throw_errno("ftruncate " + name + " to " + std::to_string(segment_bytes()) + " bytes");
     }
-    store->set("shm/name", to_bytes(name + " " + std::to_string(options_.slot_bytes)));
+    store->set("shm/name", to_bytes(name + " " + std::to_string(options_.slot_bytes) + " " +
+                                    std::to_string(options_.ring_slots)));
   } else {
     std::istringstream in(to_string(store->get("shm/name", options_.timeout)));
-    in >> name >> options_.slot_bytes;
+    in >> name >> options_.slot_bytes >> options_.ring_slots;
     fd = Fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600));
     if (!fd.valid()) throw_errno("shm_open " + name);
   }
@@ -176,7 +193,8 @@ void ShmCommunicator::abort() noexcept {
 }
 
 size_t ShmCommunicator::segment_bytes() const {
-  return kHeaderBytes + 2 * static_cast<size_t>(size()) * options_.slot_bytes;
+  return kHeaderBytes + static_cast<size_t>(slots_per_rank(options_)) * static_cast<size_t>(size()) *
+                            options_.slot_bytes;
 }
 
 std::byte* ShmCommunicator::slot(int set, int r) const {
@@ -184,20 +202,25 @@ std::byte* ShmCommunicator::slot(int set, int r) const {
          (static_cast<size_t>(set) * static_cast<size_t>(size()) + static_cast<size_t>(r)) * options_.slot_bytes;
 }
 
-void ShmCommunicator::sync() {
-  const uint64_t target = ++epoch_;
-  header_->epoch[rank()].value.store(target, std::memory_order_release);
-  header_->wake.fetch_add(1, std::memory_order_acq_rel);
-  futex_wake_all(&header_->wake);
+std::byte* ShmCommunicator::ring_slot(uint64_t window, int r) const {
+  const size_t ring = static_cast<size_t>(options_.ring_slots);
+  const size_t index = static_cast<size_t>(window % ring);
+  return slot(2, 0) + (static_cast<size_t>(r) * ring + index) * options_.slot_bytes;  // after the two sets
+}
+
+void ShmCommunicator::publish() {
+  header_->wake.fetch_add(1);  // seq_cst, as is the waiters' sleepers increment: one of us sees the other
+  if (header_->sleepers.load() != 0) futex_wake_all(&header_->wake);
+}
+
+
+template <typename Ready, typename Lagging>
+void ShmCommunicator::wait_until(Ready ready, Lagging lagging, const char* what) {
+  if (ready()) return;
   const auto deadline = Clock::now() + timeout();
-  auto all_arrived = [&] {
-    for (int j = 0; j < size(); ++j)
-      if (header_->epoch[j].value.load(std::memory_order_acquire) < target) return false;
-    return true;
-  };
   for (int spins = 0;; ++spins) {
-    const uint32_t seen = header_->wake.load(std::memory_order_acquire);
-    if (all_arrived()) return;
+    const uint32_t seen = header_->wake.load();
+    if (ready()) return;
     if (header_->aborted.load() != 0) throw Error("shared-memory communicator was aborted");
     if (spins < spin_limit_) {
       cpu_relax();
@@ -205,50 +228,127 @@ void ShmCommunicator::sync() {
     }
     for (int j = 0; j < size(); ++j) {
       const int32_t pid = header_->pid[j].load();
-      if (header_->epoch[j].value.load() < target && ::kill(pid, 0) != 0 && errno == ESRCH)
+      if (j != rank() && lagging(j) && ::kill(pid, 0) != 0 && errno == ESRCH)
         throw SystemError("shared-memory group: local rank " + std::to_string(j) + " (pid " + std::to_string(pid) +
                           ") died during a collective");
     }
     if (Clock::now() > deadline) {
       std::string missing;
       for (int j = 0; j < size(); ++j)
-        if (header_->epoch[j].value.load() < target) missing += (missing.empty() ? "" : ", ") + std::to_string(j);
-      throw Timeout("shared-memory barrier: local ranks " + missing + " never arrived within " +
+        if (j != rank() && lagging(j)) missing += (missing.empty() ? "" : ", ") + std::to_string(j);
+      throw Timeout(std::string("shared-memory ") + what + ": local ranks " + missing + " never arrived within " +
                     std::to_string(timeout().count()) + " ms (dead or hung peer on this host)");
     }
-    futex_wait(&header_->wake, seen, 5'000'000);
+    header_->sleepers.fetch_add(1);
+    if (header_->wake.load() == seen) futex_wait(&header_->wake, seen, 5'000'000);
+    header_->sleepers.fetch_sub(1);
   }
 }
 
+void ShmCommunicator::sync() {
+  const uint64_t target = ++epoch_;
+  header_->epoch[rank()].value.store(target, std::memory_order_release);
+  publish();
+  auto behind = [&](int j) { return header_->epoch[j].value.load(std::memory_order_acquire) < target; };
+  wait_until(
+      [&] {
+        for (int j = 0; j < size(); ++j)
+          if (behind(j)) return false;
+        return true;
+      },
+      behind, "barrier");
+}
+
+// Window w of this call is window base + w of the ring. Per window, a rank stages the peers' slices of its buffer
+// into its ring slot, reduces its own slice in place from its buffer and the peers' slots and publishes the result
+// to its slot, then gathers the peers' reduced slices. Steps are taken in the order that keeps data hot: gather the
+// oldest reduced window, else reduce the oldest staged one, else stage the next (up to ring_slots ahead of the
+// slowest peer's gathers: its slot is reused only once every peer has read it). All ranks compute the same sums.
 void ShmCommunicator::all_reduce_now(BufferView buf, ReduceOp op) {
   const int n = size();
   if (buf.count == 0 || n == 1) return;
   const size_t elem = dtype_size(buf.dtype);
   const size_t window = options_.slot_bytes / elem;
+  const uint64_t windows = (buf.count + window - 1) / window;
+  const uint64_t base = windows_;
+  windows_ += windows;
+  const uint64_t ring = static_cast<uint64_t>(options_.ring_slots);
   const CopyFn copy_out = copy_out_for(buf.bytes());
+  auto length = [&](uint64_t w) { return std::min(window, buf.count - w * window); };
+  Header& h = *header_;
+  const int me = rank();
+  uint64_t staged = 0, reduced = 0, gathered = 0;  // windows of this call, on this rank
+
+  enum class Step { kNone, kGather, kReduce, kStage };
+  // Peer j holds up each step until its counter passes the window the step needs.
+  auto blocks_gather = [&](int j) { return h.reduced[j].value.load(std::memory_order_acquire) <= base + gathered; };
+  auto blocks_reduce = [&](int j) { return h.staged[j].value.load(std::memory_order_acquire) <= base + reduced; };
+  auto blocks_stage = [&](int j) {
+    return h.gathered[j].value.load(std::memory_order_acquire) + ring <= base + staged;
+  };
+  auto no_peer = [&](auto blocks) {
+    for (int j = 0; j < n; ++j)
+      if (j != me && blocks(j)) return false;
+    return true;
+  };
+  auto next_step = [&] {
+    if (gathered < reduced && no_peer(blocks_gather)) return Step::kGather;
+    if (reduced < staged && no_peer(blocks_reduce)) return Step::kReduce;
+    if (staged < windows && no_peer(blocks_stage)) return Step::kStage;
+    return Step::kNone;
+  };
+  auto lagging = [&](int j) {
+    return (gathered < reduced && blocks_gather(j)) || (reduced < staged && blocks_reduce(j)) ||
+           (staged < windows && blocks_stage(j));
+  };
+
+  // Reduced a block at a time and published while the block is still in L1.
+  constexpr size_t kBlockBytes = 16u << 10;
+  const size_t block = std::max<size_t>(1, kBlockBytes / elem);
   std::vector<const void*> inputs(static_cast<size_t>(n));
-  for (size_t start = 0; start < buf.count; start += window) {
-    const size_t len = std::min(window, buf.count - start);
-    const int set = next_set();
-    const Range mine = chunk_range(len, n, rank());
-    // Peers read only the slices they reduce: our own slice stays in our buffer and is read from there.
-    std::memcpy(slot(set, rank()), buf.at(start), mine.begin * elem);
-    std::memcpy(slot(set, rank()) + mine.end * elem, buf.at(start + mine.end), (len - mine.end) * elem);
-    sync();  // every input is in place
-    // Reduced in place (one read-modify-write pass over our slice), then published from the cache for the peers.
-    // The output must be the first input (reduce_many writes it before reading the later ones); every rank copies
-    // the one reduced slice, so all ranks still hold identical results.
-    inputs[0] = buf.at(start + mine.begin);
-    for (int j = 0, k = 1; j < n; ++j)
-      if (j != rank()) inputs[static_cast<size_t>(k++)] = slot(set, j) + mine.begin * elem;
-    reduce_many(buf.dtype, op, buf.at(start + mine.begin), inputs.data(), n, mine.size());
-    std::memcpy(slot(set, rank()) + mine.begin * elem, buf.at(start + mine.begin), mine.size() * elem);
-    sync();  // every slice is reduced
-    for (int j = 0; j < n; ++j) {
-      if (j == rank()) continue;
-      const Range theirs = chunk_range(len, n, j);
-      copy_out(buf.at(start + theirs.begin), slot(set, j) + theirs.begin * elem, theirs.size() * elem);
+  while (gathered < windows) {
+    Step step = next_step();
+    if (step == Step::kNone) {
+      wait_until([&] { return (step = next_step()) != Step::kNone; }, lagging, "all-reduce");
     }
+    if (step == Step::kStage) {
+      const uint64_t w = staged;
+      const size_t start = w * window;
+      const size_t len = length(w);
+      const Range mine = chunk_range(len, n, me);
+      std::byte* out = ring_slot(base + w, me);
+      // Peers read only the slices they reduce: our own slice stays in our buffer and is read from there.
+      std::memcpy(out, buf.at(start), mine.begin * elem);
+      std::memcpy(out + mine.end * elem, buf.at(start + mine.end), (len - mine.end) * elem);
+      h.staged[me].value.store(base + ++staged, std::memory_order_release);
+    } else if (step == Step::kReduce) {
+      const uint64_t w = reduced;
+      const size_t start = w * window;
+      const Range mine = chunk_range(length(w), n, me);
+      std::byte* published = ring_slot(base + w, me);
+      // In place (one read-modify-write pass); reduce_many writes its output before reading the later inputs, so
+      // the output must be the first input.
+      for (size_t b = mine.begin; b < mine.end; b += block) {
+        const size_t count = std::min(block, mine.end - b);
+        inputs[0] = buf.at(start + b);
+        for (int j = 0, k = 1; j < n; ++j)
+          if (j != me) inputs[static_cast<size_t>(k++)] = ring_slot(base + w, j) + b * elem;
+        reduce_many(buf.dtype, op, buf.at(start + b), inputs.data(), n, count);
+        std::memcpy(published + b * elem, buf.at(start + b), count * elem);
+      }
+      h.reduced[me].value.store(base + ++reduced, std::memory_order_release);
+    } else {
+      const uint64_t w = gathered;
+      const size_t start = w * window;
+      const size_t len = length(w);
+      for (int j = 0; j < n; ++j) {
+        if (j == me) continue;
+        const Range theirs = chunk_range(len, n, j);
+        copy_out(buf.at(start + theirs.begin), ring_slot(base + w, j) + theirs.begin * elem, theirs.size() * elem);
+      }
+      h.gathered[me].value.store(base + ++gathered, std::memory_order_release);
+    }
+    publish();
   }
 }
 
