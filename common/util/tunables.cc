@@ -21,7 +21,7 @@ constexpr std::array kTable = std::to_array<Tunable>({
     {"TORUS_RENDEZVOUS_TIMEOUT_MS", Type::kInteger, "120000", "",
      "how long ranks wait for each other (and rank 0's store) at start-up"},
     {"TORUS_SHM", Type::kInteger, "1", "", "0 turns the shared-memory level off (host-local ranks use TCP)"},
-    {"TORUS_SHM_SLOT_BYTES", Type::kInteger, "524288", "", "the shared-memory window reduced at a time"},
+    {"TORUS_SHM_SLOT_BYTES", Type::kInteger, "1048576", "", "the shared-memory window reduced at a time"},
     {"TORUS_COMM_BIND_ADDR", Type::kString, "", "",
      "address the Gloo device binds; default the launch contract's TORUS_BIND_ADDRESS (a pod's IP), else loopback "
      "when MASTER_ADDR is loopback, else the host name"},

@@ -18,7 +18,7 @@ namespace torus::comm {
 
 struct ShmOptions {
   // Bytes each rank owns per buffer set (two sets, double buffering): the segment is 2 * size * slot_bytes.
-  size_t slot_bytes = 512u << 10;  // see WorldOptions::shm_slot_bytes
+  size_t slot_bytes = 1u << 20;  // see WorldOptions::shm_slot_bytes
   // All-reduce's ring: slots per rank, so how many windows a rank may stage ahead of its slowest peer. Two measured
   // best on 2 loaded cores: 4 and 8 cut context switches per 64 MiB all-reduce from ~150 to ~50 and ~35 but cost
   // more CPU time (16-24 ms instead of 14-17 per rank), the staged windows no longer fitting in L2.
