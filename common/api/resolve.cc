@@ -56,6 +56,26 @@ const ResolvedPhase& phase_for_epoch(const std::vector<ResolvedPhase>& phases, i
   return epoch < phases.front().from_epoch ? phases.front() : phases.back();
 }
 
+void check_phases(const std::vector<ResolvedPhase>& phases, const std::string& field) {
+  if (phases.empty()) throw InvalidArgument(field + ": needs at least one phase");
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const ResolvedPhase& p = phases[i];
+    const std::string at = field + "[" + std::to_string(i) + "]";
+    const int32_t expected_from = i == 0 ? 0 : phases[i - 1].to_epoch;
+    if (p.from_epoch != expected_from)
+      throw InvalidArgument(at + ".fromEpoch: phases start at epoch 0 and leave no gap: expected " +
+                            std::to_string(expected_from) + ", got " + std::to_string(p.from_epoch));
+    if (p.to_epoch <= p.from_epoch)
+      throw InvalidArgument(at + ".toEpoch: must be after fromEpoch " + std::to_string(p.from_epoch) + ", got " +
+                            std::to_string(p.to_epoch));
+    if (p.per_rank_batch <= 0)
+      throw InvalidArgument(at + ".perRankBatchSize: must be a positive integer, got " +
+                            std::to_string(p.per_rank_batch));
+    if (p.image_size <= 0)
+      throw InvalidArgument(at + ".imageSize: must be a positive integer, got " + std::to_string(p.image_size));
+  }
+}
+
 std::optional<int64_t> known_train_images(const DataSpec& data) {
   if (!data.dataset) return std::nullopt;
   switch (*data.dataset) {

@@ -4,6 +4,7 @@
 // a missing value throws torus::InvalidArgument naming the field.
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/api/training_job.h"
@@ -28,6 +29,9 @@ struct ResolvedPhase {
 std::vector<ResolvedPhase> resolve_phases(const TrainingJobSpec& spec);
 // The phase that contains `epoch` (the last one for an epoch past the end).
 const ResolvedPhase& phase_for_epoch(const std::vector<ResolvedPhase>& phases, int32_t epoch);
+// Throws InvalidArgument naming `field` unless the phases start at epoch 0, follow each other without a gap, and
+// have positive sizes: what resolve_phases returns for a valid spec, checked again for phases built in code.
+void check_phases(const std::vector<ResolvedPhase>& phases, const std::string& field);
 
 // Training images of the data set when it is fixed by the spec (Fashion-MNIST 60000, CIFAR-10 50000, synthetic);
 // nullopt for an image folder (count the files).

@@ -1,5 +1,6 @@
 #include "common/api/resolve.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "common/api/validation.h"
@@ -49,6 +50,42 @@ TEST(Resolve, MissingValues) {
   job.spec.gang.workers.reset();
   EXPECT_THROW(world_size(job.spec), InvalidArgument);
   EXPECT_THROW(steps_per_epoch(100, 0), InvalidArgument);
+}
+
+// check_phases: the worker's check of phases built in code (tests, benches) says which phase and field is wrong.
+TEST(Resolve, CheckPhasesNamesTheBadPhase) {
+  const TrainingJobSpec spec = example("imagenet-resnet50.yaml").spec;
+  std::vector<ResolvedPhase> phases = resolve_phases(spec);
+  EXPECT_NO_THROW(check_phases(phases, "training.phases"));
+  EXPECT_EQ(&phase_for_epoch(phases, 0), &phases[0]);
+  EXPECT_EQ(&phase_for_epoch(phases, 6), &phases[1]);
+
+  const auto message = [](std::vector<ResolvedPhase> p) {
+    try {
+      check_phases(p, "training.phases");
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message({}), ::testing::HasSubstr("training.phases: needs at least one phase"));
+  std::vector<ResolvedPhase> late = phases;
+  late[0].from_epoch = 1;
+  EXPECT_THAT(message(late), ::testing::HasSubstr("training.phases[0].fromEpoch"));
+  std::vector<ResolvedPhase> gap = phases;
+  gap[2].from_epoch += 1;
+  EXPECT_THAT(message(gap),
+              ::testing::HasSubstr("training.phases[2].fromEpoch: phases start at epoch 0 and leave no gap"));
+  std::vector<ResolvedPhase> empty_range = phases;
+  empty_range[4].to_epoch = empty_range[4].from_epoch;
+  EXPECT_THAT(message(empty_range), ::testing::HasSubstr("training.phases[4].toEpoch"));
+  std::vector<ResolvedPhase> no_batch = phases;
+  no_batch[1].per_rank_batch = 0;
+  EXPECT_THAT(message(no_batch),
+              ::testing::HasSubstr("training.phases[1].perRankBatchSize: must be a positive integer"));
+  std::vector<ResolvedPhase> no_image = phases;
+  no_image[3].image_size = -1;
+  EXPECT_THAT(message(no_image), ::testing::HasSubstr("training.phases[3].imageSize"));
 }
 
 }  // namespace

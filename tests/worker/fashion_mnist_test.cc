@@ -29,7 +29,7 @@ TEST(FashionMnist, ResNet9Reaches92PercentWithin5Epochs) {
   c.data.transform.flip = data::Flip::kHorizontal;
   c.data.loader_threads = 1;
   c.epochs = 5;
-  c.phases = {{0, 256, 28}};
+  c.phases = {{.from_epoch = 0, .to_epoch = static_cast<int32_t>(c.epochs), .image_size = 28, .per_rank_batch = 256}};
   c.lr_points = optim::LrSchedule::warmup_then_linear_decay(0.2, 0.2, 4.0).points();
   c.sgd = {0.9f, math::Nesterov::kOn, 5e-4f};
   c.label_smoothing = 0.1f;

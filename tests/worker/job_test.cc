@@ -35,7 +35,7 @@ TEST(JobConfig, MapsTheTrainingJobFields) {
   EXPECT_EQ(c.data.synthetic_train, 256);
   EXPECT_EQ(c.data.transform.flip, data::Flip::kHorizontal);
   ASSERT_EQ(c.phases.size(), 1u);
-  EXPECT_EQ(c.phases[0].batch_size, 32);
+  EXPECT_EQ(c.phases[0].per_rank_batch, 32);
   EXPECT_EQ(c.phases[0].image_size, 16);
   EXPECT_EQ(c.epochs, 4);
   const optim::LrSchedule lr(c.lr_points);
@@ -54,7 +54,7 @@ TEST(JobConfig, PerRankBatchDividesTheGlobalBatch) {
   const api::TrainingJob job = synthetic_job();
   api::TrainingJobSpec spec = job.spec;
   spec.gang.workers = 2;
-  EXPECT_EQ(to_train_config(spec, 2).phases[0].batch_size, 16);
+  EXPECT_EQ(to_train_config(spec, 2).phases[0].per_rank_batch, 16);
 }
 
 TEST(WorkerMain, RunsOneRankOfASyntheticJobToItsTarget) {

@@ -1,4 +1,4 @@
-// Optimizer and schedule math, weight-decay mask, phases; model shapes and parameter counts.
+// Optimizer and schedule math, weight-decay mask; model shapes and parameter counts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -84,17 +84,6 @@ TEST(Schedule, BadPointsAreRefusedNamingThePoint) {
     EXPECT_NE(std::string(e.what()).find("point 2"), std::string::npos) << e.what();
   }
   EXPECT_THROW(optim::LrSchedule({{0, -1.0}}), InvalidArgument);
-}
-
-TEST(Phases, PhaseAtEpochBoundaries) {
-  const std::vector<optim::Phase> phases = {{0, 256, 128}, {3, 128, 224}, {5, 64, 288}};
-  optim::validate_phases(phases, "phases");
-  EXPECT_EQ(optim::phase_at(phases, 0).image_size, 128);
-  EXPECT_EQ(optim::phase_at(phases, 2).batch_size, 256);
-  EXPECT_EQ(optim::phase_at(phases, 3).image_size, 224);
-  EXPECT_EQ(optim::phase_at(phases, 9).image_size, 288);
-  EXPECT_THROW(optim::validate_phases({{1, 256, 128}}, "phases"), InvalidArgument);
-  EXPECT_THROW(optim::validate_phases({{0, 0, 128}}, "phases"), InvalidArgument);
 }
 
 // Parameter counts of torchvision's ResNets (ImageNet stem, 1000 classes): the architecture is the same.

@@ -139,7 +139,7 @@ TrainConfig tiny_config() {
   c.data.synthetic_size = 8;
   c.data.loader_threads = 1;
   c.epochs = 1;
-  c.phases = {{0, 16, 8}};
+  c.phases = {{.from_epoch = 0, .to_epoch = static_cast<int32_t>(c.epochs), .image_size = 8, .per_rank_batch = 16}};
   c.lr_points = {{0, 0.05}};
   c.seed = 4;
   c.eval_batch_size = 32;

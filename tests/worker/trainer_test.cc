@@ -39,7 +39,7 @@ TrainConfig small_config(uint64_t seed = 3) {
   c.data.transform.flip = data::Flip::kHorizontal;
   c.data.loader_threads = 1;
   c.epochs = 3;
-  c.phases = {{0, 32, 16}};
+  c.phases = {{.from_epoch = 0, .to_epoch = static_cast<int32_t>(c.epochs), .image_size = 16, .per_rank_batch = 32}};
   c.lr_points = {{0, 0.05}, {1, 0.2}, {3, 0.0}};
   c.sgd = {0.9f, math::Nesterov::kOn, 5e-4f};
   c.label_smoothing = 0.1f;

@@ -25,7 +25,7 @@ inline TrainConfig two_rank_config() {
   c.data.synthetic_size = 16;
   c.data.loader_threads = 1;
   c.epochs = 2;
-  c.phases = {{0, 16, 16}};
+  c.phases = {{.from_epoch = 0, .to_epoch = static_cast<int32_t>(c.epochs), .image_size = 16, .per_rank_batch = 16}};
   c.lr_points = {{0, 0.1}, {2, 0.0}};
   c.label_smoothing = 0.1f;
   c.seed = 9;

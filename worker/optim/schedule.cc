@@ -49,26 +49,4 @@ double LrSchedule::at(double epoch) const {
   return lo->lr + t * (hi->lr - lo->lr);
 }
 
-void validate_phases(const std::vector<Phase>& phases, const std::string& field) {
-  if (phases.empty()) throw InvalidArgument(field + ": needs at least one phase");
-  if (phases.front().start_epoch != 0)
-    throw InvalidArgument(field + "[0].startEpoch: the first phase must start at epoch 0");
-  for (size_t i = 0; i < phases.size(); ++i) {
-    const std::string at = field + "[" + std::to_string(i) + "]";
-    if (phases[i].batch_size <= 0)
-      throw InvalidArgument(at + ".batchSize: must be a positive integer, got " + std::to_string(phases[i].batch_size));
-    if (phases[i].image_size <= 0)
-      throw InvalidArgument(at + ".imageSize: must be a positive integer, got " + std::to_string(phases[i].image_size));
-    if (i > 0 && phases[i].start_epoch <= phases[i - 1].start_epoch)
-      throw InvalidArgument(at + ".startEpoch: must increase, got " + std::to_string(phases[i].start_epoch));
-  }
-}
-
-const Phase& phase_at(const std::vector<Phase>& phases, int64_t epoch) {
-  const Phase* current = &phases.at(0);
-  for (const Phase& p : phases)
-    if (p.start_epoch <= epoch) current = &p;
-  return *current;
-}
-
 }  // namespace torus::worker::optim

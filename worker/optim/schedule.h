@@ -34,16 +34,4 @@ class LrSchedule {
   std::vector<LrPoint> points_;
 };
 
-// From start_epoch on, train with this per-rank batch size and image size (progressive resizing,
-// batch-size control). Phases change only at epoch boundaries.
-struct Phase {
-  int64_t start_epoch = 0;
-  int64_t batch_size = 0;
-  int64_t image_size = 0;
-};
-
-// The phase in force during `epoch`; phases must start at 0 and increase (validate_phases checks it).
-const Phase& phase_at(const std::vector<Phase>& phases, int64_t epoch);
-void validate_phases(const std::vector<Phase>& phases, const std::string& field);
-
 }  // namespace torus::worker::optim

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/api/resolve.h"
 #include "common/api/training_job.h"
 #include "worker/data/image.h"
 #include "worker/data/loader.h"
@@ -41,7 +42,9 @@ struct TrainConfig {
   nn::ModelConfig model;  // batch_size/image_size are taken from the first phase
   DataConfig data;
   int64_t epochs = 1;
-  std::vector<optim::Phase> phases;  // per-rank batch size and image size; at least one, from epoch 0
+  // Progressive resizing and batch-size control: epochs [from, to) train with the phase's per-rank batch and image
+  // size; at least one, from epoch 0 (api::check_phases). The worker reads per_rank_batch, never global_batch.
+  std::vector<api::ResolvedPhase> phases;
   std::vector<optim::LrPoint> lr_points = {{0, 0.1}};
   int64_t lr_reference_batch = 0;  // > 0: lr_points hold for this global batch and scale with the phase's
   optim::SgdConfig sgd;

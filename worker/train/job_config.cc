@@ -83,12 +83,12 @@ TrainConfig to_train_config(const api::TrainingJobSpec& spec, int world_size) {
   c.model = model_config(spec.model);
   c.data = data_config(spec);
   c.epochs = need(t.epochs, "spec.training.epochs");
-  for (const api::ResolvedPhase& p : api::resolve_phases(spec))
-    c.phases.push_back({p.from_epoch, p.per_rank_batch, p.image_size});
+  c.phases = api::resolve_phases(spec);
   // Evaluation batches hold as many images as the largest training batch of this rank: its activations were sized
   // for that (a fixed 500 would multiply them for ImageNet-sized images, more so in rectangular batches).
   c.eval_batch_size = 0;
-  for (const optim::Phase& p : c.phases) c.eval_batch_size = std::max(c.eval_batch_size, p.batch_size);
+  for (const api::ResolvedPhase& p : c.phases)
+    c.eval_batch_size = std::max<int64_t>(c.eval_batch_size, p.per_rank_batch);
   c.lr_points = lr_points(t);
   if (t.lr_schedule.reference_batch_size) c.lr_reference_batch = *t.lr_schedule.reference_batch_size;
   const api::OptimizerSpec& o = t.optimizer;

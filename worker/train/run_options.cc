@@ -152,10 +152,9 @@ std::vector<std::string> describe(const RunOptions& run, int world_size) {
   out.push_back(optimizer_line(t));
   out.push_back(lr_line(t));
   for (size_t i = 0; i < t.phases.size(); ++i) {
-    const optim::Phase& p = t.phases[i];
-    const int64_t to = i + 1 < t.phases.size() ? t.phases[i + 1].start_epoch : t.epochs;
-    out.push_back("phase " + std::to_string(i) + ": epochs [" + std::to_string(p.start_epoch) + ", " +
-                  std::to_string(to) + "), per-rank batch " + std::to_string(p.batch_size) + ", image " +
+    const api::ResolvedPhase& p = t.phases[i];
+    out.push_back("phase " + std::to_string(i) + ": epochs [" + std::to_string(p.from_epoch) + ", " +
+                  std::to_string(p.to_epoch) + "), per-rank batch " + std::to_string(p.per_rank_batch) + ", image " +
                   std::to_string(p.image_size));
   }
   out.push_back("engine: " + std::string(api::to_string(run.engine.device)) + ", precision " +

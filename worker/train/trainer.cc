@@ -74,7 +74,7 @@ struct StepSplit {
 void validate(const TrainConfig& c) {
   if (c.epochs <= 0)
     throw InvalidArgument("training.epochs: must be a positive integer, got " + std::to_string(c.epochs));
-  optim::validate_phases(c.phases, "training.phases");
+  api::check_phases(c.phases, "training.phases");
   optim::LrSchedule schedule(c.lr_points);  // validates the points
   if (c.label_smoothing < 0 || c.label_smoothing >= 1)
     throw InvalidArgument("training.labelSmoothing: must be in [0, 1), got " + std::to_string(c.label_smoothing));
@@ -121,8 +121,8 @@ Trainer::Trainer(Backend& backend, TrainConfig config, Datasets data, Collective
       observer_(observer) {
   validate(config_);
   if (!data_.train || !data_.val) throw InvalidArgument("trainer: training and validation sets are required");
-  const optim::Phase& first = config_.phases.front();
-  config_.model.batch_size = first.batch_size;
+  const api::ResolvedPhase& first = config_.phases.front();
+  config_.model.batch_size = first.per_rank_batch;
   config_.model.image_size = first.image_size;
   config_.model.in_channels = data_.train->channels();
   if (config_.model.num_classes == 0) config_.model.num_classes = data_.train->num_classes();
@@ -140,8 +140,8 @@ Trainer::Trainer(Backend& backend, TrainConfig config, Datasets data, Collective
   complete_normalization(config_.data.transform, *data_.train);
   data::LoaderConfig lc;
   lc.mode = Mode::kTrain;
-  lc.batch_size = static_cast<int>(first.batch_size);
-  lc.image_size = {static_cast<int>(first.image_size), static_cast<int>(first.image_size)};
+  lc.batch_size = first.per_rank_batch;
+  lc.image_size = {first.image_size, first.image_size};
   lc.transform = config_.data.transform;
   lc.seed = config_.seed;
   lc.rank = collectives_.rank();
@@ -170,16 +170,16 @@ double Trainer::lr_now(int64_t batches_in_epoch) const {
                             static_cast<double>(batch_) / static_cast<double>(std::max<int64_t>(batches_in_epoch, 1));
   double lr = optim::LrSchedule(config_.lr_points).at(fractional);
   if (config_.lr_reference_batch > 0) {
-    const int64_t global = optim::phase_at(config_.phases, epoch_).batch_size * collectives_.world_size();
+    const int64_t global = int64_t{phase_now().per_rank_batch} * collectives_.world_size();
     lr *= static_cast<double>(global) / static_cast<double>(config_.lr_reference_batch);
   }
   return lr;
 }
 
 void Trainer::start_epoch() {
-  const optim::Phase& phase = optim::phase_at(config_.phases, epoch_);
-  loader_->set_batch_size(static_cast<int>(phase.batch_size));
-  loader_->set_image_size({static_cast<int>(phase.image_size), static_cast<int>(phase.image_size)});
+  const api::ResolvedPhase& phase = phase_now();
+  loader_->set_batch_size(phase.per_rank_batch);
+  loader_->set_image_size({phase.image_size, phase.image_size});
   loader_->start_epoch(epoch_, batch_);
 }
 

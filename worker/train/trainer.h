@@ -79,6 +79,9 @@ class Trainer {
   nn::Model& model() { return *model_; }
 
  private:
+  const api::ResolvedPhase& phase_now() const {
+    return api::phase_for_epoch(config_.phases, static_cast<int32_t>(epoch_));
+  }
   double lr_now(int64_t batches_in_epoch) const;
   void start_epoch();
   void average_bn_statistics();

@@ -12,11 +12,11 @@
 #include "common/log/log.h"
 #include "common/process/interrupt_fd.h"
 #include "common/util/error.h"
-#include "worker/backend/cpu/cpu_backend.h"
 #include "common/util/tunables.h"
+#include "worker/backend/cpu/cpu_backend.h"
 #include "worker/train/job_config.h"
-#include "worker/train/run_options.h"
 #include "worker/train/local_ranks.h"
+#include "worker/train/run_options.h"
 #include "worker/train/telemetry.h"
 
 #if defined(TORUS_HAVE_CUDA)
