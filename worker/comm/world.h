@@ -31,8 +31,8 @@ struct WorldOptions {
   // TORUS_SHM_SLOT_BYTES: the window reduced at a time. Small enough that both ranks' slices stay in cache
   // (measured at 64 MiB, 2 ranks, before the pipelined all-reduce on an idle machine: 16 MiB windows 2.3 GB/s bus
   // bandwidth, 2 MiB 3.0, 512 KiB 3.9), large enough that a window's work outweighs its hand-offs: with the
-  // pipelined all-reduce on 2 loaded cores, 1 MiB windows took 0.1 / 0.5-0.7 / 12-13 ms of CPU per all-reduce of
-  // 1 / 4 / 64 MiB where 512 KiB took 0.35 / 1.5 / 14 (docs/collectives.md).
+  // pipelined all-reduce on 2 loaded cores, 1 MiB windows took 0.1-0.16 / 0.4-1.0 ms of CPU per all-reduce of
+  // 1 / 4 MiB where 512 KiB took 0.33-0.48 / 1.4-2.2; at 64 MiB the same within noise (docs/collectives.md).
   size_t shm_slot_bytes = 1u << 20;
   int torus_x = 0;  // spec.allReduce.grid.x, 0 = automatic
   CostModel cost;   // TORUS_COST_*
