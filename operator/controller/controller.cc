@@ -66,6 +66,18 @@ std::string phase_after(const json& job, const Plan& plan) {
   return plan.status ? plan.status->value("phase", "") : member(job, "status").value("phase", "");
 }
 
+// What the caches keep of each kind, left out while the watch events are parsed: no object's managedFields (a real
+// server's, read by no one); of a pod, its metadata, status and spec.nodeName (the planner's rank map), as its
+// containers, env and volumes are most of its JSON and change in none of its events; of a secret, its name (data
+// stays out of the operator's memory). Config maps are kept whole: the planner compares and rewrites them.
+kube::FieldFilter cached_fields(const kube::Resource& r) {
+  kube::FieldFilter fields;
+  fields.drop("metadata.managedFields");
+  if (r.plural == res::kPods.plural && r.group == res::kPods.group) fields.keep_only("spec", {"nodeName"});
+  if (r.plural == res::kSecrets.plural && r.group == res::kSecrets.group) fields.drop("data").drop("stringData");
+  return fields;
+}
+
 // 400 BadRequest and 422 Invalid: the object as built is wrong, and the same spec builds it the same way again.
 bool refused_for_good(const kube::ApiError& e) { return e.status() == 400 || e.status() == 422; }
 
@@ -86,7 +98,9 @@ Controller::Controller(kube::Client& client, ControllerOptions options, metrics:
       options_.namespaces.empty() ? std::vector<std::string>{""} : options_.namespaces;
   for (const std::string& ns : scopes) {
     auto add = [&](const kube::Resource& r, const std::string& selector, const kube::InformerHandlers& h) {
-      informers_.push_back(std::make_unique<kube::Informer>(client_, r, kube::InformerOptions{ns, selector}, h));
+      kube::InformerOptions informer{ns, selector};
+      informer.fields = cached_fields(r);
+      informers_.push_back(std::make_unique<kube::Informer>(client_, r, std::move(informer), h));
       informers_.back()->store().add_index(kByJob, job_of);
       return informers_.back().get();
     };

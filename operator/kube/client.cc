@@ -290,7 +290,7 @@ WatchEnd Client::watch(const Resource& r, const std::string& ns, const WatchOpti
   WatchEnd end = WatchEnd::kClosed;
   StreamCancel local;
   auto on_line = [&](std::string_view line) {
-    auto doc = json::parse(line, nullptr, false);
+    json doc = options.fields ? options.fields->parse_event(line) : json::parse(line, nullptr, false);
     if (doc.is_discarded() || !doc.is_object()) {
       throw CorruptData("watch " + r.plural + ": invalid JSON event line");
     }

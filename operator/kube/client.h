@@ -13,6 +13,7 @@
 
 #include "common/util/error.h"
 #include "operator/kube/config.h"
+#include "operator/kube/field_filter.h"
 #include "operator/kube/rate_limit.h"
 #include "operator/kube/transport.h"
 
@@ -105,6 +106,7 @@ struct WatchOptions {
   std::string label_selector;
   std::string resource_version;
   std::chrono::seconds timeout{300};  // server-side timeoutSeconds; the client idle timeout is set above it
+  const FieldFilter* fields = nullptr;  // applied while each event is parsed; null: every field is kept
 };
 
 class Client {

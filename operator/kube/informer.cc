@@ -142,6 +142,7 @@ void Informer::list_into_store() {
       // List items carry no apiVersion/kind; handlers may want them.
       item["apiVersion"] = resource_.api_version();
       item["kind"] = resource_.kind;
+      options_.fields.apply(item);
       items.push_back(std::make_shared<const json>(options_.transform ? options_.transform(std::move(item))
                                                                       : std::move(item)));
     }
@@ -190,7 +191,8 @@ void Informer::apply(WatchEvent& event) {
 }
 
 void Informer::watch_once() {
-  WatchOptions wo{options_.label_selector, resource_version_, options_.watch_timeout};
+  WatchOptions wo{options_.label_selector, resource_version_, options_.watch_timeout,
+                  options_.fields.empty() ? nullptr : &options_.fields};
   WatchEnd end = client_.watch(
       resource_, options_.namespace_, wo, [&](WatchEvent& ev) { apply(ev); }, cancel_);
   if (end == WatchEnd::kExpired) {

@@ -61,6 +61,9 @@ struct InformerOptions {
   std::string label_selector;
   // Applied to every object before it is cached and handed to the handlers (e.g. keep only what is read).
   std::function<json(json)> transform;
+  // The fields cached (and handed to the handlers), applied while a watch event is parsed: the cheaper way to leave
+  // out what is never read. Listed objects get the same filter.
+  FieldFilter fields;
   std::chrono::seconds watch_timeout{300};
   Duration retry_base = std::chrono::milliseconds(100);
   Duration retry_cap = std::chrono::seconds(10);
