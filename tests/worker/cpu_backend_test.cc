@@ -9,7 +9,10 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
+
+#include "common/util/error.h"
 
 namespace torus::worker::cpu {
 namespace {
@@ -65,6 +68,25 @@ INSTANTIATE_TEST_SUITE_P(FewChannels, StridedPointwiseConv,
                            return "ic" + std::to_string(param_info.param.c_in) + "_" + std::to_string(param_info.param.hw) +
                                   "px_stride" + std::to_string(param_info.param.stride);
                          });
+
+// training.precision: validation refuses bf16/fp16 on the CPU engine; a caller past it gets a refusal, not fp32.
+TEST(CpuBackendPrecision, HalfActivationsAndLossScalingAreRefusedNotIgnored) {
+  auto backend = make_cpu_backend(1);
+  EXPECT_TRUE(backend->supports_activations(DType::kF32));
+  EXPECT_FALSE(backend->supports_activations(DType::kBF16));
+  EXPECT_FALSE(backend->supports_activations(DType::kF16));
+  Buffer grads = backend->allocate(16);
+  try {
+    backend->enable_loss_scaling(LossScaleConfig{});
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("the CPU engine trains in fp32 only"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(backend->unscale_gradients(grads.view({4})), InvalidArgument);
+  EXPECT_THROW(backend->update_loss_scale(), InvalidArgument);
+  EXPECT_THROW(backend->loss_scale_state(), InvalidArgument);
+  EXPECT_THROW(backend->set_loss_scale_state(LossScaleState{}), InvalidArgument);
+}
 
 }  // namespace
 }  // namespace torus::worker::cpu

@@ -5,10 +5,14 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
+#include <utility>
 
 #include "common/util/error.h"
+#include "tests/worker/recording_backend.h"
 #include "tests/worker/test_util.h"
 #include "worker/backend/cpu/cpu_backend.h"
+#include "worker/nn/model.h"
 
 namespace torus::worker::nn {
 namespace {
@@ -253,6 +257,75 @@ TEST(Loss, LabelOutsideTheClassesIsRefusedNamingIt) {
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("labels[1]: label 3 outside [0, 3)"), std::string::npos) << e.what();
+  }
+}
+
+// --- the activation dtype each layer asks for (training.precision) ----------------------------------------------
+
+// Forward and backward of a whole model on the recording backend: which dtype every op was asked to write.
+std::vector<testing::RecordedOp> model_ops(nn::Arch arch, std::vector<int64_t> widths, DType activations) {
+  testing::RecordingBackend backend;
+  nn::ModelConfig cfg;
+  cfg.arch = arch;
+  cfg.widths = std::move(widths);
+  cfg.batch_size = 2;
+  cfg.image_size = 8;
+  cfg.activation_dtype = activations;
+  nn::Model model(backend, cfg);
+  Buffer images = backend.allocate(2 * 8 * 8 * 3 * dtype_size(activations));
+  Buffer dlogits = backend.allocate(2 * 10 * sizeof(float));
+  backend.ops.clear();
+  model.forward(images.view({2, 8, 8, 3}, activations), Mode::kTrain);
+  model.backward(dlogits.view({2, 10}));
+  return backend.ops;
+}
+
+TEST(ActivationDtype, HalfModelsWriteHalfActivationsAndGradientsButFp32LogitsAndWeightGradients) {
+  for (DType half : {DType::kBF16, DType::kF16}) {
+    // ResNet-9 has the plain residual; ResNet-50 the bottleneck joins with conv shortcuts.
+    for (auto [arch, widths] : {std::pair{nn::Arch::kResNet9, std::vector<int64_t>{4, 8}},
+                                std::pair{nn::Arch::kResNet50, std::vector<int64_t>{2, 2, 2, 2}}}) {
+      const auto ops = model_ops(arch, widths, half);
+      int activations = 0;
+      for (const testing::RecordedOp& op : ops) {
+        SCOPED_TRACE(std::string(api::to_string(arch)) + " " + dtype_name(half) + ": " + op.op);
+        if (op.op == "linear" || op.op == "conv_backward_weights" || op.op == "linear_backward_weights") {
+          EXPECT_EQ(op.out, DType::kF32);  // logits for the loss; weight gradients into the fp32 masters
+        } else {
+          EXPECT_EQ(op.out, half);
+          ++activations;
+        }
+      }
+      // Every kind of layer ran: conv, BN, the joins, pooling, the classifier, and each one's backward.
+      std::set<std::string> seen;
+      for (const auto& op : ops) seen.insert(op.op);
+      for (const char* kind : {"conv", "norm", "add", "pool", "conv_backward_data", "norm_backward", "pool_backward",
+                               "linear_backward_data", "linear"})
+        EXPECT_TRUE(seen.count(kind)) << api::to_string(arch) << " never ran " << kind;
+      EXPECT_GT(activations, 10);
+    }
+  }
+}
+
+TEST(ActivationDtype, Fp32ModelsWriteOnlyFp32) {
+  for (const testing::RecordedOp& op : model_ops(nn::Arch::kResNet9, {4, 8}, DType::kF32))
+    EXPECT_EQ(op.out, DType::kF32) << op.op;
+}
+
+TEST(ActivationDtype, ImagesInAnotherDtypeThanTheActivationsAreRefusedByTheModel) {
+  testing::RecordingBackend backend;
+  nn::ModelConfig cfg;
+  cfg.widths = {4, 8};
+  cfg.batch_size = 2;
+  cfg.image_size = 8;
+  cfg.activation_dtype = DType::kBF16;
+  nn::Model model(backend, cfg);
+  Buffer images = backend.allocate(2 * 8 * 8 * 3 * sizeof(float));
+  try {
+    model.forward(images.view({2, 8, 8, 3}), Mode::kTrain);
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("images are f32, activations bf16"), std::string::npos) << e.what();
   }
 }
 

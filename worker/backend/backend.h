@@ -4,9 +4,10 @@
 // (shapes and hyper-parameters, compared by value): a backend caches its primitives/plans per geometry, so
 // the first call of a shape builds the plan and every later call only executes it.
 //
-// Layout contract: activations have the logical shape `(N, H, W, C)`, fp32, in a backend-chosen layout that depends
-// only on the shape (dense NHWC unless the backend says otherwise: the CPU backend blocks wide channels) and that
-// every op taking activations agrees on; activation_import/export convert from/to NHWC at the edges (tests, tools).
+// Layout contract: activations have the logical shape `(N, H, W, C)`, fp32 (bf16/fp16 where supports_activations
+// says so), in a backend-chosen layout that depends only on the shape (dense NHWC unless the backend says otherwise:
+// the CPU backend blocks wide channels) and that every op taking activations agrees on; activation_import/export
+// convert from/to NHWC at the edges (tests, tools).
 // An `(N, 1, 1, C)` activation is always `(N, C)` row-major, as are linear inputs; linear weights (out, in)
 // row-major; BN vectors `(C)`. Conv weights are stored in a backend-native layout whose size
 // conv_weight_elements() gives; conv_weight_import/export convert from/to plain (O, I, KH, KW) at the edges
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "worker/backend/cuda/kernel_math.h"
 #include "worker/backend/math.h"
 #include "worker/tensor/tensor.h"
 
@@ -66,6 +68,11 @@ struct LinearGeometry {
 // host-side collectives directly. kDevice: they are not host-addressable; move them with download/upload (or hand
 // them to a device-capable collective) instead.
 enum class MemorySpace : uint8_t { kHost, kDevice };
+
+// Dynamic loss scaling (fp16): the GPU's state machine and its knobs (kernel_math.h: host and device run the same
+// formula).
+using LossScaleConfig = cuda::kmath::LossScaleConfig;
+using LossScaleState = cuda::kmath::LossScaleState;
 
 struct SgdHyper {
   float lr = 0, momentum = 0, weight_decay = 0;
@@ -142,7 +149,25 @@ class Backend {
   virtual int64_t count_top_k(Tensor logits, Tensor labels, int k) = 0;
 
   // --- optimizer -----------------------------------------------------------------------------------
+  // Skips the update (momentum untouched) when loss scaling is on and this step's unscale found inf/NaN.
   virtual void sgd_update(Tensor param, Tensor grad, Tensor momentum_buffer, const SgdHyper& h) = 0;
+
+  // --- mixed precision (spec.training.precision) ---------------------------------------------------
+  // Whether layer outputs and input gradients of `dtype` run here. Parameters, gradients, optimizer state and BN
+  // statistics stay fp32 whatever it is. The trainer refuses a precision whose dtype is not supported, so a job never
+  // trains in another precision than it asked for.
+  virtual bool supports_activations(DType dtype) const = 0;
+  // Dynamic loss scaling for fp16. Once enabled: softmax_cross_entropy scales dlogits by the current scale;
+  // unscale_gradients(grads) divides them back and flags inf/NaN (call it after the all-reduce, so every rank sees the
+  // same flag); sgd_update skips a flagged step; update_loss_scale() ends the step (kmath::loss_scale_update).
+  // A backend without half precision throws InvalidArgument from each.
+  virtual void enable_loss_scaling(const LossScaleConfig& config) = 0;
+  virtual void unscale_gradients(Tensor grads) = 0;
+  virtual void update_loss_scale() = 0;
+  // The scale, finite-step count and skipped steps now (a device backend waits for its queue); for metrics and
+  // checkpoints. set_loss_scale_state restores one (a resumed run continues with the scale it had).
+  virtual LossScaleState loss_scale_state() = 0;
+  virtual void set_loss_scale_state(const LossScaleState& state) = 0;
 };
 
 }  // namespace torus::worker

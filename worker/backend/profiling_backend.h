@@ -132,6 +132,14 @@ class ProfilingBackend final : public Backend {
   void sgd_update(Tensor param, Tensor grad, Tensor momentum, const SgdHyper& h) override {
     timed("sgd_update", [&] { inner_.sgd_update(param, grad, momentum, h); });
   }
+  bool supports_activations(DType dtype) const override { return inner_.supports_activations(dtype); }
+  void enable_loss_scaling(const LossScaleConfig& config) override { inner_.enable_loss_scaling(config); }
+  void unscale_gradients(Tensor grads) override {
+    timed("unscale_gradients", [&] { inner_.unscale_gradients(grads); });
+  }
+  void update_loss_scale() override { inner_.update_loss_scale(); }
+  LossScaleState loss_scale_state() override { return inner_.loss_scale_state(); }
+  void set_loss_scale_state(const LossScaleState& state) override { inner_.set_loss_scale_state(state); }
 
  private:
   template <typename F>

@@ -19,8 +19,9 @@ void expect_rank4(const Shape& s, const char* layer) {
 
 }  // namespace
 
-Tensor Scratch::get(Backend& backend, Shape shape) {
-  return bytes(backend, static_cast<size_t>(shape.numel()) * 4).reshaped(shape);
+Tensor Scratch::get(Backend& backend, Shape shape, DType dtype) {
+  const Tensor raw = bytes(backend, static_cast<size_t>(shape.numel()) * dtype_size(dtype));
+  return Tensor(raw.data(), shape, dtype);
 }
 
 Tensor Scratch::bytes(Backend& backend, size_t bytes) {
@@ -62,7 +63,7 @@ void Conv2d::init(uint64_t seed) {
 Tensor Conv2d::forward(Tensor x) {
   ConvGeometry g = geometry_for(x.shape());
   x_ = x;
-  Tensor y = y_.get(ctx_.backend, g.output_shape());  // (N, H', W', C_out)
+  Tensor y = y_.get(ctx_.backend, g.output_shape(), ctx_.activation_dtype);  // (N, H', W', C_out)
   ctx_.backend.conv_forward(g, x, ctx_.param(weight_), y);
   return y;
 }
@@ -72,7 +73,7 @@ Tensor Conv2d::backward(Tensor dy) {
   ctx_.backend.conv_backward_weights(g, x_, dy, ctx_.grad(weight_));
   ctx_.notify_grad(weight_);
   if (input_grad_ == InputGrad::kSkip) return {};
-  Tensor dx = dx_.get(ctx_.backend, x_.shape());
+  Tensor dx = dx_.get(ctx_.backend, x_.shape(), x_.dtype());
   ctx_.backend.conv_backward_data(g, dy, ctx_.param(weight_), dx);
   return dx;
 }
@@ -107,7 +108,7 @@ void BatchNorm2d::init(uint64_t /*seed*/) {
 Tensor BatchNorm2d::forward(Tensor x) {
   NormGeometry g = geometry_for(x.shape());
   x_ = x;
-  Tensor y = y_.get(ctx_.backend, x.shape());
+  Tensor y = y_.get(ctx_.backend, x.shape(), ctx_.activation_dtype);
   Tensor gamma = ctx_.param(gamma_), beta = ctx_.param(beta_);
   Tensor rm = ctx_.stats.view(running_mean_), rv = ctx_.stats.view(running_var_);
   if (ctx_.mode == Mode::kEval) {
@@ -122,7 +123,7 @@ Tensor BatchNorm2d::forward(Tensor x) {
 
 Tensor BatchNorm2d::backward(Tensor dy) {
   NormGeometry g = geometry_for(x_.shape());
-  Tensor dx = dx_.get(ctx_.backend, x_.shape());
+  Tensor dx = dx_.get(ctx_.backend, x_.shape(), x_.dtype());
   Tensor ws = workspace_.bytes(ctx_.backend, ctx_.backend.norm_workspace_bytes(g));
   ctx_.backend.norm_backward(g, x_, dy, ctx_.param(gamma_), ctx_.param(beta_), mean_.get(ctx_.backend, {c_}),
                              var_.get(ctx_.backend, {c_}), ws, dx, ctx_.grad(gamma_), ctx_.grad(beta_));
@@ -134,13 +135,13 @@ Tensor BatchNorm2d::backward(Tensor dy) {
 // --- Relu ------------------------------------------------------------------------------------------------
 
 Tensor Relu::forward(Tensor x) {
-  y_ = out_.get(ctx_.backend, x.shape());
+  y_ = out_.get(ctx_.backend, x.shape(), ctx_.activation_dtype);
   ctx_.backend.relu_forward(x, y_);
   return y_;
 }
 
 Tensor Relu::backward(Tensor dy) {
-  Tensor dx = dx_.get(ctx_.backend, y_.shape());
+  Tensor dx = dx_.get(ctx_.backend, y_.shape(), y_.dtype());
   ctx_.backend.relu_backward(y_, dy, dx);
   return dx;
 }
@@ -155,13 +156,13 @@ PoolGeometry Pool2d::geometry_for(const Shape& x) const {
 
 Tensor Pool2d::forward(Tensor x) {
   g_ = geometry_for(x.shape());
-  Tensor y = y_.get(ctx_.backend, g_.output_shape());
+  Tensor y = y_.get(ctx_.backend, g_.output_shape(), ctx_.activation_dtype);
   ctx_.backend.pool_forward(g_, x, y, workspace_.bytes(ctx_.backend, ctx_.backend.pool_workspace_bytes(g_)));
   return y;
 }
 
 Tensor Pool2d::backward(Tensor dy) {
-  Tensor dx = dx_.get(ctx_.backend, g_.input_shape());
+  Tensor dx = dx_.get(ctx_.backend, g_.input_shape(), dy.dtype());
   ctx_.backend.pool_backward(g_, dy, workspace_.bytes(ctx_.backend, ctx_.backend.pool_workspace_bytes(g_)), dx);
   return dx;
 }
@@ -192,7 +193,7 @@ Tensor Linear::forward(Tensor x) {
                           " features per sample");
   x_shape_ = x.shape();
   x_ = x.reshaped({n, in_});
-  Tensor y = y_.get(ctx_.backend, {n, out_});  // (N, out)
+  Tensor y = y_.get(ctx_.backend, {n, out_});  // (N, out): logits stay fp32 for the loss
   ctx_.backend.linear_forward({n, in_, out_}, x_, ctx_.param(weight_), ctx_.param(bias_), y);
   return y;
 }
@@ -202,7 +203,7 @@ Tensor Linear::backward(Tensor dy) {
   ctx_.backend.linear_backward_weights(g, x_, dy, ctx_.grad(weight_), ctx_.grad(bias_));
   ctx_.notify_grad(bias_);
   ctx_.notify_grad(weight_);
-  Tensor dx = dx_.get(ctx_.backend, x_shape_);
+  Tensor dx = dx_.get(ctx_.backend, x_shape_, x_.dtype());
   ctx_.backend.linear_backward_data(g, dy, ctx_.param(weight_), dx.reshaped({g.n, in_}));
   return dx;
 }
@@ -225,14 +226,14 @@ void Sequential::init(uint64_t seed) {
 
 Tensor Residual::forward(Tensor x) {
   Tensor b = body_->forward(x);
-  Tensor y = y_.get(ctx_.backend, x.shape());
+  Tensor y = y_.get(ctx_.backend, x.shape(), ctx_.activation_dtype);
   ctx_.backend.add(x, b, y, Activation::kNone);
   return y;
 }
 
 Tensor Residual::backward(Tensor dy) {
   Tensor db = body_->backward(dy);
-  Tensor dx = dx_.get(ctx_.backend, dy.shape());
+  Tensor dx = dx_.get(ctx_.backend, dy.shape(), dy.dtype());
   ctx_.backend.add(db, dy, dx, Activation::kNone);
   return dx;
 }
@@ -245,19 +246,19 @@ void ResidualJoin::init(uint64_t seed) {
 Tensor ResidualJoin::forward(Tensor x) {
   Tensor b = branch_->forward(x);
   Tensor s = shortcut_ ? shortcut_->forward(x) : x;
-  y_ = out_.get(ctx_.backend, b.shape());
+  y_ = out_.get(ctx_.backend, b.shape(), ctx_.activation_dtype);
   ctx_.backend.add(b, s, y_, Activation::kRelu);
   return y_;
 }
 
 Tensor ResidualJoin::backward(Tensor dy) {
-  Tensor dz = dz_.get(ctx_.backend, y_.shape());
+  Tensor dz = dz_.get(ctx_.backend, y_.shape(), y_.dtype());
   ctx_.backend.relu_backward(y_, dy, dz);
   // The shortcut registered its parameters after the branch: run it first so gradients finish in
   // decreasing parameter order.
   Tensor ds = shortcut_ ? shortcut_->backward(dz) : dz;
   Tensor db = branch_->backward(dz);
-  Tensor dx = dx_.get(ctx_.backend, db.shape());
+  Tensor dx = dx_.get(ctx_.backend, db.shape(), db.dtype());
   ctx_.backend.add(db, ds, dx, Activation::kNone);
   return dx;
 }

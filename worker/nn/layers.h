@@ -28,6 +28,10 @@ struct Context {
   Arena stats;   // BN running mean / variance
   Arena grads;   // mirror of params, allocated with it
   Mode mode = Mode::kTrain;
+  // The dtype of every layer's output and input gradient (spec.training.precision: bf16/fp16 on the GPU engine),
+  // except the classifier's output: logits stay fp32 for the loss. Parameters, gradients and statistics stay fp32
+  // whatever it is (master weights); the first layer's input is expected in this dtype too.
+  DType activation_dtype = DType::kF32;
   std::function<void(size_t)> grad_ready;  // param index; called in backward order
   // Conv weights live in a backend-native layout; this is how to convert parameter i (or its momentum).
   std::map<size_t, ConvGeometry> conv_layouts;
@@ -43,7 +47,7 @@ struct Context {
 // A buffer that grows to the largest shape asked of it.
 class Scratch {
  public:
-  Tensor get(Backend& backend, Shape shape);
+  Tensor get(Backend& backend, Shape shape, DType dtype = DType::kF32);
   Tensor bytes(Backend& backend, size_t bytes);
 
  private:

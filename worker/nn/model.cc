@@ -114,6 +114,7 @@ void build_resnet(Builder& b, const ModelConfig& cfg, Sequential& net) {
 Model::Model(Backend& backend, const ModelConfig& config) : config_(config), ctx_(std::make_unique<Context>(backend)) {
   if (config.in_channels <= 0 || config.num_classes <= 1 || config.batch_size <= 0 || config.image_size <= 0)
     throw InvalidArgument("model: in_channels, batch_size, image_size must be positive and num_classes >= 2");
+  ctx_->activation_dtype = config.activation_dtype;
   Builder b(*ctx_, config);
   if (config.arch == Arch::kResNet9)
     build_resnet9(b, *ctx_, config, net_);
@@ -131,6 +132,11 @@ Model::Model(Backend& backend, const ModelConfig& config) : config_(config), ctx
 void Model::init(uint64_t seed) { net_.init(seed); }
 
 Tensor Model::forward(Tensor images, Mode mode) {
+  // The first layer's input is an activation like any other: a mismatch would reach the backend as a dtype error
+  // deep inside a conv, so it is named here.
+  if (images.dtype() != ctx_->activation_dtype)
+    throw InvalidArgument(std::string("model: images are ") + dtype_name(images.dtype()) + ", activations " +
+                          dtype_name(ctx_->activation_dtype) + " (convert the batch first)");
   ctx_->mode = mode;
   Tensor y = net_.forward(images);
   return y.reshaped({images.shape()[0], config_.num_classes});

@@ -33,6 +33,8 @@ struct ModelConfig {
   // The input the model is laid out for (backend weight layouts); other sizes run too.
   int64_t batch_size = 128, image_size = 32;
   uint64_t seed = 0;
+  // Context::activation_dtype: kF32, or kBF16/kF16 where the backend runs half activations (the GPU engine).
+  DType activation_dtype = DType::kF32;
 };
 
 class Model {
@@ -41,7 +43,8 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  // images (N, H, W, C) -> logits (N, K). Eval mode normalizes with the running statistics.
+  // images (N, H, W, C) in config().activation_dtype -> logits (N, K) fp32. Eval mode normalizes with the running
+  // statistics.
   Tensor forward(Tensor images, Mode mode);
   // dlogits (N, K): writes every parameter gradient, announcing each through Context::grad_ready.
   void backward(Tensor dlogits);

@@ -367,8 +367,22 @@ class CpuBackend final : public Backend {
     cpu::sgd_update(param, grad, momentum_buffer, h);
   }
 
+  // --- mixed precision: none. Validation refuses bf16/fp16 on the CPU engine; these refuse a caller that got past
+  // it, so a half-precision run never trains in fp32 unannounced.
+  bool supports_activations(DType dtype) const override { return dtype == DType::kF32; }
+  void enable_loss_scaling(const LossScaleConfig& /*config*/) override { refuse_half("loss scaling"); }
+  void unscale_gradients(Tensor /*grads*/) override { refuse_half("unscale_gradients"); }
+  void update_loss_scale() override { refuse_half("update_loss_scale"); }
+  LossScaleState loss_scale_state() override { refuse_half("loss_scale_state"); }
+  void set_loss_scale_state(const LossScaleState& /*state*/) override { refuse_half("set_loss_scale_state"); }
+
  private:
   memory mem(const memory::desc& md, Tensor t) const { return memory(md, engine_, t.data()); }
+
+  [[noreturn]] static void refuse_half(const char* what) {
+    throw InvalidArgument(std::string("cpu backend: ") + what +
+                          " belongs to fp16 training, and the CPU engine trains in fp32 only (training.precision)");
+  }
 
   // A staging buffer of at least `bytes` (nullptr for none), grown and kept for the backend's life.
   static void* stage(Buffer& buffer, size_t bytes) {

@@ -558,6 +558,17 @@ kmath::LossScaleState CudaBackend::loss_scale_state() {
   return *host;
 }
 
+void CudaBackend::set_loss_scale_state(const kmath::LossScaleState& state) {
+  if (!loss_scale_config_) throw InvalidArgument("set_loss_scale_state: loss scaling is not enabled");
+  if (!(state.scale > 0) || !kmath::is_finite(state.scale))
+    throw InvalidArgument("set_loss_scale_state: the scale must be positive and finite, got " +
+                          std::to_string(state.scale));
+  kmath::LossScaleState restored = state;
+  restored.found_inf = 0;  // a step starts unflagged
+  CUDA_CHECK(cudaMemcpyAsync(loss_scale_.data(), &restored, sizeof restored, cudaMemcpyHostToDevice, stream_.get()));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // `restored` lives on this stack frame
+}
+
 void CudaBackend::augment(const void* images_u8, Tensor out, const AugmentSpec& spec, uint64_t first_sample) {
   if (out.shape().rank() != 4) throw InvalidArgument("augment: output must be (N, H, W, C), got " + out.shape().str());
   const int64_t c = out.shape()[3];

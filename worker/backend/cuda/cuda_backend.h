@@ -131,10 +131,14 @@ class CudaBackend final : public Backend {
   // Dynamic loss scaling (fp16). Once enabled, softmax_cross_entropy* scale dlogits by the current scale;
   // unscale_gradients() divides the gradients back and flags inf/NaN; sgd_update() skips the step when flagged;
   // update_loss_scale() advances the state machine (kernel_math.h) on the device.
-  void enable_loss_scaling(const kmath::LossScaleConfig& config);
-  void unscale_gradients(Tensor grads);
-  void update_loss_scale();
-  kmath::LossScaleState loss_scale_state();  // waits for the device
+  bool supports_activations(DType dtype) const override {
+    return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
+  }
+  void enable_loss_scaling(const kmath::LossScaleConfig& config) override;
+  void unscale_gradients(Tensor grads) override;
+  void update_loss_scale() override;
+  kmath::LossScaleState loss_scale_state() override;  // waits for the device
+  void set_loss_scale_state(const kmath::LossScaleState& state) override;  // waits for the device
 
   // Augments u8 images (device memory, (N, H, W, C) like `out`) into out's dtype: random translation, flip,
   // per-channel normalization (kernel_math.h). The tensor types have no u8, hence the raw pointer.
