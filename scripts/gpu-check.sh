@@ -11,7 +11,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # The tests `ctest -L gpu` runs, and the kernel formulas' CPU test; a prefix build (torus_use_prefix) registers
 # only these.
-GPU_TESTS=(gpu_math_test gpu_backend_test gpu_graph_test gpu_nccl_test gpu_data_parallel_test comm_nccl_test)
+GPU_TESTS=(gpu_math_test gpu_backend_test gpu_graph_test gpu_nccl_test gpu_data_parallel_test gpu_precision_test
+  comm_nccl_test)
 if torus_offline; then
   torus_use_prefix "${GPU_TESTS[@]}"
   torus_build torus torus-worker torus_gpu_bench "${GPU_TESTS[@]}"

@@ -89,6 +89,9 @@ class WorkerMetrics {
   // Memory.
   Gauge& resident_memory_bytes;  // process RSS (update_resident_memory())
   Gauge& device_memory_bytes;    // GPU memory held by this rank's allocator (0 on CPU)
+  // Mixed precision (training.precision fp16: dynamic loss scaling).
+  Gauge& loss_scale;        // the loss scale after the last step; 0 unless the job trains in fp16
+  Counter& skipped_steps;  // fp16 steps whose gradients overflowed, so the optimizer skipped them (this process)
 
   // The metrics of one (algorithm, level), registered on first use; keep the reference (the lookup locks).
   CollectiveMetrics& collective(const std::string& algorithm, const std::string& level);

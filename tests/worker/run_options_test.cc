@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "common/api/validation.h"
 #include "common/util/error.h"
@@ -40,6 +41,25 @@ TEST(RunOptions, CommunicatorAndEngineComeFromTheSpec) {
   EXPECT_EQ(r.engine.threads, 3);
   EXPECT_EQ(r.engine.precision, api::Precision::kFp32);
   EXPECT_TRUE(r.overrides.empty());
+}
+
+TEST(RunOptions, PrecisionReachesTheTrainerAndTheEffectiveConfiguration) {
+  api::TrainingJob job = example("fashion-mnist.yaml");
+  job.spec.gang.device = api::Device::kGpu;
+  const std::pair<api::Precision, const char*> cases[] = {
+      {api::Precision::kFp32, "precision: fp32 (activations f32, fp32 master weights, no loss scaling)"},
+      {api::Precision::kBf16, "precision: bf16 (activations bf16, fp32 master weights, no loss scaling)"},
+      {api::Precision::kFp16,
+       "precision: fp16 (activations f16, fp32 master weights, dynamic loss scaling: initial 65536, x2 after 2000 "
+       "finite steps, x0.5 and the step skipped on inf/NaN, within [1, 1.67772e+07])"}};
+  for (const auto& [precision, line] : cases) {
+    job.spec.training.precision = precision;
+    const RunOptions r = run_options(job.spec, 2, tunables::Snapshot{});
+    EXPECT_EQ(r.engine.precision, precision);
+    EXPECT_EQ(r.train.precision, precision) << "the trainer acts on it";
+    const std::vector<std::string> block = describe(r, 2);
+    EXPECT_NE(std::find(block.begin(), block.end(), line), block.end()) << line;
+  }
 }
 
 TEST(RunOptions, EnvironmentOverridesAreRecorded) {

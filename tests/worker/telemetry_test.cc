@@ -49,5 +49,24 @@ TEST(Telemetry, StepEventsSetProgressGauges) {
   EXPECT_DOUBLE_EQ(telemetry.metrics().loss.value(), 1.25);
 }
 
+TEST(Telemetry, Fp16StepsSetTheLossScaleAndCountTheSkippedOnes) {
+  Telemetry telemetry(options());
+  EXPECT_DOUBLE_EQ(telemetry.metrics().loss_scale.value(), 0) << "0 until an fp16 step reports one";
+  ProgressEvent e = step_event(1, 64);
+  e.loss_scale = 65536;
+  telemetry.on_event(e);
+  e = step_event(2, 64);
+  e.loss_scale = 32768;
+  e.update = StepUpdate::kSkipped;
+  e.skipped_steps = 1;
+  telemetry.on_event(e);
+  e = step_event(3, 64);
+  e.loss_scale = 32768;
+  e.skipped_steps = 1;
+  telemetry.on_event(e);
+  EXPECT_DOUBLE_EQ(telemetry.metrics().loss_scale.value(), 32768);
+  EXPECT_DOUBLE_EQ(telemetry.metrics().skipped_steps.value(), 1);
+}
+
 }  // namespace
 }  // namespace torus::worker::train

@@ -9,6 +9,7 @@
 
 #include "common/util/error.h"
 #include "tests/support/temp_dir.h"
+#include "tests/worker/recording_backend.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/checkpoint/checkpoint.h"
 
@@ -142,6 +143,126 @@ TEST_F(TrainerTest, LearnsTheSyntheticSetAndStopsAtTheTarget) {
   for (const auto& e : rec.events) evaluations += e.kind == EventKind::kEvaluation ? 1 : 0;
   EXPECT_EQ(evaluations, r.epochs_completed);
   EXPECT_EQ(rec.events.back().kind, EventKind::kFinished);
+}
+
+// --- training.precision: what the trainer asks of the backend -------------------------------------------------
+
+TEST_F(TrainerTest, HalfPrecisionOnTheCpuEngineIsRefusedNamingTheField) {
+  TrainConfig config = small_config();
+  const Datasets data = load_datasets(config.data, config.seed);
+  for (api::Precision precision : {api::Precision::kBf16, api::Precision::kFp16}) {
+    config.precision = precision;
+    try {
+      Trainer t(*backend_, config, data, world_);
+      FAIL() << "expected InvalidArgument for " << api::to_string(precision);
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("training.precision: " + std::string(api::to_string(precision))),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// The ops of one step, from the batch's upload to the last call before the next batch.
+std::vector<std::string> names(const std::vector<testing::RecordedOp>& ops) {
+  std::vector<std::string> out;
+  for (const auto& op : ops) out.push_back(op.op);
+  return out;
+}
+
+size_t index_of(const std::vector<std::string>& ops, const std::string& op, bool last = false) {
+  size_t found = ops.size();
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i] == op && (last || found == ops.size())) found = i;
+  return found;
+}
+
+TEST(TrainerPrecision, Bf16ConvertsTheBatchAndScalesNothing) {
+  testing::RecordingBackend backend;
+  LocalCollectives world;
+  TrainConfig config = small_config();
+  config.precision = api::Precision::kBf16;
+  const Datasets data = load_datasets(config.data, config.seed);
+  Trainer t(backend, config, data, world);
+  EXPECT_EQ(t.precision().activations, DType::kBF16);
+  EXPECT_EQ(t.model().context().activation_dtype, DType::kBF16);
+  backend.ops.clear();
+  t.run(2);
+  const auto ops = names(backend.ops);
+  ASSERT_FALSE(backend.named("copy").empty());
+  EXPECT_EQ(backend.named("copy").front().out, DType::kBF16) << "the batch is converted before the first conv";
+  EXPECT_LT(index_of(ops, "copy"), index_of(ops, "conv"));
+  EXPECT_EQ(backend.named("conv").front().out, DType::kBF16);
+  EXPECT_EQ(backend.named("linear").front().out, DType::kF32);
+  for (const char* none : {"enable_loss_scaling", "unscale", "update_loss_scale", "sgd_skipped"})
+    EXPECT_EQ(index_of(ops, none), ops.size()) << none;
+}
+
+// Marks in the backend's record where the gradient averaging finished.
+class MarkingSync final : public GradientSync {
+ public:
+  explicit MarkingSync(testing::RecordingBackend& backend) : backend_(backend) {}
+  void begin_step() override {}
+  void grad_ready(size_t /*param_index*/) override {}
+  void finish_step() override { backend_.ops.push_back({"all_reduce_done", DType::kF32}); }
+
+ private:
+  testing::RecordingBackend& backend_;
+};
+
+TEST(TrainerPrecision, Fp16UnscalesAfterTheAllReduceSkipsAnOverflowedStepAndKeepsTheScaleInCheckpoints) {
+  testing::RecordingBackend backend;
+  LocalCollectives world;
+  TrainConfig config = small_config();
+  config.precision = api::Precision::kFp16;
+  const Datasets data = load_datasets(config.data, config.seed);
+  Recorder rec;
+  Trainer t(backend, config, data, world, [&](const Arena&) { return std::make_unique<MarkingSync>(backend); },
+            &rec);
+  EXPECT_EQ(index_of(names(backend.ops), "enable_loss_scaling"), 0u) << "enabled before anything else ran";
+  backend.ops.clear();
+  t.run(1);
+  {
+    const auto ops = names(backend.ops);
+    EXPECT_EQ(backend.named("copy").front().out, DType::kF16);
+    // Gradients are complete (the last weight gradient), then unscaled, then the update, then the scale advances.
+    const size_t unscale = index_of(ops, "unscale");
+    ASSERT_LT(unscale, ops.size());
+    EXPECT_GT(unscale, index_of(ops, "conv_backward_weights", true));
+    EXPECT_GT(unscale, index_of(ops, "all_reduce_done")) << "every rank must unscale the same averaged gradients";
+    EXPECT_LT(unscale, index_of(ops, "sgd"));
+    EXPECT_EQ(index_of(ops, "update_loss_scale"), ops.size() - 1);
+    EXPECT_EQ(backend.named("unscale").size(), 1u) << "one pass over the whole gradient arena";
+    EXPECT_EQ(backend.named("unscale").front().out, DType::kF32) << "fp32 gradients";
+    EXPECT_TRUE(backend.named("sgd_skipped").empty());
+  }
+  ASSERT_EQ(rec.step_losses.size(), 1u);
+  EXPECT_EQ(rec.events.front().loss_scale, 65536.0);
+  EXPECT_EQ(rec.events.front().skipped_steps, 0);
+
+  backend.inject_overflow = true;  // this step's gradients hold an inf
+  backend.ops.clear();
+  rec.events.clear();
+  t.run(1);
+  EXPECT_TRUE(backend.named("sgd").empty()) << "no parameter moves on an overflowed step";
+  EXPECT_FALSE(backend.named("sgd_skipped").empty());
+  EXPECT_EQ(rec.events.front().loss_scale, 32768.0) << "backed off by half";
+  EXPECT_EQ(rec.events.front().skipped_steps, 1);
+  backend.ops.clear();
+  t.run(1);
+  EXPECT_FALSE(backend.named("sgd").empty()) << "the next step updates again";
+
+  const test::TempDir tmp("torus-trainer-test-fp16");
+  const std::string path = tmp.str() + "/ckpt-3.torus";
+  t.save_checkpoint(path);
+  testing::RecordingBackend other;
+  Trainer resumed(other, config, data, world);
+  resumed.restore_checkpoint(checkpoint::CheckpointReader(path));
+  const LossScaleState s = other.loss_scale_state();
+  EXPECT_EQ(s.scale, 32768.0f);
+  EXPECT_EQ(s.good_steps, 1);
+  EXPECT_EQ(s.skipped, 1);
+  EXPECT_EQ(checkpoint::CheckpointReader(path).metadata().at("loss_scale").at("skipped"), 1);
 }
 
 }  // namespace

@@ -54,6 +54,8 @@ struct TrainConfig {
   CheckpointConfig checkpoint;
   int64_t eval_batch_size = 500;  // per rank; to_train_config uses the largest per-rank training batch
   int64_t log_every_steps = 50;
+  // spec.training.precision: the activations' dtype and fp16's loss scaling (precision.h); the backend must support it.
+  api::Precision precision = api::Precision::kFp32;
 };
 
 // Throws InvalidArgument naming the field of the first problem.

@@ -6,6 +6,8 @@
 namespace torus::worker::train {
 
 enum class EventKind : uint8_t { kStep, kEpochEnd, kEvaluation, kCheckpoint, kFinished };
+// What the optimizer did with a step's gradients: fp16 skips a step whose gradients overflowed.
+enum class StepUpdate : uint8_t { kApplied, kSkipped };
 
 struct ProgressEvent {
   EventKind kind = EventKind::kStep;
@@ -27,6 +29,12 @@ struct ProgressEvent {
   double data_wait_seconds = 0;  // blocked waiting for the loader's batch
   double compute_seconds = 0;    // upload, forward, loss, backward, update: this rank's own work
   double comm_wait_seconds = 0;  // blocked on the gradient all-reduce after backward, plus the stop agreement
+  // kStep, fp16 only (dynamic loss scaling; 0 / kApplied otherwise): the scale after the step, whether this step's
+  // update was skipped (its gradients overflowed), and the steps skipped since the run began (a resumed run continues
+  // the checkpoint's count).
+  double loss_scale = 0;
+  StepUpdate update = StepUpdate::kApplied;
+  int64_t skipped_steps = 0;
 };
 
 class TrainObserver {

@@ -5,6 +5,7 @@
 #include "common/api/resolve.h"
 #include "common/util/error.h"
 #include "worker/train/job_config.h"
+#include "worker/train/precision.h"
 
 namespace torus::worker::train {
 namespace {
@@ -133,6 +134,7 @@ RunOptions run_options(const api::TrainingJobSpec& spec, int world_size, const t
   r.comm = comm_options(spec.all_reduce, overrider);
   r.engine.device = spec.gang.device.value_or(api::Device::kCpu);
   r.engine.precision = spec.training.precision.value_or(api::Precision::kFp32);
+  r.train.precision = r.engine.precision;
   r.engine.threads = spec.gang.threads_per_process.value_or(0);
   r.engine.seed = r.train.seed;
   r.tunables = env.describe();
@@ -160,6 +162,7 @@ std::vector<std::string> describe(const RunOptions& run, int world_size) {
   out.push_back("engine: " + std::string(api::to_string(run.engine.device)) + ", precision " +
                 std::string(api::to_string(run.engine.precision)) + ", threads " +
                 (run.engine.threads > 0 ? std::to_string(run.engine.threads) : std::string("automatic")));
+  out.push_back("precision: " + describe(precision_plan(t.precision)));
   out.push_back("seed: " + std::to_string(run.engine.seed) + " (weights and data order)");
   out.push_back("checkpoints: " +
                 (t.checkpoint.dir.empty()

@@ -12,10 +12,12 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
-TrainStep::TrainStep(nn::Model& model, const optim::SgdConfig& sgd, float label_smoothing, GradientSync* sync)
+TrainStep::TrainStep(nn::Model& model, const optim::SgdConfig& sgd, float label_smoothing, GradientSync* sync,
+                     LossScaling loss_scaling)
     : model_(model),
       sgd_(model.backend(), model.context().params, sgd),
       label_smoothing_(label_smoothing),
+      loss_scaling_(loss_scaling),
       sync_(sync != nullptr ? sync : &local_) {
   model_.context().grad_ready = [this](size_t i) { sync_->grad_ready(i); };
 }
@@ -33,7 +35,11 @@ double TrainStep::run(Tensor images, Tensor labels, float lr) {
   const auto wait_start = Clock::now();
   sync_->finish_step();
   const auto wait_end = Clock::now();
+  // Unscaled after the all-reduce, not before: every rank then holds the same averaged gradients, finds the same
+  // inf/NaN, and skips the same steps (the backend's sgd_update skips a flagged step; no host round trip).
+  if (loss_scaling_ == LossScaling::kDynamic) be.unscale_gradients(model_.context().grads.all());
   sgd_.step(model_.context().params, model_.context().grads, lr);
+  if (loss_scaling_ == LossScaling::kDynamic) be.update_loss_scale();
   const auto end = Clock::now();
   times_.comm_wait_seconds = seconds(wait_end - wait_start);
   times_.compute_seconds = seconds(wait_start - start) + seconds(end - wait_end);

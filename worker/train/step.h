@@ -5,14 +5,18 @@
 
 #include "worker/nn/model.h"
 #include "worker/optim/sgd.h"
+#include "worker/train/precision.h"
 #include "worker/train/sync.h"
 
 namespace torus::worker::train {
 
 class TrainStep {
  public:
-  // `sync` may be null: the gradients are used as they are (one rank).
-  TrainStep(nn::Model& model, const optim::SgdConfig& sgd, float label_smoothing, GradientSync* sync);
+  // `sync` may be null: the gradients are used as they are (one rank). With kDynamic loss scaling (fp16; the caller
+  // enabled it on the backend) each step unscales the averaged gradients, updates (or skips, on inf/NaN) and advances
+  // the scale.
+  TrainStep(nn::Model& model, const optim::SgdConfig& sgd, float label_smoothing, GradientSync* sync,
+            LossScaling loss_scaling = LossScaling::kOff);
 
   // images (N, H, W, C), labels (N) int32, both in backend memory. Returns the batch's mean loss.
   double run(Tensor images, Tensor labels, float lr);
@@ -30,12 +34,14 @@ class TrainStep {
   EvalCounts evaluate(Tensor images, Tensor labels);
 
   optim::Sgd& optimizer() { return sgd_; }
+  LossScaling loss_scaling() const { return loss_scaling_; }
   nn::Model& model() { return model_; }
 
  private:
   nn::Model& model_;
   optim::Sgd sgd_;
   float label_smoothing_;
+  LossScaling loss_scaling_;
   LocalGradientSync local_;
   GradientSync* sync_;
   nn::Scratch dlogits_;

@@ -131,6 +131,8 @@ void Telemetry::on_step(const ProgressEvent& e) {
   metrics_->epoch.set(e.fractional_epoch);
   metrics_->loss.set(e.loss);
   metrics_->learning_rate.set(e.lr);
+  metrics_->loss_scale.set(e.loss_scale);
+  if (e.update == StepUpdate::kSkipped) metrics_->skipped_steps.inc();
 
   const auto now = std::chrono::steady_clock::now();
   if (now - last_event_ < options_.event_interval) return;

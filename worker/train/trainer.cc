@@ -129,13 +129,18 @@ Trainer::Trainer(Backend& backend, TrainConfig config, Datasets data, Collective
   if (config_.model.num_classes < data_.train->num_classes())
     throw InvalidArgument("model.numClasses: " + std::to_string(config_.model.num_classes) + " is fewer than the " +
                           std::to_string(data_.train->num_classes()) + " classes of " + data_.train->describe());
+  precision_ = precision_plan(config_.precision);
+  check_supported(precision_, backend_);
+  config_.model.activation_dtype = precision_.activations;
   model_ = std::make_unique<nn::Model>(backend_, config_.model);
   // Every rank starts from rank 0's parameters (they agree already when seeded alike; this makes it certain).
   if (collectives_.world_size() > 1) check_layouts_agree();
   on_arena(model_->context().params, ArenaContent::kParameters,
            [&](std::span<float> values) { collectives_.broadcast(values, 0); });
   if (sync_factory) sync_ = sync_factory(model_->context().grads);
-  step_runner_ = std::make_unique<TrainStep>(*model_, config_.sgd, config_.label_smoothing, sync_.get());
+  if (precision_.loss_scaling == LossScaling::kDynamic) backend_.enable_loss_scaling(precision_.loss_scale);
+  step_runner_ = std::make_unique<TrainStep>(*model_, config_.sgd, config_.label_smoothing, sync_.get(),
+                                             precision_.loss_scaling);
 
   complete_normalization(config_.data.transform, *data_.train);
   data::LoaderConfig lc;
@@ -207,11 +212,21 @@ ProgressEvent Trainer::progress_event(EventKind kind) const {
 
 Trainer::BatchTensors Trainer::upload_batch(const data::Batch& batch, Buffer& images, Buffer& labels) {
   const int64_t n = batch.n;
-  const size_t image_bytes = static_cast<size_t>(n) * batch.h * batch.w * batch.c * sizeof(float);
-  if (images.bytes() < image_bytes) images = backend_.allocate(image_bytes);
+  const Shape shape{n, batch.h, batch.w, batch.c};
+  const DType type = precision_.activations;  // the first layer's input is an activation like any other
+  const size_t pixels = static_cast<size_t>(shape.numel());
+  if (images.bytes() < pixels * dtype_size(type)) images = backend_.allocate(pixels * dtype_size(type));
   if (labels.bytes() < static_cast<size_t>(n) * 4) labels = backend_.allocate(static_cast<size_t>(n) * 4);
-  BatchTensors t{images.view({n, batch.h, batch.w, batch.c}), labels.view({n}, DType::kI32)};
-  backend_.upload(batch.images, t.images);
+  BatchTensors t{images.view(shape, type), labels.view({n}, DType::kI32)};
+  if (type == DType::kF32) {
+    backend_.upload(batch.images, t.images);
+  } else {
+    // The loader hands out fp32; the backend converts (copy() converts between dtypes), one pass over the batch.
+    if (images_f32_.bytes() < pixels * sizeof(float)) images_f32_ = backend_.allocate(pixels * sizeof(float));
+    const Tensor staged = images_f32_.view(shape);
+    backend_.upload(batch.images, staged);
+    backend_.copy(staged, t.images);
+  }
   backend_.upload(batch.labels, t.labels);
   return t;
 }
@@ -277,6 +292,7 @@ Trainer::Stop Trainer::train_step(const data::Batch& batch, Clock::time_point st
   e.lr = lr;
   e.images = batch.n;
   e.images_per_second = static_cast<double>(tally.images) / seconds_since(tally.start);
+  if (precision_.loss_scaling == LossScaling::kDynamic) record_loss_scale(e);
   // The stop agreement is a collective of this step: a rank that waits in it waits for a peer.
   const auto agree_start = Clock::now();
   const bool stopping = agree_to_stop();
@@ -323,6 +339,20 @@ Trainer::Target Trainer::end_epoch(const EpochTally& tally, RunResult& result) {
     return Target::kReached;
   }
   return Target::kNotYet;
+}
+
+void Trainer::record_loss_scale(ProgressEvent& e) {
+  // A 16-byte read that waits for the step's kernels; the step's loss was read on the host already, so the step
+  // waited for its forward anyway. The skip itself needs no host: the optimizer kernels read the device's flag.
+  const LossScaleState state = backend_.loss_scale_state();
+  e.loss_scale = static_cast<double>(state.scale);
+  e.skipped_steps = state.skipped;
+  if (state.skipped > skipped_steps_) {
+    e.update = StepUpdate::kSkipped;
+    TLOG(Info) << "step " << step_ << " skipped: fp16 gradients overflowed (" << state.skipped
+               << " skipped so far); loss scale now " << state.scale;
+  }
+  skipped_steps_ = state.skipped;
 }
 
 bool Trainer::agree_to_stop() {
@@ -431,14 +461,20 @@ void Trainer::save_checkpoint(const std::string& path) const {
   for (const auto& e : ctx.params.entries()) names.push_back({{"name", e.name}, {"shape", e.logical_shape.str()}});
   // Randomness is a pure function of (seed, epoch, sample index) in the data pipeline and of the seed in the
   // initialization, so (seed, epoch, batch) is the whole RNG state.
-  w.set_metadata({{"model_signature", model_signature()},
-                  {"step", step_},
-                  {"epoch", epoch_},
-                  {"batch_in_epoch", batch_},
-                  {"seed", config_.seed},
-                  {"world_size", collectives_.world_size()},
-                  {"rng", "pure function of (seed, epoch, sample index)"},
-                  {"parameters", names}});
+  nlohmann::json meta = {{"model_signature", model_signature()},
+                         {"step", step_},
+                         {"epoch", epoch_},
+                         {"batch_in_epoch", batch_},
+                         {"seed", config_.seed},
+                         {"world_size", collectives_.world_size()},
+                         {"rng", "pure function of (seed, epoch, sample index)"},
+                         {"parameters", names}};
+  if (precision_.loss_scaling == LossScaling::kDynamic) {
+    // A resumed fp16 run continues with the scale it had instead of re-learning it through skipped steps.
+    const LossScaleState s = backend_.loss_scale_state();
+    meta["loss_scale"] = {{"scale", s.scale}, {"good_steps", s.good_steps}, {"skipped", s.skipped}};
+  }
+  w.set_metadata(meta);
   w.commit(path);
   TLOG(Info) << "checkpoint " << path << " (step " << step_ << ", epoch " << epoch_ << ", batch " << batch_ << ")";
 }
@@ -474,7 +510,29 @@ void Trainer::restore_checkpoint(const checkpoint::CheckpointReader& reader) {
   } catch (const nlohmann::json::exception& e) {
     throw CorruptData(file + ": metadata lacks the training position: " + e.what());
   }
+  restore_loss_scale(meta, file);
   TLOG(Info) << "resumed from " << file << " at step " << step_ << ", epoch " << epoch_ << ", batch " << batch_;
+}
+
+void Trainer::restore_loss_scale(const nlohmann::json& meta, const std::string& file) {
+  if (precision_.loss_scaling != LossScaling::kDynamic) return;  // fp32/bf16: a saved fp16 scale has no use
+  auto it = meta.find("loss_scale");
+  if (it == meta.end()) {
+    TLOG(Info) << file << ": written without fp16 loss scaling; the scale starts at " << precision_.loss_scale.init_scale;
+    return;
+  }
+  try {
+    LossScaleState s;
+    s.scale = it->at("scale").get<float>();
+    s.good_steps = it->at("good_steps").get<int32_t>();
+    s.skipped = it->at("skipped").get<int32_t>();
+    backend_.set_loss_scale_state(s);
+    skipped_steps_ = s.skipped;
+  } catch (const nlohmann::json::exception& e) {
+    throw CorruptData(file + ": loss_scale metadata: " + e.what());
+  } catch (const InvalidArgument& e) {
+    throw CorruptData(file + ": " + e.what());
+  }
 }
 
 bool Trainer::resume_latest() {
@@ -488,18 +546,34 @@ bool Trainer::resume_latest() {
   }
   if (collectives_.world_size() == 1) return restored;
   // Only rank 0 reads (the folder need not be shared); everyone takes rank 0's state and position.
-  double position[4] = {0, 0, 0, 0};
+  // Position, then fp16's loss scale (every rank must scale, and so skip, alike).
+  const bool scaled = precision_.loss_scaling == LossScaling::kDynamic;
+  double position[7] = {0, 0, 0, 0, 0, 0, 0};
   if (collectives_.rank() == 0) {
     position[0] = restored ? 1 : 0;
     position[1] = static_cast<double>(step_);
     position[2] = static_cast<double>(epoch_);
     position[3] = static_cast<double>(batch_);
+    if (scaled) {
+      const LossScaleState s = backend_.loss_scale_state();
+      position[4] = s.scale;
+      position[5] = s.good_steps;
+      position[6] = s.skipped;
+    }
   }
-  collectives_.all_reduce_sum(std::span<double>(position, 4));
+  collectives_.all_reduce_sum(std::span<double>(position, 7));
   if (position[0] == 0) return false;
   step_ = static_cast<int64_t>(position[1]);
   epoch_ = static_cast<int64_t>(position[2]);
   batch_ = static_cast<int64_t>(position[3]);
+  if (scaled && collectives_.rank() != 0) {
+    LossScaleState s;
+    s.scale = static_cast<float>(position[4]);
+    s.good_steps = static_cast<int32_t>(position[5]);
+    s.skipped = static_cast<int32_t>(position[6]);
+    backend_.set_loss_scale_state(s);
+    skipped_steps_ = s.skipped;
+  }
   nn::Context& ctx = model_->context();
   auto from_rank0 = [&](std::span<float> values) { collectives_.broadcast(values, 0); };
   on_arena(ctx.params, ArenaContent::kParameters, from_rank0);

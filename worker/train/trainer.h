@@ -10,11 +10,14 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "worker/backend/backend.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/train/config.h"
 #include "worker/train/observer.h"
+#include "worker/train/precision.h"
 #include "worker/train/step.h"
 #include "worker/train/sync.h"
 
@@ -64,7 +67,8 @@ class Trainer {
   // Evaluates on the whole validation set (this rank's shard; counts summed over ranks).
   EvalResult evaluate();
 
-  // Checkpoints: parameters, BN statistics, momentum (all in plain layouts), step, epoch, data position, seed.
+  // Checkpoints: parameters, BN statistics, momentum (all in plain layouts), step, epoch, data position, seed, and
+  // with fp16 the loss scale (scale, finite steps since its last change, skipped steps).
   void save_checkpoint(const std::string& path) const;
   void restore_checkpoint(const checkpoint::CheckpointReader& reader);
   // Rank 0 restores the newest valid checkpoint in config.checkpoint.dir and every rank takes its state and
@@ -73,6 +77,7 @@ class Trainer {
   // Identifies the architecture: a checkpoint of another model is refused.
   std::string model_signature() const;
 
+  const PrecisionPlan& precision() const { return precision_; }
   int64_t step() const { return step_; }
   int64_t epoch() const { return epoch_; }
   int64_t batch_in_epoch() const { return batch_; }
@@ -110,6 +115,10 @@ class Trainer {
   void emit(ProgressEvent event) const;
   void maybe_checkpoint(bool epoch_end);
   void checkpoint_now();
+  // fp16: reads the loss scale into a step's event (and logs a skipped step).
+  void record_loss_scale(ProgressEvent& e);
+  // fp16: continues with a checkpoint's loss scale (metadata "loss_scale"); nothing for fp32/bf16.
+  void restore_loss_scale(const nlohmann::json& meta, const std::string& file);
   bool stop_requested() const { return stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed); }
   // True on every rank when any rank was asked to stop (one tiny all-reduce per step).
   bool agree_to_stop();
@@ -123,8 +132,11 @@ class Trainer {
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<TrainStep> step_runner_;
   std::unique_ptr<data::Loader> loader_;
+  PrecisionPlan precision_;
   Buffer images_, labels_;
+  Buffer images_f32_;  // half activations: the batch is uploaded here in fp32, then converted on the backend
   int64_t step_ = 0, epoch_ = 0, batch_ = 0;
+  int64_t skipped_steps_ = 0;  // fp16: steps skipped on overflow, as of the last read
   std::chrono::steady_clock::time_point started_;
   const std::atomic<bool>* stop_flag_ = nullptr;
 };
