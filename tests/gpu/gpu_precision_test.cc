@@ -135,7 +135,7 @@ TEST_F(GpuPrecision, TheTrainerRunsAnFp16JobAndReportsItsLossScale) {
   c.data.synthetic_size = 16;
   c.data.loader_threads = 1;
   c.epochs = 2;
-  c.phases = {{0, 32, 16}};
+  c.phases = {{.from_epoch = 0, .to_epoch = static_cast<int32_t>(c.epochs), .image_size = 16, .per_rank_batch = 32}};
   c.lr_points = {{0, 0.05}, {2, 0.0}};
   c.eval_batch_size = 64;
   c.log_every_steps = 0;
