@@ -25,8 +25,8 @@ constexpr std::array kTable = std::to_array<Tunable>({
     {"TORUS_COMM_BIND_ADDR", Type::kString, "", "",
      "address the Gloo device binds; default the launch contract's TORUS_BIND_ADDRESS (a pod's IP), else loopback "
      "when MASTER_ADDR is loopback, else the host name"},
-    {"TORUS_COST_SHM_LATENCY_US", Type::kNumber, "13", "", "cost model: shared-memory latency per step"},
-    {"TORUS_COST_SHM_GBPS", Type::kNumber, "2.4", "", "cost model: shared-memory bandwidth"},
+    {"TORUS_COST_SHM_LATENCY_US", Type::kNumber, "3.3", "", "cost model: shared-memory latency per step"},
+    {"TORUS_COST_SHM_GBPS", Type::kNumber, "4.4", "", "cost model: shared-memory bandwidth"},
     {"TORUS_COST_NET_LATENCY_US", Type::kNumber, "60", "", "cost model: TCP latency per step"},
     {"TORUS_COST_NET_GBPS", Type::kNumber, "0.85", "", "cost model: TCP bandwidth"},
     {"TORUS_NUM_THREADS", Type::kInteger, "", "",

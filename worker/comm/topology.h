@@ -61,10 +61,11 @@ struct LinkCost {
 
 // The cost model that `auto` uses: ring steps cost the backend's link (TCP), the intra-host level costs shared
 // memory. Figures from this machine class (platform-notes.md, docs/collectives.md "Measured"): loopback/network TCP
-// ~0.85 GB/s; shm 13 us per barrier step and 2.4 GB/s at 64 MiB (best of runs, the same sitting as TCP's 0.94).
+// ~0.85 GB/s; shm 3.3 us per step (a 4 KiB all-reduce of 2 ranks: 6.6 us) and 4.4 GB/s at 64 MiB, the pipelined
+// shm path measured on a quiet machine (docs/collectives.md "Quiet re-measure").
 // Overridable via TORUS_COST_{SHM,NET}_{LATENCY_US,GBPS} (common/util/tunables.h).
 struct CostModel {
-  LinkCost shm{13e-6, 2.4e9};
+  LinkCost shm{3.3e-6, 4.4e9};
   LinkCost net{60e-6, 0.85e9};
 
   static CostModel from_tunables(const tunables::Snapshot& env);
