@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/gpu/gpu_training.h"
 #include "tests/support/run_ranks.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
@@ -27,7 +28,6 @@
 namespace torus::worker::train {
 namespace {
 
-using cuda::CudaBackend;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kTimeout{60000};
@@ -36,25 +36,10 @@ constexpr int64_t kPerRank = 16, kSize = 16, kClasses = 10;
 constexpr int kSteps = 4;
 constexpr float kLr = 0.05f;
 
-nn::ModelConfig model_config() {
-  nn::ModelConfig cfg;
-  cfg.arch = api::Arch::kResNet9;
-  cfg.widths = {8, 16, 32, 64};
-  cfg.in_channels = 1;
-  cfg.num_classes = kClasses;
-  cfg.batch_size = kPerRank;
-  cfg.image_size = kSize;
-  cfg.seed = 5;
-  return cfg;
-}
+nn::ModelConfig model_config() { return testing::small_resnet9(kPerRank, kSize, kClasses); }
 
-std::unique_ptr<CudaBackend> backend_on(int device) {
-  cuda::CudaOptions o;
-  o.device = device;
-  o.tf32 = cuda::Tf32::kDeny;  // fp32 comparisons need full fp32 products
-  o.determinism = cuda::Determinism::kRequired;
-  return cuda::make_cuda_backend(o);
-}
+// Deterministic algorithms too: the ranks and the reference must compute the same gradients.
+auto backend_on(int device) { return testing::exact_fp32_backend(device, cuda::Determinism::kRequired); }
 
 // The global batch: rank r's images and labels are rows [r * kPerRank, (r + 1) * kPerRank).
 struct GlobalBatch {

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/gpu/gpu_training.h"
 #include "tests/support/run_ranks.h"
+#include "tests/support/train_config_builder.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
 #include "worker/comm/nccl/nccl_gradient_sync.h"
@@ -23,30 +25,10 @@
 namespace torus::worker::train {
 namespace {
 
-using cuda::CudaBackend;
-
 constexpr int64_t kBatch = 16, kSize = 16, kClasses = 10;
 constexpr float kLr = 0.05f;
 
-nn::ModelConfig model_config(DType activations) {
-  nn::ModelConfig cfg;
-  cfg.arch = api::Arch::kResNet9;
-  cfg.widths = {8, 16, 32, 64};
-  cfg.in_channels = 1;
-  cfg.num_classes = kClasses;
-  cfg.batch_size = kBatch;
-  cfg.image_size = kSize;
-  cfg.seed = 5;
-  cfg.activation_dtype = activations;
-  return cfg;
-}
-
-std::unique_ptr<CudaBackend> backend_on(int device) {
-  cuda::CudaOptions o;
-  o.device = device;
-  o.tf32 = cuda::Tf32::kDeny;  // the fp32 reference in full fp32 products
-  return cuda::make_cuda_backend(o);
-}
+nn::ModelConfig model_config(DType activations) { return testing::small_resnet9(kBatch, kSize, kClasses, activations); }
 
 // One fixed batch (the same for every precision), uploaded in fp32 and converted to the activations' dtype.
 struct Batch {
@@ -75,7 +57,7 @@ struct Batch {
 // Trains `steps` steps on the fixed batch with the plan of `precision`; returns each step's loss.
 std::vector<double> train_losses(api::Precision precision, int steps) {
   const PrecisionPlan plan = precision_plan(precision);
-  auto backend = backend_on(0);
+  auto backend = testing::exact_fp32_backend(0);
   nn::Model model(*backend, model_config(plan.activations));
   if (plan.loss_scaling == LossScaling::kDynamic) backend->enable_loss_scaling(plan.loss_scale);
   TrainStep step(model, optim::SgdConfig{}, 0.1f, nullptr, plan.loss_scaling);
@@ -124,23 +106,13 @@ TEST_F(GpuPrecision, TheTrainerRunsAnFp16JobAndReportsItsLossScale) {
     }
     std::vector<double> scales;
   } observer;
-  TrainConfig c;
-  c.model.arch = api::Arch::kResNet9;
-  c.model.widths = {8, 16, 32};
-  c.model.num_classes = 4;
-  c.data.dataset = api::Dataset::kSynthetic;
-  c.data.synthetic_train = 256;
-  c.data.synthetic_val = 64;
-  c.data.synthetic_classes = 4;
-  c.data.synthetic_size = 16;
-  c.data.loader_threads = 1;
-  c.epochs = 2;
-  c.phases = {{.from_epoch = 0, .to_epoch = static_cast<int32_t>(c.epochs), .image_size = 16, .per_rank_batch = 32}};
-  c.lr_points = {{0, 0.05}, {2, 0.0}};
-  c.eval_batch_size = 64;
-  c.log_every_steps = 0;
-  c.precision = api::Precision::kFp16;
-  auto backend = backend_on(0);
+  const TrainConfig c = test::TrainConfigBuilder()
+                            .synthetic(256, 64)
+                            .epochs(2)
+                            .lr({{0, 0.05}, {2, 0.0}})
+                            .precision(api::Precision::kFp16)
+                            .build();
+  auto backend = testing::exact_fp32_backend(0);
   LocalCollectives world;
   const Datasets data = load_datasets(c.data, c.seed);
   Trainer trainer(*backend, c, data, world, nullptr, &observer);
@@ -195,15 +167,15 @@ TEST_F(GpuPrecision, Fp16OverflowOnOneRankSkipsThatStepOnEveryRank) {
   std::vector<LossScaleState> states(kRanks);
   std::vector<std::vector<float>> before(kRanks), after(kRanks), final_params(kRanks);
   ::torus::test::run_ranks(kRanks, [&](int rank) {
-    auto backend = backend_on(rank);
+    auto backend = testing::exact_fp32_backend(rank);
     nn::Model model(*backend, model_config(plan.activations));
     backend->enable_loss_scaling(plan.loss_scale);
     const Arena& grads = model.context().grads;
     std::vector<comm::ParamSpan> spans;
     for (const ArenaEntry& e : grads.entries()) spans.push_back({e.offset, e.elements});
-    auto nccl = std::make_unique<comm::NcclCommunicator>(
-        rank, kRanks, std::make_shared<comm::PrefixStore>("fp16", store), rank, std::chrono::milliseconds(60000),
-        "nccl/gradients/id");
+    auto nccl =
+        std::make_unique<comm::NcclCommunicator>(rank, kRanks, std::make_shared<comm::PrefixStore>("fp16", store), rank,
+                                                 std::chrono::milliseconds(60000), "nccl/gradients/id");
     const Tensor all = grads.all();
     comm::NcclGradientSync nccl_sync(std::move(nccl), backend->compute_stream(), all.f32(),
                                      static_cast<size_t>(all.numel()), std::move(spans), comm::BucketOptions{});

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/util/error.h"
+#include "tests/support/train_config_builder.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/train/trainer.h"
 
@@ -127,24 +128,17 @@ class StepRecorder final : public TrainObserver {
   int64_t raise_at_;
 };
 
+// 192 synthetic 8x8 images: 12 batches of 16 alone, 6 as rank 0 of 2.
 TrainConfig tiny_config() {
-  TrainConfig c;
-  c.model.arch = api::Arch::kResNet9;
-  c.model.widths = {8, 8, 16};
-  c.model.num_classes = 4;
-  c.data.dataset = api::Dataset::kSynthetic;
-  c.data.synthetic_train = 192;  // 12 batches of 16 alone, 6 as rank 0 of 2
-  c.data.synthetic_val = 32;
-  c.data.synthetic_classes = 4;
-  c.data.synthetic_size = 8;
-  c.data.loader_threads = 1;
-  c.epochs = 1;
-  c.phases = {{.from_epoch = 0, .to_epoch = static_cast<int32_t>(c.epochs), .image_size = 8, .per_rank_batch = 16}};
-  c.lr_points = {{0, 0.05}};
-  c.seed = 4;
-  c.eval_batch_size = 32;
-  c.log_every_steps = 0;
-  return c;
+  return test::TrainConfigBuilder()
+      .widths({8, 8, 16})
+      .synthetic(192, 32)
+      .image_size(8)
+      .per_rank_batch(16)
+      .lr({{0, 0.05}})
+      .seed(4)
+      .eval_batch(32)
+      .build();
 }
 
 // Every step's parts fit inside it and none is negative.

@@ -9,6 +9,7 @@
 
 #include "common/util/error.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/train_config_builder.h"
 #include "tests/worker/recording_backend.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/checkpoint/checkpoint.h"
@@ -26,28 +27,15 @@ class Recorder final : public TrainObserver {
   std::vector<ProgressEvent> events;
 };
 
+// 3 epochs of 8 steps with flips, a warm-up to 0.2 and label smoothing (SgdConfig's Nesterov momentum, weight decay).
 TrainConfig small_config(uint64_t seed = 3) {
-  TrainConfig c;
-  c.model.arch = api::Arch::kResNet9;
-  c.model.widths = {8, 16, 32};
-  c.model.num_classes = 4;
-  c.data.dataset = api::Dataset::kSynthetic;
-  c.data.synthetic_train = 256;
-  c.data.synthetic_val = 128;
-  c.data.synthetic_classes = 4;
-  c.data.synthetic_size = 16;
-  c.data.synthetic_channels = 3;
-  c.data.transform.flip = data::Flip::kHorizontal;
-  c.data.loader_threads = 1;
-  c.epochs = 3;
-  c.phases = {{.from_epoch = 0, .to_epoch = static_cast<int32_t>(c.epochs), .image_size = 16, .per_rank_batch = 32}};
-  c.lr_points = {{0, 0.05}, {1, 0.2}, {3, 0.0}};
-  c.sgd = {0.9f, math::Nesterov::kOn, 5e-4f};
-  c.label_smoothing = 0.1f;
-  c.seed = seed;
-  c.eval_batch_size = 64;
-  c.log_every_steps = 0;
-  return c;
+  return test::TrainConfigBuilder()
+      .epochs(3)
+      .flip(data::Flip::kHorizontal)
+      .lr({{0, 0.05}, {1, 0.2}, {3, 0.0}})
+      .label_smoothing(0.1f)
+      .seed(seed)
+      .build();
 }
 
 class TrainerTest : public ::testing::Test {
@@ -177,13 +165,21 @@ size_t index_of(const std::vector<std::string>& ops, const std::string& op, bool
   return found;
 }
 
-TEST(TrainerPrecision, Bf16ConvertsTheBatchAndScalesNothing) {
+// The small run in one precision on a backend that records what it is asked to do.
+class TrainerPrecision : public ::testing::Test {
+ protected:
+  static TrainConfig config_in(api::Precision precision) {
+    TrainConfig c = small_config();
+    c.precision = precision;
+    return c;
+  }
   testing::RecordingBackend backend;
   LocalCollectives world;
-  TrainConfig config = small_config();
-  config.precision = api::Precision::kBf16;
-  const Datasets data = load_datasets(config.data, config.seed);
-  Trainer t(backend, config, data, world);
+  const Datasets data = load_datasets(small_config().data, small_config().seed);
+};
+
+TEST_F(TrainerPrecision, Bf16ConvertsTheBatchAndScalesNothing) {
+  Trainer t(backend, config_in(api::Precision::kBf16), data, world);
   EXPECT_EQ(t.precision().activations, DType::kBF16);
   EXPECT_EQ(t.model().context().activation_dtype, DType::kBF16);
   backend.ops.clear();
@@ -210,15 +206,11 @@ class MarkingSync final : public GradientSync {
   testing::RecordingBackend& backend_;
 };
 
-TEST(TrainerPrecision, Fp16UnscalesAfterTheAllReduceSkipsAnOverflowedStepAndKeepsTheScaleInCheckpoints) {
-  testing::RecordingBackend backend;
-  LocalCollectives world;
-  TrainConfig config = small_config();
-  config.precision = api::Precision::kFp16;
-  const Datasets data = load_datasets(config.data, config.seed);
+TEST_F(TrainerPrecision, Fp16UnscalesAfterTheAllReduceSkipsAnOverflowedStepAndKeepsTheScaleInCheckpoints) {
+  const TrainConfig config = config_in(api::Precision::kFp16);
   Recorder rec;
-  Trainer t(backend, config, data, world, [&](const Arena&) { return std::make_unique<MarkingSync>(backend); },
-            &rec);
+  Trainer t(
+      backend, config, data, world, [&](const Arena&) { return std::make_unique<MarkingSync>(backend); }, &rec);
   EXPECT_EQ(index_of(names(backend.ops), "enable_loss_scaling"), 0u) << "enabled before anything else ran";
   backend.ops.clear();
   t.run(1);

@@ -9,29 +9,22 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/train_config_builder.h"
 #include "worker/train/trainer.h"
 
 namespace torus::worker::train::testing {
 
 // A small synthetic job for two ranks: 16 images per rank and step (global batch 32), 8 steps an epoch, 2 epochs.
 inline TrainConfig two_rank_config() {
-  TrainConfig c;
-  c.model.widths = {8, 16, 32};
-  c.model.num_classes = 4;
-  c.data.dataset = api::Dataset::kSynthetic;
-  c.data.synthetic_train = 256;
-  c.data.synthetic_val = 100;
-  c.data.synthetic_classes = 4;
-  c.data.synthetic_size = 16;
-  c.data.loader_threads = 1;
-  c.epochs = 2;
-  c.phases = {{.from_epoch = 0, .to_epoch = static_cast<int32_t>(c.epochs), .image_size = 16, .per_rank_batch = 16}};
-  c.lr_points = {{0, 0.1}, {2, 0.0}};
-  c.label_smoothing = 0.1f;
-  c.seed = 9;
-  c.eval_batch_size = 32;
-  c.log_every_steps = 0;
-  return c;
+  return test::TrainConfigBuilder()
+      .synthetic(256, 100)
+      .epochs(2)
+      .per_rank_batch(16)
+      .lr({{0, 0.1}, {2, 0.0}})
+      .label_smoothing(0.1f)
+      .seed(9)
+      .eval_batch(32)
+      .build();
 }
 
 // Averages the whole gradient arena in finish_step, through `c`; checks grad_ready's contract on the way (every
