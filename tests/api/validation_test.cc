@@ -5,24 +5,15 @@
 #include <algorithm>
 #include <map>
 
-#include "common/api/defaults.h"
 #include "common/util/error.h"
+#include "tests/api/base_job.h"
 #include "tests/api/corpus.h"
 
 namespace torus::api {
 namespace {
 
 using nlohmann::json;
-
-const json kBase = json::parse(R"({
-  "apiVersion": "torus.dev/v1alpha1", "kind": "TrainingJob", "metadata": {"name": "base"},
-  "spec": {
-    "gang": {"workers": 2, "processesPerWorker": 2},
-    "model": {"arch": "resnet9"},
-    "data": {"dataset": "synthetic"},
-    "training": {"epochs": 4, "batchSize": 256, "lrSchedule": {"peak": 0.2}}
-  }
-})");
+using testing::kBase;
 
 std::string dump(const FieldErrors& errors) {
   std::string out;
@@ -304,97 +295,6 @@ TEST(SourcePositions, JsonErrorsHaveOnlyPaths) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].line, 0);
   EXPECT_EQ(errors[0].to_string("job.json"), "job.json: spec.training.batchSize: must be a positive integer, got -4");
-}
-
-TEST(SourceMap, OverridesReplaceWhatTheFileSaidBelowThem) {
-  SourceMap sources;
-  sources.add("", {1, 1});
-  sources.add("spec", {3, 1});
-  sources.add("spec.training", {4, 3});
-  sources.add("spec.training.lrSchedule", {5, 5});
-  sources.add("spec.training.lrSchedule.peak", {6, 7});
-  sources.override_with("spec.training.lrSchedule", "--set spec.training.lrSchedule");
-  sources.override_with("spec.trainng.epochs", "--set spec.trainng.epochs");
-  FieldErrors errors = {{"spec.training.lrSchedule.peak", "must be a number in (0, inf), got -1"},
-                        {"spec.training.lrSchedule.warmupEpochs", "is only for type one-cycle"},
-                        {"spec.training.epochs", "is required"},
-                        {"spec.trainng", "unknown field"},
-                        {"metadata.name", "is required"}};
-  sources.locate(errors);
-  std::vector<std::string> lines;
-  for (const auto& e : errors) lines.push_back(e.to_string("job.yaml"));
-  EXPECT_EQ(lines, (std::vector<std::string>{
-                       "--set spec.training.lrSchedule: spec.training.lrSchedule.peak: must be a number in (0, inf), "
-                       "got -1",
-                       "--set spec.training.lrSchedule: spec.training.lrSchedule.warmupEpochs: is only for type "
-                       "one-cycle",
-                       "job.yaml:4:3: spec.training.epochs: is required",
-                       "--set spec.trainng.epochs: spec.trainng: unknown field",
-                       "job.yaml:1:1: metadata.name: is required",
-                   }));
-}
-
-TEST(SourceMap, CanonicalPathsWriteMapKeysWithDots) {
-  EXPECT_EQ(canonical_path("metadata.labels[app.kubernetes.io/name]"), "metadata.labels.app.kubernetes.io/name");
-  EXPECT_EQ(canonical_path("spec.training.phases[12].toEpoch"), "spec.training.phases[12].toEpoch");
-  EXPECT_EQ(canonical_path("a[x][3]"), "a.x[3]");
-}
-
-TEST(Defaults, FillWhatIsUnsetAndNothingElse) {
-  TrainingJob job = decode_json(kBase).job;
-  job.spec.training.optimizer.nesterov = true;
-  job.spec.training.optimizer.weight_decay = 0.0;  // an explicit 0 stays 0
-  apply_defaults(job);
-  const TrainingJobSpec& s = job.spec;
-  EXPECT_EQ(s.gang.processes_per_worker, 2);
-  EXPECT_EQ(s.gang.device, Device::kCpu);
-  EXPECT_EQ(s.gang.image, kDefaultWorkerImage);
-  EXPECT_EQ(s.model.widths, (std::vector<int32_t>{64, 128, 256, 512}));
-  EXPECT_EQ(s.model.stem, Stem::kCifar);
-  EXPECT_EQ(s.model.pooling, Pooling::kMax);
-  EXPECT_EQ(s.model.input_channels, 3);
-  EXPECT_EQ(s.model.num_classes, 10);
-  EXPECT_EQ(s.data.image_size, 32);
-  EXPECT_EQ(s.data.synthetic.train_images, 10000);
-  EXPECT_EQ(s.training.optimizer.nesterov, true);
-  EXPECT_EQ(s.training.optimizer.weight_decay, 0.0);
-  EXPECT_EQ(s.training.optimizer.momentum, 0.9);
-  EXPECT_EQ(s.training.lr_schedule.type, LrScheduleKind::kOneCycle);
-  EXPECT_EQ(s.training.lr_schedule.warmup_epochs, 0.0);
-  EXPECT_EQ(s.all_reduce.first_bucket_size_mb, 1.0);
-  EXPECT_EQ(s.all_reduce.bucket_size_mb, 25.0);
-  EXPECT_EQ(s.run_policy.restart_policy, RestartPolicy::kNever);
-  EXPECT_EQ(s.run_policy.managed_by, kDefaultManagedBy);
-  EXPECT_EQ(s.run_policy.scheduling_policy.min_available, 2);
-  EXPECT_EQ(s.metrics_port, kDefaultMetricsPort);
-  EXPECT_EQ(s.rendezvous_port, kDefaultRendezvousPort);
-  EXPECT_TRUE(s.training.checkpoint.dir.empty());
-  EXPECT_FALSE(s.training.checkpoint.every_epochs.has_value());
-  // Idempotent.
-  EXPECT_EQ(with_defaults(job), job);
-}
-
-TEST(Defaults, DependOnTheDataSetAndTheNetwork) {
-  json doc = kBase;
-  doc["spec"]["data"] = {{"dataset", "imagefolder"}, {"path", "/d"}};
-  doc["spec"]["model"]["arch"] = "resnet50";
-  doc["spec"]["allReduce"] = {{"algorithm", "torus2d"}};
-  doc["spec"]["training"]["checkpoint"] = {{"dir", "/ckpt"}};
-  const TrainingJob job = with_defaults(decode_json(doc).job);
-  EXPECT_EQ(job.spec.model.stem, Stem::kImageNet);
-  EXPECT_EQ(job.spec.model.pooling, Pooling::kAvg);
-  EXPECT_FALSE(job.spec.model.num_classes.has_value());  // counted from the folder
-  EXPECT_EQ(job.spec.data.image_size, 224);
-  EXPECT_EQ(job.spec.all_reduce.grid.x, 2);  // processesPerWorker along x
-  EXPECT_EQ(job.spec.all_reduce.grid.y, 2);
-  EXPECT_EQ(job.spec.training.checkpoint.every_epochs, 1);
-  EXPECT_EQ(job.spec.training.checkpoint.keep, 2);
-  json fm = kBase;
-  fm["spec"]["data"] = {{"dataset", "fashion-mnist"}};
-  const TrainingJob f = with_defaults(decode_json(fm).job);
-  EXPECT_EQ(f.spec.data.path, kFashionMnistPath);
-  EXPECT_EQ(f.spec.model.input_channels, 1);
-  EXPECT_EQ(f.spec.data.image_size, 28);
 }
 
 }  // namespace
