@@ -1,6 +1,6 @@
 #pragma once
 // Exit codes shared by the worker, the local runtime and the operator's gang policy.
-namespace torus {
+namespace torus::launch {
 
 enum class ExitCode : int {
   kSuccess = 0,
@@ -12,4 +12,4 @@ enum class ExitCode : int {
 
 constexpr int to_int(ExitCode c) { return static_cast<int>(c); }
 
-}  // namespace torus
+}  // namespace torus::launch

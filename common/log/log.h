@@ -1,6 +1,6 @@
 #pragma once
 // Small thread-safe logger: `TLOG(Info) << "epoch " << e;` writes one line to stderr:
-//   2026-11-22T05:59:01.123Z I [rank 0] worker/train/loop.cc:88] epoch 3
+//   2026-11-22T05:59:01.123Z I [rank 0] worker/train/trainer.cc:88] epoch 3
 // Level from TORUS_LOG_LEVEL (debug|info|warn|error), read once; the component tag is set once per process.
 #include <sstream>
 #include <string>

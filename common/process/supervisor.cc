@@ -193,28 +193,29 @@ std::optional<Termination> Supervisor::reap(Child& child) {
 }
 
 bool Supervisor::pump(std::chrono::milliseconds timeout) {
+  enum class SourceKind { kPid, kOut, kErr };
   struct Source {
     Child* child;
-    enum { kPid, kOut, kErr } kind;
+    SourceKind kind;
   };
   std::vector<pollfd> fds;
   std::vector<Source> sources;
   if (wakeup_fd_ >= 0) {
     fds.push_back({wakeup_fd_, POLLIN, 0});
-    sources.push_back({nullptr, Source::kPid});
+    sources.push_back({nullptr, SourceKind::kPid});
   }
   for (auto& c : children_) {
     if (c.running) {
       fds.push_back({c.pidfd, POLLIN, 0});
-      sources.push_back({&c, Source::kPid});
+      sources.push_back({&c, SourceKind::kPid});
     }
     if (c.out_fd >= 0) {
       fds.push_back({c.out_fd, POLLIN, 0});
-      sources.push_back({&c, Source::kOut});
+      sources.push_back({&c, SourceKind::kOut});
     }
     if (c.err_fd >= 0) {
       fds.push_back({c.err_fd, POLLIN, 0});
-      sources.push_back({&c, Source::kErr});
+      sources.push_back({&c, SourceKind::kErr});
     }
   }
   if (fds.empty()) return true;
@@ -232,13 +233,13 @@ bool Supervisor::pump(std::chrono::milliseconds timeout) {
     }
     Child& c = *sources[i].child;
     switch (sources[i].kind) {
-      case Source::kOut:
+      case SourceKind::kOut:
         drain(c, Stream::kStdout);
         break;
-      case Source::kErr:
+      case SourceKind::kErr:
         drain(c, Stream::kStderr);
         break;
-      case Source::kPid:
+      case SourceKind::kPid:
         if (c.running) {
           if (auto t = reap(c)) finished_.push_back(*t);
         }

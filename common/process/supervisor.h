@@ -1,6 +1,6 @@
 #pragma once
 // The one process supervisor of the code base: `torus run` starts a gang of worker processes with it, and
-// `torus-worker` starts its local ranks with it when a pod has several GPUs.
+// `torus-worker` starts its local ranks with it when a pod runs several processes (processesPerWorker > 1).
 //
 // It starts children with piped stdout/stderr, hands every output line to a callback (so callers can prefix
 // it by rank or parse it), reports exits as they happen (pidfd + poll: no sleeps, no busy waits), forwards

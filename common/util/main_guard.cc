@@ -29,12 +29,12 @@ std::optional<ErrorReason> parse_error_line(std::string_view line) {
 
 int run_main(const char* program, const std::function<int()>& body) {
   std::string reason;
-  int code = to_int(ExitCode::kFailure);
+  int code = to_int(launch::ExitCode::kFailure);
   try {
     return body();
   } catch (const Timeout& e) {
     reason = e.what();
-    code = to_int(ExitCode::kCollectiveTimeout);
+    code = to_int(launch::ExitCode::kCollectiveTimeout);
   } catch (const std::exception& e) {
     reason = e.what();
   } catch (...) {

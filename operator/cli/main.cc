@@ -51,7 +51,7 @@ bool wants_help(const std::vector<std::string>& args) {
 int dispatch(int argc, char** argv) {
   if (argc < 2) {
     print_help(stderr);
-    return to_int(ExitCode::kUsage);
+    return to_int(launch::ExitCode::kUsage);
   }
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
@@ -61,18 +61,18 @@ int dispatch(int argc, char** argv) {
     } else {
       print_help(stdout);
     }
-    return to_int(ExitCode::kSuccess);
+    return to_int(launch::ExitCode::kSuccess);
   }
   const Command* command = find_command(name);
   if (!command) {
     std::fprintf(stderr, "torus: unknown command '%s'\n\n", name.c_str());
     print_help(stderr);
-    return to_int(ExitCode::kUsage);
+    return to_int(launch::ExitCode::kUsage);
   }
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (wants_help(args)) {
     std::printf("%.*s", static_cast<int>(command->usage.size()), command->usage.data());
-    return to_int(ExitCode::kSuccess);
+    return to_int(launch::ExitCode::kSuccess);
   }
   return command->run(args);
 }

@@ -158,12 +158,12 @@ int operator_command(const std::vector<std::string>& args) {
               listen_address(flags.metrics_addr).host.c_str(), exporter.port(), elector.identity().c_str());
   std::fflush(stdout);
 
-  int exit_code = to_int(ExitCode::kSuccess);
+  int exit_code = to_int(launch::ExitCode::kSuccess);
   if (flags.leader_elect == OperatorFlags::LeaderElect::kOn) {
     if (elector.acquire()) {
       op_metrics.leader.set(1);
       if (!ctl.start(std::chrono::minutes(2))) throw Timeout("operator: informer caches did not sync within 2 min");
-      if (!elector.keep_renewing()) exit_code = to_int(ExitCode::kFailure);  // lost it: stop acting at once
+      if (!elector.keep_renewing()) exit_code = to_int(launch::ExitCode::kFailure);  // lost it: stop acting at once
       ctl.stop();
       op_metrics.leader.set(0);
       elector.release();

@@ -11,7 +11,7 @@ int run_command(const std::vector<std::string>& args) {
   runtime::LocalRunOptions options;
   auto usage_error = [](const std::string& what) {
     std::fprintf(stderr, "torus run: %s\n\n%s", what.c_str(), kRunUsage);
-    return to_int(ExitCode::kUsage);
+    return to_int(launch::ExitCode::kUsage);
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];

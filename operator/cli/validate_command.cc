@@ -49,7 +49,7 @@ int validate_command(const std::vector<std::string>& args) {
     } else if (arg.size() > 1 && arg[0] == '-') {
       std::fprintf(stderr, "torus validate: unknown flag '%s'\n%.*s", arg.c_str(),
                    static_cast<int>(kValidateUsage.size()), kValidateUsage.data());
-      return to_int(ExitCode::kUsage);
+      return to_int(launch::ExitCode::kUsage);
     } else {
       files.push_back(arg);
     }
@@ -57,12 +57,12 @@ int validate_command(const std::vector<std::string>& args) {
   if (files.empty()) {
     std::fprintf(stderr, "torus validate: no files given\n%.*s", static_cast<int>(kValidateUsage.size()),
                  kValidateUsage.data());
-    return to_int(ExitCode::kUsage);
+    return to_int(launch::ExitCode::kUsage);
   }
   bool all_valid = true;
   for (const auto& file : files) all_valid = validate_one(file, print) && all_valid;
   std::fflush(stdout);
-  return to_int(all_valid ? ExitCode::kSuccess : ExitCode::kFailure);
+  return to_int(all_valid ? launch::ExitCode::kSuccess : launch::ExitCode::kFailure);
 }
 
 }  // namespace torus::cli

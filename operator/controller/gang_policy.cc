@@ -11,7 +11,7 @@ namespace {
 
 
 bool is_worker_retryable_code(const GangPolicy& policy, int code) {
-  if (code == to_int(ExitCode::kRetryable) || code == to_int(ExitCode::kCollectiveTimeout)) return true;
+  if (code == to_int(launch::ExitCode::kRetryable) || code == to_int(launch::ExitCode::kCollectiveTimeout)) return true;
   return std::find(policy.extra_retryable_codes.begin(), policy.extra_retryable_codes.end(), code) !=
          policy.extra_retryable_codes.end();
 }
@@ -59,7 +59,7 @@ Failures collect_failures(const GangPolicy& policy, const GangObservation& gang)
 
 bool any_collective_timeout(const std::vector<const WorkerState*>& workers) {
   return std::any_of(workers.begin(), workers.end(), [](const WorkerState* w) {
-    return effective_exit_code(*w) == to_int(ExitCode::kCollectiveTimeout);
+    return effective_exit_code(*w) == to_int(launch::ExitCode::kCollectiveTimeout);
   });
 }
 

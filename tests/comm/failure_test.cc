@@ -95,7 +95,7 @@ class Gang {
 void expect_retryable_failure(Gang& g, int rank) {
   ASSERT_TRUE(g.exited(rank));
   const int code = g.exit_of(rank).shell_code();
-  EXPECT_TRUE(code == to_int(ExitCode::kRetryable) || code == to_int(ExitCode::kCollectiveTimeout))
+  EXPECT_TRUE(code == to_int(launch::ExitCode::kRetryable) || code == to_int(launch::ExitCode::kCollectiveTimeout))
       << "rank " << rank << " exited " << code << "\n"
       << g.output(rank);
 }
@@ -137,7 +137,7 @@ TEST(Failure, HungRankTriggersTheWatchdogNamingIt) {
     g.start(r, 2, 1, port,
             {{"TORUS_TEST_ITERATIONS", "0"}, {"TORUS_TEST_HANG_RANK", "1"}, {"TORUS_TEST_HANG_AT", "2"}});
   ASSERT_TRUE(g.await([&] { return g.exited(0); }, milliseconds(30000))) << g.output(0);
-  EXPECT_EQ(g.exit_of(0).shell_code(), to_int(ExitCode::kCollectiveTimeout)) << g.output(0);
+  EXPECT_EQ(g.exit_of(0).shell_code(), to_int(launch::ExitCode::kCollectiveTimeout)) << g.output(0);
   EXPECT_TRUE(g.printed(0, "all_reduce #3")) << g.output(0);
   EXPECT_TRUE(g.printed(0, "ranks that never arrived: 1")) << g.output(0);
 }

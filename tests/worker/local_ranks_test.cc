@@ -162,7 +162,7 @@ TEST_F(LocalRanks, SigtermMakesEveryLocalRankCheckpointAndStop) {
   pods.signal(0, SIGTERM);
   const auto codes = pods.wait_all();
   // Stopped on request is retryable: the next attempt resumes from the checkpoint each rank just wrote.
-  EXPECT_EQ(codes, (std::map<size_t, int>{{0, to_int(ExitCode::kRetryable)}})) << pods.log();
+  EXPECT_EQ(codes, (std::map<size_t, int>{{0, to_int(launch::ExitCode::kRetryable)}})) << pods.log();
   EXPECT_NE(pods.log().find("stopped on request"), std::string::npos) << pods.log();
   EXPECT_FALSE(pods.events("checkpoint").empty()) << pods.log();
 }

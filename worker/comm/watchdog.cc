@@ -60,7 +60,7 @@ void Watchdog::failed(const detail::WorkState* work, const std::exception_ptr& e
     const std::string reason = "CollectiveFailed: " + report;
     write_termination_log(reason.c_str());
     std::fflush(stderr);
-    std::_Exit(to_int(ExitCode::kRetryable));
+    std::_Exit(to_int(launch::ExitCode::kRetryable));
   }
 }
 
@@ -124,7 +124,7 @@ void Watchdog::fire(const Entry& entry) {
     const std::string reason = "CollectiveTimeout: " + report.str();
     write_termination_log(reason.c_str());
     std::fflush(stderr);
-    std::_Exit(to_int(ExitCode::kCollectiveTimeout));  // the communication thread is stuck: no orderly unwind
+    std::_Exit(to_int(launch::ExitCode::kCollectiveTimeout));  // the communication thread is stuck: no orderly unwind
   }
 }
 

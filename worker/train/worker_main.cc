@@ -263,7 +263,7 @@ int run_worker(const WorkerOptions& options) {
   }
   if (r.stopped) {
     TLOG(Warn) << "stopped on request at step " << r.steps << " after checkpointing; exiting as retryable";
-    return to_int(ExitCode::kRetryable);
+    return to_int(launch::ExitCode::kRetryable);
   }
   return 0;
 }
