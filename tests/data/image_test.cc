@@ -1,3 +1,4 @@
+// The sample transform (worker/data/image.h): crop regions, flips, resampling and normalization, bad settings.
 #include <gtest/gtest.h>
 
 #include <cmath>
