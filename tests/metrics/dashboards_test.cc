@@ -13,6 +13,7 @@
 #include "common/metrics/operator_metrics.h"
 #include "common/metrics/worker_metrics.h"
 #include "tests/metrics/prometheus_fixture.h"
+#include "tests/metrics/sample_job.h"
 #include "tests/support/temp_dir.h"
 
 namespace torus::metrics {
@@ -179,13 +180,7 @@ class SyntheticGang {
  private:
   struct Rank {
     explicit Rank(int rank) : index(rank), metrics(registry, "fashion", "team-a", rank, 0), exporter(registry, {}) {
-      metrics.world_size.set(2);
-      metrics.planned_steps.set(1000);
-      metrics.planned_epochs.set(4);
-      metrics.target_accuracy.set(0.92);
-      metrics.batch_size.set(128);
-      metrics.global_batch_size.set(256);
-      metrics.image_size.set(28);
+      testing::set_sample_plan(metrics);
       metrics.checkpoint_seconds.observe(0.3);
       metrics.checkpoints.inc();
     }

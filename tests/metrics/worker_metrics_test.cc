@@ -1,36 +1,33 @@
-// The worker and operator metric catalogs: behaviour of their helpers, and `promtool check metrics` clean on a
-// populated exposition of each (promtool is the reference parser and linter of the text format).
+// The worker's metric catalog: `promtool check metrics` clean on a populated exposition (promtool is the reference
+// parser and linter of the text format), what a step records, the all-reduce bandwidth baseline.
+#include "common/metrics/worker_metrics.h"
+
 #include <gtest/gtest.h>
 
+#include <ctime>
+#include <string>
 #include <utility>
 
-#include "common/metrics/operator_metrics.h"
-#include "common/metrics/worker_metrics.h"
 #include "common/util/error.h"
 #include "tests/metrics/prometheus_fixture.h"
+#include "tests/metrics/sample_job.h"
 
 namespace torus::metrics {
 namespace {
 
 void populate(WorkerMetrics& m, int rank) {
-  m.world_size.set(2);
-  m.planned_steps.set(1000);
-  m.planned_epochs.set(4);
+  testing::set_sample_plan(m);
   m.global_step.set(120 + rank);
   m.epoch.set(0.5);
   m.loss.set(0.71);
-  m.train_accuracy.set(0.78);
-  m.validation_accuracy.set(0.81);
-  m.target_accuracy.set(0.92);
-  m.learning_rate.set(0.2);
-  m.batch_size.set(128);
-  m.global_batch_size.set(256);
-  m.image_size.set(28);
-  m.images_per_second.set(1150.5);
   for (int i = 0; i < 5; ++i)
     m.record_step({.step = 0.11 + 0.01 * i, .data_wait = 0.002, .compute = 0.09, .comm_wait = 0.01 + 0.01 * i}, 128);
+  m.train_accuracy.set(0.78);
+  m.validation_accuracy.set(0.81);
   m.checkpoint_seconds.observe(0.4);
   m.checkpoints.inc();
+  m.learning_rate.set(0.2);
+  m.images_per_second.set(1150.5);
   m.collective_sequence.set(42);
   m.collective("ring", "global").observe(4e6, 0.01, 6e8);
   m.collective("hierarchical", "intra_node").observe(4e6, 0.002, 3e9);
@@ -99,38 +96,9 @@ TEST(WorkerMetrics, BaselineIsTheMeanOfTheFirstSamplesThenStays) {
       << text;
 }
 
-TEST(OperatorMetrics, PromtoolCleanAndHelpersCountRight) {
-  Registry registry;
-  OperatorMetrics m(registry, "0.1.0");
-  m.reconciles.inc(3);
-  m.reconcile_errors.labels({"api"}).inc();
-  m.reconcile_seconds.observe(0.004);
-  m.gang_restarts.labels({"team-a", "fashion", "pod_failed"}).inc();
-  m.time_to_running.labels({"team-a"}).observe(12);
-  m.time_to_first_step.labels({"team-a"}).observe(20);
-  m.leader.set(1);
-  m.workqueue_depth.set(2);
-  m.record_api_request("get", 200);
-  m.record_api_request("patch", 409);
-  m.record_api_request("watch", 0);
-  EXPECT_EQ(m.api_requests.labels({"get", "200"}).value(), 1);
-  EXPECT_EQ(m.api_request_errors.labels({"patch", "409"}).value(), 1);
-  EXPECT_EQ(m.api_request_errors.labels({"watch", "error"}).value(), 1);
-  EXPECT_EQ(m.api_request_errors.labels({"get", "200"}).value(), 0);
-
-  m.set_jobs_by_phase({{{"team-a", "Running"}, 2}, {{"team-a", "Pending"}, 1}});
-  m.set_jobs_by_phase({{{"team-a", "Running"}, 3}});
-  EXPECT_EQ(m.jobs.labels({"team-a", "Running"}).value(), 3);
-  EXPECT_EQ(m.jobs.labels({"team-a", "Pending"}).value(), 0);  // gone from the listing: zeroed, not stale
-
-  const std::string text = registry.expose();
-  const auto result = testing::promtool_check_metrics(text);
-  EXPECT_EQ(result.exit_code, 0) << describe(result) << "\n" << text;
-  EXPECT_EQ(result.output, "") << describe(result);
-}
-
 TEST(Promtool, DetectsWhatItShould) {
-  // The check above is only worth something if promtool rejects bad input here.
+  // The catalogs' promtool checks (here and in operator_metrics_test.cc) are only worth something if promtool
+  // rejects bad input.
   const auto lint = testing::promtool_check_metrics("# HELP foo_count x\n# TYPE foo_count counter\nfoo_count 1\n");
   EXPECT_EQ(lint.exit_code, 3) << describe(lint);
   const auto parse = testing::promtool_check_metrics("this is { not metrics\n");
