@@ -31,18 +31,6 @@ int64_t get_int_or(const char* name, int64_t fallback) {
   throw InvalidArgument(std::string("environment variable ") + name + ": expected an integer, got '" + *v + "'");
 }
 
-double get_double_or(const char* name, double fallback) {
-  auto v = get(name);
-  if (!v) return fallback;
-  try {
-    size_t pos = 0;
-    double x = std::stod(*v, &pos);
-    if (pos == v->size()) return x;
-  } catch (const std::exception&) {
-  }
-  throw InvalidArgument(std::string("environment variable ") + name + ": expected a number, got '" + *v + "'");
-}
-
 namespace {
 
 // cgroup v2: "max 100000" or "200000 100000"; cgroup v1: cfs_quota_us / cfs_period_us.

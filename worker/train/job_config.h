@@ -1,5 +1,6 @@
 #pragma once
-// TrainingJob (common/api) -> TrainConfig: the one place the worker reads the API types.
+// TrainingJob (common/api) -> TrainConfig: the training loop's share of run_options() (run_options.h), where the
+// worker reads the spec's model, data and training fields.
 #include "common/api/training_job.h"
 #include "worker/train/config.h"
 
