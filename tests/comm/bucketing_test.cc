@@ -1,4 +1,5 @@
-// worker/comm/bucketing.h: gradient buckets and the order they start in.
+// worker/comm/bucketing.h: gradient buckets and the order they start in; the reducer that all-reduces them while
+// backward runs, three ranks as threads.
 #include "worker/comm/bucketing.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,8 @@
 #include <vector>
 
 #include "common/util/error.h"
+#include "tests/comm/comm_test_util.h"
+#include "worker/comm/store.h"
 
 namespace torus::comm {
 namespace {
@@ -67,6 +70,45 @@ TEST(Bucketing, ScheduleStartsCompleteBucketsInBucketOrderOnly) {
   EXPECT_EQ(range(s.mark_ready(3)), std::make_pair(size_t{0}, size_t{1}));  // a new step starts from bucket 0
   EXPECT_THROW(s.mark_ready(4), InvalidArgument);
   EXPECT_THROW(BucketSchedule(params, 4 * 262144 - 1, opt), InvalidArgument);  // the last parameter overruns
+}
+
+TEST(GradientReducer, AveragesBucketsLaunchedDuringBackwardWithAndWithoutCompression) {
+  TcpStoreServer server("127.0.0.1", 0, "test-secret");
+  const int n = 3;
+  testing::run_ranks(n, [&](int rank) {
+    auto world = make_world(testing::sim_env(rank, 1, n, server.port(), testing::test_name()), testing::test_options());
+    std::vector<ParamSpan> params;
+    size_t offset = 0;
+    for (size_t count : {1000u, 300000u, 17u, 200000u, 5u}) {
+      params.push_back({offset, count});
+      offset += count + 3;  // padding between parameters, as an aligned arena would have
+    }
+    for (Compression comp : {Compression::kNone, Compression::kBf16, Compression::kFp16}) {
+      std::vector<float> arena(offset);
+      ReducerOptions opt;
+      opt.buckets.first_bucket_bytes = 4096;
+      opt.buckets.bucket_cap_bytes = 1u << 20;
+      opt.compression = comp;
+      GradientReducer reducer(world->comm(), arena, params, opt);
+      EXPECT_GE(reducer.buckets().size(), 3u);
+      for (int step = 0; step < 2; ++step) {
+        reducer.begin_step();
+        for (size_t p = params.size(); p-- > 0;) {  // backward order
+          for (size_t i = 0; i < params[p].count; ++i)
+            arena[params[p].offset + i] = static_cast<float>((rank + 1) * (step + 1)) + static_cast<float>(i % 5);
+          reducer.mark_ready(p);
+        }
+        reducer.wait();
+        const double tol = comp == Compression::kNone ? 1e-5 : comp == Compression::kFp16 ? 5e-3 : 3e-2;
+        for (const auto& ps : params)
+          for (size_t i = 0; i < ps.count; ++i) {
+            const double expected = 2.0 * (step + 1) + static_cast<double>(i % 5);  // mean of (r+1)(s+1) + i%5
+            ASSERT_NEAR(arena[ps.offset + i], expected, tol * expected) << "compression " << static_cast<int>(comp);
+          }
+        EXPECT_GT(reducer.last_step().bytes, 0u);
+      }
+    }
+  });
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #pragma once
 // Helpers for multi-rank tests: ranks as threads over one store, simulated node groupings.
+#include <gtest/gtest.h>
+
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -30,6 +32,9 @@ inline RankEnv sim_env(int rank, int nodes, int per_node, int port, const std::s
   e.secret = "test-secret";
   return e;
 }
+
+// The running test's name: a job name (store prefix) of its own, so tests never share keys.
+inline std::string test_name() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
 
 inline WorldOptions test_options() {
   WorldOptions o;

@@ -2,15 +2,17 @@
 // neither the window nor the rank count divides, 1 element, odd counts), with 2, 3 and 4 ranks, on both sides of
 // the size from which results are written back with streaming stores, for every element type (the 16-bit ones are
 // what compressed gradients travel as), with rings of 1 to 3 slots; all-reduce interleaved with the barrier
-// collectives (they use other slots); all-gather likewise.
+// collectives (they use other slots); all-gather likewise; a local peer that never joins is a Timeout naming it.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <latch>
 #include <memory>
 #include <vector>
 
 #include "worker/backend/half.h"
 
+#include "common/util/error.h"
 #include "tests/comm/comm_test_util.h"
 #include "worker/comm/shm_communicator.h"
 #include "worker/comm/store.h"
@@ -18,9 +20,9 @@
 namespace torus::comm {
 namespace {
 
+using std::chrono::milliseconds;
 using testing::run_ranks;
-
-std::string job_name() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
+using testing::test_name;
 
 // Exact in float (small integers) so every element can be compared for equality.
 float contribution(int rank, size_t i) { return static_cast<float>((rank + 1) * 3 + static_cast<int>(i % 29)); }
@@ -38,7 +40,7 @@ void run_group(int n, size_t slot_bytes, Body body, int ring_slots = ShmOptions{
     ShmOptions opt;
     opt.slot_bytes = slot_bytes;
     opt.ring_slots = ring_slots;
-    ShmCommunicator shm(rank, n, std::make_shared<PrefixStore>(job_name() + std::to_string(n), base), opt);
+    ShmCommunicator shm(rank, n, std::make_shared<PrefixStore>(test_name() + std::to_string(n), base), opt);
     body(shm, rank);
   });
 }
@@ -209,6 +211,29 @@ TEST(ShmAllGather, SmallAndLargeBuffersWithOddCounts) {
       }
     });
   }
+}
+
+TEST(SharedMemory, DeadLocalPeerBecomesATimeoutNamingIt) {
+  TcpStoreServer server("127.0.0.1", 0, "k");
+  TcpStoreOptions o;
+  o.port = server.port();
+  o.secret = "k";
+  auto base = std::make_shared<TcpStore>(o);
+  std::latch attached(2);
+  run_ranks(2, [&](int rank) {
+    ShmOptions opt;
+    opt.timeout = milliseconds(300);
+    ShmCommunicator shm(rank, 2, std::make_shared<PrefixStore>(test_name(), base), opt);
+    attached.arrive_and_wait();
+    if (rank == 1) return;  // never joins the collective
+    std::vector<float> v(100, 1.0f);
+    try {
+      shm.all_reduce_now(view_of(std::span<float>(v)), ReduceOp::kSum);
+      ADD_FAILURE() << "all-reduce with a missing peer returned";
+    } catch (const Timeout& e) {
+      EXPECT_NE(std::string(e.what()).find("local ranks 1 never arrived"), std::string::npos) << e.what();
+    }
+  });
 }
 
 }  // namespace

@@ -1,0 +1,41 @@
+// The collective watchdog, ranks as threads: a collective a peer never joins fails on the waiting rank, and the
+// report names the collective and the ranks that never arrived. (failure_test.cc: the same with processes that exit.)
+#include "worker/comm/watchdog.h"
+
+#include <gtest/gtest.h>
+
+#include <latch>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/util/error.h"
+#include "tests/comm/comm_test_util.h"
+#include "worker/comm/store.h"
+
+namespace torus::comm {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(Watchdog, ReportsTheRanksThatNeverArrived) {
+  TcpStoreServer server("127.0.0.1", 0, "test-secret");
+  auto options = testing::test_options();
+  options.timeout = milliseconds(500);
+  std::latch done(2);
+  testing::run_ranks(2, [&](int rank) {
+    auto world = make_world(testing::sim_env(rank, 2, 1, server.port(), testing::test_name()), options);
+    if (rank == 0) {
+      std::vector<float> v(1000, 1.0f);
+      Work w = world->comm().all_reduce(view_of(std::span<float>(v)));
+      EXPECT_THROW(w.wait(milliseconds(20000)), Error);
+      const std::string report = world->watchdog().reports();
+      EXPECT_NE(report.find("all_reduce #1"), std::string::npos) << report;
+      EXPECT_NE(report.find("ranks that never arrived: 1"), std::string::npos) << report;
+    }
+    done.arrive_and_wait();  // rank 1 stays alive (hung, from rank 0's view) until rank 0 has its answer
+  });
+}
+
+}  // namespace
+}  // namespace torus::comm
