@@ -1,5 +1,5 @@
 // The one table of developer overrides (common/util/tunables.h): read with their types, refused when undeclared or
-// malformed, and listed in docs/tunables.md exactly as declared; and the error lines launchers quote (main_guard.h).
+// malformed, and listed in docs/tunables.md exactly as declared.
 #include "common/util/tunables.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "common/util/error.h"
-#include "common/util/main_guard.h"
 
 namespace torus::tunables {
 namespace {
@@ -65,19 +64,6 @@ TEST(Tunables, EveryVariableTheCodeReadsIsDeclared) {
     }
   }
   EXPECT_GT(files, 100) << "the scan found the sources";
-}
-
-TEST(ErrorLine, ReadsTheFinalReasonAndLoggedErrors) {
-  auto final_line = parse_error_line("torus-worker: error: /data/x.bin: truncated: 100 bytes");
-  ASSERT_TRUE(final_line);
-  EXPECT_EQ(final_line->kind, ErrorLine::kFinal);
-  EXPECT_EQ(final_line->text, "/data/x.bin: truncated: 100 bytes");
-  auto logged = parse_error_line("2026-11-23T09:17:56.594Z E [rank 1] ../worker/comm/watchdog.cc:117] watchdog: late");
-  ASSERT_TRUE(logged);
-  EXPECT_EQ(logged->kind, ErrorLine::kLogged);
-  EXPECT_EQ(logged->text, "watchdog: late");
-  EXPECT_FALSE(parse_error_line("2026-11-23T09:17:56.594Z I [rank 1] ../worker/x.cc:1] fine"));
-  EXPECT_FALSE(parse_error_line("epoch 1: validation accuracy 21.87%"));
 }
 
 }  // namespace
