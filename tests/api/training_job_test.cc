@@ -1,6 +1,10 @@
+// The TrainingJob types (common/api/training_job.h): every enum spelling round-trips; conditions keep their
+// transition time unless their status changes.
+#include "common/api/training_job.h"
+
 #include <gtest/gtest.h>
 
-#include "common/api/training_job.h"
+#include <string>
 
 namespace torus::api {
 namespace {
