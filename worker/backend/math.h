@@ -1,6 +1,7 @@
 #pragma once
 // Scalar formulas shared by the CPU backend and CUDA kernels, so CPU tests execute the same math the GPU runs.
 #include <cmath>
+#include <cstdint>
 
 #if defined(__CUDACC__)
 #define TORUS_HD __host__ __device__
@@ -38,6 +39,19 @@ TORUS_HD inline float running_update(float running, float batch, float momentum)
 // Batch norm's affine map of one element given its channel's mean and 1/sqrt(var + eps).
 TORUS_HD inline float bn_affine(float x, float mean, float invstd, float gamma, float beta) {
   return (x - mean) * invstd * gamma + beta;
+}
+
+// Top-k: does class j rank above the label's logit? A tie goes to the lower class index, as PyTorch's argmax and
+// topk take the first maximum: a constant output counts as predicting class 0.
+TORUS_HD inline bool ranks_above(float zj, int j, float target, int label) {
+  return zj > target || (zj == target && j < label);
+}
+// Classes of the row z (k logits) that rank above the label; the sample counts for top-k when this is below k.
+TORUS_HD inline int64_t classes_above(const float* z, int64_t k, int label) {
+  const float target = z[label];
+  int64_t above = 0;
+  for (int64_t j = 0; j < k; ++j) above += ranks_above(z[j], static_cast<int>(j), target, label) ? 1 : 0;
+  return above;
 }
 
 }  // namespace torus::worker::math

@@ -64,13 +64,7 @@ float xent_row(const float* z, int32_t label, int k, float smoothing, float inv_
     const int32_t* y = labels.i32();
     check_labels(y, n, classes);
     int64_t correct = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* row = z + i * classes;
-      float target = row[y[i]];
-      int64_t above = 0;  // ties count against the label, so a constant output scores 0
-      for (int64_t j = 0; j < classes; ++j) above += (row[j] > target || (row[j] == target && j < y[i])) ? 1 : 0;
-      correct += above < k ? 1 : 0;
-    }
+    for (int64_t i = 0; i < n; ++i) correct += math::classes_above(z + i * classes, classes, y[i]) < k ? 1 : 0;
     return correct;
   }
 

@@ -12,13 +12,16 @@
 namespace torus::worker::cuda::kmath {
 
 // The bit casts and fp32 <-> bf16 / fp16 conversions live in worker/backend/half.h (shared with the CPU
-// all-reduce); the kernels name them as kmath:: functions.
+// all-reduce), the top-k rank in worker/backend/math.h (shared with the CPU backend); the kernels name them as
+// kmath:: functions.
 using math::bf16_from_float;
 using math::bits_float;
+using math::classes_above;
 using math::f16_from_float;
 using math::float_bits;
 using math::float_from_bf16;
 using math::float_from_f16;
+using math::ranks_above;
 
 // Inf and NaN have an all-ones exponent; a bit test works the same on host and device (no <cmath> dependence).
 TORUS_HD inline bool is_finite(float f) { return (float_bits(f) & 0x7f800000u) != 0x7f800000u; }
@@ -88,17 +91,6 @@ TORUS_HD inline float xent_term(float lp, int k, int label, float smoothing, int
 TORUS_HD inline float xent_grad(float lp, int k, int label, float smoothing, int classes, float inv_n,
                                 float grad_scale) {
   return math::xent_logit_grad(expf(lp), math::smoothed_target(k, label, smoothing, classes), inv_n) * grad_scale;
-}
-// Top-k: does class j rank above the label's logit? Ties count against the label, so a constant output scores 0.
-TORUS_HD inline bool ranks_above(float zj, int j, float target, int label) {
-  return zj > target || (zj == target && j < label);
-}
-// Classes of the row z (k logits) that rank above the label; the sample counts for top-k when this is below k.
-TORUS_HD inline int64_t classes_above(const float* z, int64_t k, int label) {
-  const float target = z[label];
-  int64_t above = 0;
-  for (int64_t j = 0; j < k; ++j) above += ranks_above(z[j], static_cast<int>(j), target, label) ? 1 : 0;
-  return above;
 }
 // The batch mean of per-row losses (the loss the interface returns).
 TORUS_HD inline float mean_of(float sum, int64_t n) { return sum / static_cast<float>(n); }
