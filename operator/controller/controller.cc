@@ -306,6 +306,7 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   const kube::ObjectPtr job = caches->jobs->store().get(key);  // shared with the cache: read, never modified
   if (!job) {  // deleted: garbage collection removes the children
     progress_.forget(key);
+    views_.forget(key);
     expectations_.forget(key);
     status_pacing_.forget(key);
     std::lock_guard lock(bookkeeping_mu_);
@@ -317,6 +318,7 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
     json& image = input.job["spec"]["gang"]["image"];
     if (!image.is_string() || image.get<std::string>().empty()) image = options_.default_worker_image;
   }
+  input.view = views_.get(key, input.job);
   bool needs_secret = input.secrets.empty();
   if (needs_secret) input.fresh_secret = random_secret();
   Plan plan = controller::plan(input);

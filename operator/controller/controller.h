@@ -104,6 +104,7 @@ class Controller {
   ProgressPoller progress_;
   CreateExpectations expectations_;
   StatusPacing status_pacing_;
+  JobViews views_;  // the last decoded view of each job, by key
   // By job key: the last FailedCreate message recorded (guarded by bookkeeping_mu_).
   std::map<std::string, std::string> last_failed_create_;
   std::chrono::steady_clock::time_point last_phase_count_{};

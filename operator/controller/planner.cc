@@ -4,9 +4,7 @@
 #include <map>
 
 #include "common/api/codec.h"
-#include "common/api/defaults.h"
 #include "common/api/resolve.h"
-#include "common/api/validation.h"
 #include "operator/controller/children.h"
 #include "operator/controller/labels.h"
 #include "operator/controller/spec_edits.h"
@@ -21,17 +19,6 @@ using api::Phase;
 std::string str(std::string_view s) { return std::string(s); }
 
 // The metadata fields the API model knows; the server adds others (managedFields...) that are not ours to read.
-json known_metadata(const json& md) {
-  static const char* kKeys[] = {
-      "name",       "generateName",      "namespace",         "labels",     "annotations",    "uid", "resourceVersion",
-      "generation", "creationTimestamp", "deletionTimestamp", "finalizers", "ownerReferences"};
-  json out = json::object();
-  for (const char* k : kKeys) {
-    if (md.contains(k) && !md[k].is_null()) out[k] = md[k];
-  }
-  return out;
-}
-
 std::string label(const json& obj, std::string_view key) {
   const json& labels = member(member(obj, "metadata"), "labels");
   auto it = labels.find(key);
@@ -68,7 +55,8 @@ api::Condition condition(std::string_view type, ConditionStatus status, std::str
 // Everything a pass works on: the decoded job, its status being rewritten, and the plan being built.
 struct Pass {
   const PlanInput& in;
-  api::TrainingJob job;
+  std::shared_ptr<const JobView> view;
+  const api::TrainingJob& job;  // view's
   api::TrainingJobStatus status;
   Plan plan;
   BlocksPlan blocks;      // the node -> block map the workers get, if any
@@ -542,15 +530,9 @@ WorkerState worker_state(const json& pod) {
 }
 
 Plan plan(const PlanInput& in) {
-  json doc = json::object();  // the job without the metadata fields that are not ours to read, copied once
-  for (auto it = in.job.begin(); it != in.job.end(); ++it) {
-    if (it.key() != "metadata") doc[it.key()] = it.value();
-  }
-  doc["metadata"] = known_metadata(member(in.job, "metadata"));
-  api::Decoded decoded = api::decode_json(doc);
-  Pass p{in, api::with_defaults(decoded.job), decoded.job.status, {}, {}};
+  std::shared_ptr<const JobView> view = in.view ? in.view : view_job(in.job);
+  Pass p{in, view, view->job, view->job.status, {}, {}, view->spec_hash};
   p.blocks = plan_blocks(p.job.spec.run_policy.topology.key, in.node_blocks);
-  p.spec_hash = spec_hash(p.job);
   const api::TrainingJobStatus original = p.status;
   if (p.job.spec.run_policy.managed_by != kControllerName) {
     p.plan.ownership = Plan::Ownership::kHandedOff;
@@ -559,8 +541,7 @@ Plan plan(const PlanInput& in) {
   // Being deleted: garbage collection removes the children.
   if (!p.job.metadata.deletion_timestamp.empty()) return std::move(p.plan);
   if (!p.status.phase) start(p);
-  api::FieldErrors errors = api::check_decoded(decoded);
-  if (errors.empty()) errors = api::validate(p.job);
+  const api::FieldErrors& errors = view->errors;
   if (!errors.empty()) {
     fail_invalid(p, errors);
   } else if (in.refused_child && !finished(p.status.phase)) {

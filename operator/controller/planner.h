@@ -11,6 +11,7 @@
 
 #include "common/api/training_job.h"
 #include "operator/controller/gang_policy.h"
+#include "operator/controller/job_view.h"
 #include "operator/controller/topology_blocks.h"
 
 namespace torus::controller {
@@ -97,6 +98,8 @@ struct PlanInput {
   std::optional<BlockMap> node_blocks;
   // Set when applying the previous plan of this pass met a create the server refused for good: this plan fails it.
   std::optional<RefusedChild> refused_child;
+  // view_job(job), when the caller keeps it (JobViews); null: the pass computes it.
+  std::shared_ptr<const JobView> view;
 };
 
 // What the reconciler should do; applied in order: deletes, updates, creates, status, events, job deletion.
