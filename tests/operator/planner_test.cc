@@ -482,21 +482,5 @@ TEST(Planner, WorkerStateReadsExitCodeAndReason) {
   EXPECT_EQ(w.detail, "OOMKilled");
 }
 
-TEST(Children, MergeNamedLists) {
-  json base = {{"env", {{{"name", "A"}, {"value", "1"}}, {{"name", "B"}, {"value", "2"}}}}};
-  json over = {{"env", {{{"name", "B"}, {"value", "3"}}, {{"name", "C"}, {"value", "4"}}}}};
-  json m = merge_objects(base, over);
-  ASSERT_EQ(m["env"].size(), 3u);
-  EXPECT_EQ(m["env"][1]["value"], "3");
-  EXPECT_EQ(m["env"][2]["name"], "C");
-}
-
-TEST(TimeUtil, RoundTrip) {
-  EXPECT_EQ(parse_time(format_time(at(42))), at(42));
-  EXPECT_EQ(parse_time("2026-11-22T06:00:00.123Z"), parse_time("2026-11-22T06:00:00Z"));
-  EXPECT_EQ(parse_time("2026-11-22T08:00:00+02:00"), parse_time("2026-11-22T06:00:00Z"));
-  EXPECT_EQ(parse_time("yesterday"), std::nullopt);
-}
-
 }  // namespace
 }  // namespace torus::controller
