@@ -1,4 +1,4 @@
-// Runs the built `torus validate` binary: exit codes and the `FILE: path: message` lines.
+// `torus validate` (operator/cli/validate_command.cc), the built binary: exit codes and `FILE: path: message` lines.
 #include <gtest/gtest.h>
 
 #include <filesystem>
