@@ -1,5 +1,5 @@
-// Multi-rank tests with ranks as threads, each with its own World over one shared store, under simulated node
-// groupings: every algorithm must equal a reference sum.
+// The topology-aware communicator (topology_communicator.cc) with ranks as threads, each with its own World over one
+// shared store, under simulated node groupings: every algorithm must equal a reference sum.
 #include <gtest/gtest.h>
 
 #include <cmath>
