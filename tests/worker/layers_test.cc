@@ -42,12 +42,16 @@ class LayerGradTest : public ::testing::Test {
     return dot(y.f32(), r.data(), y.numel());
   }
 
-  // Checks d loss / d v[i] for sampled i against the analytic gradient g.
+  // Checks d loss / d v[i] for sampled i against the analytic gradient g. A ReLU (or a max) whose input lies within
+  // h of its kink makes the central difference average two slopes: where it disagrees, the one-sided differences
+  // tell a kink (they disagree with each other) from a wrong gradient, and the analytic value must then match the
+  // side without the kink. Which weights sit near a kink depends on the native weight layout oneDNN picks for the
+  // machine's ISA (the sampled index is a position in that layout), so a few kinks are allowed, never most samples.
   void check(const char* what, float* v, const float* g, int64_t n, const std::function<double()>& f, int samples = 24,
              double h = 1e-2, double tol = 2e-2) {
     std::mt19937 rng(3);
     std::uniform_int_distribution<int64_t> pick(0, n - 1);
-    int checked = 0;
+    int checked = 0, kinks = 0;
     for (int s = 0; s < samples; ++s) {
       const int64_t i = samples >= n ? s % n : pick(rng);
       const float saved = v[i];
@@ -57,10 +61,20 @@ class LayerGradTest : public ::testing::Test {
       const double down = f();
       v[i] = saved;
       const double numeric = (up - down) / (2 * h);
-      EXPECT_NEAR(g[i], numeric, tol * std::max(1.0, std::abs(numeric))) << what << " element " << i;
+      const auto close = [&](double a, double b) { return std::abs(a - b) <= tol * std::max(1.0, std::abs(b)); };
       ++checked;
+      if (close(g[i], numeric)) continue;
+      const double mid = f();
+      const double forward = (up - mid) / h, backward = (mid - down) / h;
+      if (!close(forward, backward) && (close(g[i], forward) || close(g[i], backward))) {
+        ++kinks;
+        continue;
+      }
+      ADD_FAILURE() << what << " element " << i << ": analytic " << g[i] << ", central difference " << numeric
+                    << " (one-sided " << forward << " and " << backward << ")";
     }
     EXPECT_GT(checked, 0);
+    EXPECT_LE(kinks, samples / 4) << what << ": too many samples at a kink to check the gradient";
   }
 
   // Full check of a module on input shape `shape`: input gradient and every parameter gradient.
