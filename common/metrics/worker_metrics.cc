@@ -103,6 +103,8 @@ WorkerMetrics::WorkerMetrics(Registry& r, const std::string& job, const std::str
                        "fp16 dynamic loss scale after the last step; 0 unless the job trains in fp16.")),
       skipped_steps(counter(r, labels_, "torus_worker_skipped_steps_total",
                             "fp16 steps skipped because their gradients overflowed (inf/NaN after unscaling).")),
+      replayed_steps(counter(r, labels_, "torus_worker_replayed_steps_total",
+                             "Steps run as one launch of a captured step (CUDA Graph); 0 where steps run eagerly.")),
       allreduce_seconds_(r.histogram("torus_worker_allreduce_seconds", "Wall time of one all-reduce.",
                                      base_plus({"algorithm", "level"}), exponential_buckets(0.0001, 2.0, 20))),
       allreduce_bus_bandwidth_(r.gauge("torus_worker_allreduce_bus_bandwidth_bytes_per_second",

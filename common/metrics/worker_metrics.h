@@ -92,6 +92,8 @@ class WorkerMetrics {
   // Mixed precision (training.precision fp16: dynamic loss scaling).
   Gauge& loss_scale;        // the loss scale after the last step; 0 unless the job trains in fp16
   Counter& skipped_steps;  // fp16 steps whose gradients overflowed, so the optimizer skipped them (this process)
+  // Device path (worker/train/device_plan.h).
+  Counter& replayed_steps;  // steps run as a replay of a captured step (CUDA Graph)
 
   // The metrics of one (algorithm, level), registered on first use; keep the reference (the lookup locks).
   CollectiveMetrics& collective(const std::string& algorithm, const std::string& level);

@@ -348,10 +348,10 @@ TEST_F(GpuTest, AugmentationMatchesTheSharedFormulas) {
         for (int32_t ch = 0; ch < c; ++ch) {
           int32_t sy = 0, sx = 0;
           const bool in = kmath::source_pixel(y, x, h, w, a, sy, sx);
+          // Padding is pixel value 0, like the host loader's pad-and-crop.
+          const uint8_t px = in ? images[static_cast<size_t>(((i * h + sy) * w + sx) * c + ch)] : uint8_t{0};
           want[static_cast<size_t>(((i * h + y) * w + x) * c + ch)] =
-              in ? kmath::normalize_pixel(images[static_cast<size_t>(((i * h + sy) * w + sx) * c + ch)], spec.mean[ch],
-                                          spec.inv_std[ch])
-                 : 0.0f;
+              kmath::normalize_pixel(px, spec.mean[ch], spec.inv_std[ch]);
         }
   }
   expect_close(fetch(*gpu_, out.t), want, 1e-6, "augmented batch");

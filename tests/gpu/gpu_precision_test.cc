@@ -97,7 +97,8 @@ TEST_F(GpuPrecision, Bf16AndFp16TrainWithLossesCloseToFp32) {
   }
 }
 
-// The whole loop: the Trainer converts each batch, scales, unscales, reports the scale and keeps it in checkpoints.
+// The whole loop: the Trainer stages and augments each batch on the device, captures its steps, scales, unscales and
+// reports the scale.
 TEST_F(GpuPrecision, TheTrainerRunsAnFp16JobAndReportsItsLossScale) {
   class Scales final : public TrainObserver {
    public:
@@ -117,8 +118,14 @@ TEST_F(GpuPrecision, TheTrainerRunsAnFp16JobAndReportsItsLossScale) {
   const Datasets data = load_datasets(c.data, c.seed);
   Trainer trainer(*backend, c, data, world, nullptr, &observer);
   EXPECT_EQ(trainer.model().context().activation_dtype, DType::kF16);
+  // The GPU path of the loop (device_plan.h): staged batches augmented on the device, captured steps.
+  EXPECT_EQ(trainer.device_plan().staging, Staging::kPinned);
+  EXPECT_EQ(trainer.device_plan().augment, AugmentAt::kDevice);
+  EXPECT_EQ(trainer.device_plan().step, StepRun::kCaptured);
   const RunResult r = trainer.run();
   EXPECT_EQ(r.steps, 16);
+  EXPECT_EQ(trainer.step_captures(), 2) << "one per epoch";
+  EXPECT_EQ(trainer.step_replays(), 14) << "every step but each epoch's first";
   ASSERT_EQ(observer.scales.size(), 16u);
   for (double s : observer.scales) EXPECT_GE(s, 1.0) << "every fp16 step reports its scale";
   EXPECT_GT(r.last_eval.top1, 0.25) << "no better than chance on 4 classes";

@@ -188,6 +188,24 @@ TEST(Augment, NormalizeMatchesTheFormula) {
   EXPECT_NEAR(normalize_pixel(0, 0.4914f, 1.0f / 0.247f), -0.4914 / 0.247, 1e-5);
 }
 
+TEST(Augment, AugmentedValueReadsTheShiftedPixelAndPadsWithPixelZero) {
+  const int32_t h = 4, w = 3, c = 2;
+  uint8_t image[h * w * c];
+  for (int i = 0; i < h * w * c; ++i) image[i] = static_cast<uint8_t>(10 + 7 * i);
+  AugmentSpec spec;
+  spec.mean[0] = 0.25f;
+  spec.mean[1] = 0.5f;
+  spec.inv_std[0] = 2.0f;
+  spec.inv_std[1] = 4.0f;
+  SampleAugment a;
+  a.dy = 1;
+  a.dx = -1;
+  // Output (0, 1) reads source (1, 0); output (0, 0) reads column -1: padding, i.e. pixel 0 normalized.
+  EXPECT_EQ(augmented_value(image, 0, 1, 1, h, w, c, a, spec), normalize_pixel(image[(1 * w + 0) * c + 1], 0.5f, 4.0f));
+  EXPECT_EQ(augmented_value(image, 0, 0, 0, h, w, c, a, spec), normalize_pixel(0, 0.25f, 2.0f));
+  EXPECT_EQ(augmented_value(image, 3, 2, 1, h, w, c, a, spec), normalize_pixel(0, 0.5f, 4.0f));  // row 4
+}
+
 TEST(LaunchGeometry, GridStrideBlocksCoverEveryElementWithinTheCap) {
   EXPECT_EQ(grid_blocks(0, 256, 1000), 1u);  // a launch never has 0 blocks
   EXPECT_EQ(grid_blocks(1, 256, 1000), 1u);

@@ -15,127 +15,17 @@
 #include <vector>
 
 #include "tests/support/temp_dir.h"
+#include "tests/worker/pretend_device_backend.h"
 #include "tests/worker/thread_collectives.h"
 #include "tests/worker/two_rank_training.h"
-#include "worker/backend/cpu/cpu_backend.h"
 #include "worker/train/trainer.h"
 
 namespace torus::worker::train {
 namespace {
 
+using torus::worker::testing::PretendDeviceBackend;
 using testing::Rendezvous;
 using testing::ThreadCollectives;
-
-// The CPU backend, pretending its memory is device memory. Buffers stay alive until the backend dies, so an address
-// inside one is never reused by host memory and the collectives' check cannot be fooled.
-class PretendDeviceBackend final : public Backend {
- public:
-  PretendDeviceBackend() : inner_(cpu::make_cpu_backend(1)) {}
-  // Whether [p, p + bytes) overlaps memory this backend handed out.
-  bool owns(const void* p, size_t bytes) const {
-    std::lock_guard lock(mu_);
-    const auto* b = static_cast<const std::byte*>(p);
-    for (const Buffer& buf : kept_) {
-      const auto* begin = static_cast<const std::byte*>(buf.data());
-      if (b < begin + buf.bytes() && begin < b + bytes) return true;
-    }
-    return false;
-  }
-  int uploads() const { return uploads_; }
-  int downloads() const { return downloads_; }
-  int invalidations() const { return invalidations_; }
-
-  std::string name() const override { return "pretend-device-" + inner_->name(); }
-  int threads() const override { return inner_->threads(); }
-  MemorySpace memory_space() const override { return MemorySpace::kDevice; }
-  Buffer allocate(size_t bytes) override {
-    Buffer real = inner_->allocate(bytes);
-    Buffer view(real.data(), real.bytes(), nullptr);  // not owning: the real one is kept
-    std::lock_guard lock(mu_);
-    kept_.push_back(std::move(real));
-    return view;
-  }
-  void upload(const void* host, Tensor dst) override {
-    ++uploads_;
-    inner_->upload(host, dst);
-  }
-  void download(Tensor src, void* host) override {
-    ++downloads_;
-    inner_->download(src, host);
-  }
-  void copy(Tensor src, Tensor dst) override { inner_->copy(src, dst); }
-  void fill(Tensor t, float value) override { inner_->fill(t, value); }
-  void synchronize() override { inner_->synchronize(); }
-  void invalidate_weight_shadows() override { ++invalidations_; }
-
-  size_t conv_weight_elements(const ConvGeometry& g) override { return inner_->conv_weight_elements(g); }
-  void conv_weight_import(const ConvGeometry& g, const float* host, Tensor native) override {
-    inner_->conv_weight_import(g, host, native);
-  }
-  void conv_weight_export(const ConvGeometry& g, Tensor native, float* host) override {
-    inner_->conv_weight_export(g, native, host);
-  }
-  void conv_forward(const ConvGeometry& g, Tensor x, Tensor w, Tensor y) override { inner_->conv_forward(g, x, w, y); }
-  void conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w, Tensor dx) override {
-    inner_->conv_backward_data(g, dy, w, dx);
-  }
-  void conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) override {
-    inner_->conv_backward_weights(g, x, dy, dw);
-  }
-  size_t norm_workspace_bytes(const NormGeometry& g) override { return inner_->norm_workspace_bytes(g); }
-  void norm_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y, Tensor save_mean,
-                             Tensor save_var, Tensor running_mean, Tensor running_var, float momentum,
-                             Tensor workspace) override {
-    inner_->norm_forward_training(g, x, gamma, beta, y, save_mean, save_var, running_mean, running_var, momentum,
-                                  workspace);
-  }
-  void norm_forward_inference(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor mean, Tensor var,
-                              Tensor y) override {
-    inner_->norm_forward_inference(g, x, gamma, beta, mean, var, y);
-  }
-  void norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
-                     Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) override {
-    inner_->norm_backward(g, x, dy, gamma, beta, save_mean, save_var, workspace, dx, dgamma, dbeta);
-  }
-  void relu_forward(Tensor x, Tensor y) override { inner_->relu_forward(x, y); }
-  void relu_backward(Tensor y, Tensor dy, Tensor dx) override { inner_->relu_backward(y, dy, dx); }
-  void add(Tensor a, Tensor b, Tensor y, Activation act) override { inner_->add(a, b, y, act); }
-  size_t pool_workspace_bytes(const PoolGeometry& g) override { return inner_->pool_workspace_bytes(g); }
-  void pool_forward(const PoolGeometry& g, Tensor x, Tensor y, Tensor ws) override {
-    inner_->pool_forward(g, x, y, ws);
-  }
-  void pool_backward(const PoolGeometry& g, Tensor dy, Tensor ws, Tensor dx) override {
-    inner_->pool_backward(g, dy, ws, dx);
-  }
-  void linear_forward(const LinearGeometry& g, Tensor x, Tensor w, Tensor b, Tensor y) override {
-    inner_->linear_forward(g, x, w, b, y);
-  }
-  void linear_backward_data(const LinearGeometry& g, Tensor dy, Tensor w, Tensor dx) override {
-    inner_->linear_backward_data(g, dy, w, dx);
-  }
-  void linear_backward_weights(const LinearGeometry& g, Tensor x, Tensor dy, Tensor dw, Tensor db) override {
-    inner_->linear_backward_weights(g, x, dy, dw, db);
-  }
-  double softmax_cross_entropy(Tensor logits, Tensor labels, float smoothing, Tensor dlogits) override {
-    return inner_->softmax_cross_entropy(logits, labels, smoothing, dlogits);
-  }
-  int64_t count_top_k(Tensor logits, Tensor labels, int k) override { return inner_->count_top_k(logits, labels, k); }
-  void sgd_update(Tensor param, Tensor grad, Tensor momentum, const SgdHyper& h) override {
-    inner_->sgd_update(param, grad, momentum, h);
-  }
-  bool supports_activations(DType dtype) const override { return inner_->supports_activations(dtype); }
-  void enable_loss_scaling(const LossScaleConfig& config) override { inner_->enable_loss_scaling(config); }
-  void unscale_gradients(Tensor grads) override { inner_->unscale_gradients(grads); }
-  void update_loss_scale() override { inner_->update_loss_scale(); }
-  LossScaleState loss_scale_state() override { return inner_->loss_scale_state(); }
-  void set_loss_scale_state(const LossScaleState& state) override { inner_->set_loss_scale_state(state); }
-
- private:
-  std::unique_ptr<Backend> inner_;
-  mutable std::mutex mu_;
-  std::vector<Buffer> kept_;
-  std::atomic<int> uploads_{0}, downloads_{0}, invalidations_{0};
-};
 
 // Host collectives that count every span they get which lies in backend memory (the trainer must stage those).
 class HostOnlyCollectives final : public Collectives {

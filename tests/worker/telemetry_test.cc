@@ -66,6 +66,11 @@ TEST(Telemetry, Fp16StepsSetTheLossScaleAndCountTheSkippedOnes) {
   telemetry.on_event(e);
   EXPECT_DOUBLE_EQ(telemetry.metrics().loss_scale.value(), 32768);
   EXPECT_DOUBLE_EQ(telemetry.metrics().skipped_steps.value(), 1);
+  EXPECT_DOUBLE_EQ(telemetry.metrics().replayed_steps.value(), 0);
+  e = step_event(4, 64);
+  e.execution = StepExecution::kReplayed;
+  telemetry.on_event(e);
+  EXPECT_DOUBLE_EQ(telemetry.metrics().replayed_steps.value(), 1) << "a replayed step counts";
 }
 
 }  // namespace

@@ -15,7 +15,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "worker/backend/cuda/kernel_math.h"
 #include "worker/backend/math.h"
@@ -74,9 +78,44 @@ enum class MemorySpace : uint8_t { kHost, kDevice };
 using LossScaleConfig = cuda::kmath::LossScaleConfig;
 using LossScaleState = cuda::kmath::LossScaleState;
 
+// Device-side augmentation (cropPadding, flip, normalization): kernel_math.h's formula, on host and device alike.
+using AugmentSpec = cuda::kmath::AugmentSpec;
+
 struct SgdHyper {
   float lr = 0, momentum = 0, weight_decay = 0;
   math::Nesterov nesterov = math::Nesterov::kOff;
+  // When not empty: one fp32 in backend memory that the update reads when it runs, instead of `lr`. A captured step
+  // (Backend::capture_step) replays its kernels' arguments as captured; the learning rate of a schedule reaches it
+  // through this value, written (fill) before each replay.
+  Tensor lr_value;
+  float lr_now() const { return lr_value.empty() ? lr : *lr_value.f32(); }  // host memory only (CPU backends)
+};
+
+// Pinned host slots whose upload to backend memory overlaps the compute of the previous step (a device backend's
+// offer; see Backend::make_batch_staging). stage() copies into the next slot and starts its upload; acquire() orders
+// the backend's work after that upload (no host wait) and returns the slot's images and labels; release() marks the
+// end of the backend's use (the slot's next upload waits for it). A slot is reused after slots() - 1 others.
+class BatchStaging {
+ public:
+  virtual ~BatchStaging() = default;
+  virtual int stage(const void* images, size_t image_bytes, const void* labels, size_t label_bytes) = 0;
+  virtual std::pair<void*, void*> acquire(int slot) = 0;
+  virtual void release(int slot) = 0;
+  virtual int slots() const = 0;
+};
+
+// What a backend offers a training loop beyond the ops (a device backend's input pipeline and captured steps).
+struct TrainingOffers {
+  bool staging = false;  // make_batch_staging
+  bool augment = false;  // augment
+  bool capture = false;  // capture_step
+};
+
+// A step recorded once and replayed with one launch (CUDA Graph). Recording executes nothing: replay() runs it.
+class CapturedStep {
+ public:
+  virtual ~CapturedStep() = default;
+  virtual void replay() = 0;
 };
 
 class Backend {
@@ -168,6 +207,28 @@ class Backend {
   // checkpoints. set_loss_scale_state restores one (a resumed run continues with the scale it had).
   virtual LossScaleState loss_scale_state() = 0;
   virtual void set_loss_scale_state(const LossScaleState& state) = 0;
+
+  // --- what a device backend offers the training loop (the defaults: nothing) ------------------------------
+  // The loss written to `loss` (1 fp32 in backend memory) without a host wait; the default waits (the host op).
+  virtual void softmax_cross_entropy_async(Tensor logits, Tensor labels, float smoothing, Tensor dlogits, Tensor loss) {
+    const float value = static_cast<float>(softmax_cross_entropy(logits, labels, smoothing, dlogits));
+    upload(&value, loss);
+  }
+  // Which of the three below this backend implements.
+  virtual TrainingOffers training_offers() const { return {}; }
+  // Staging for batches of at most these sizes (offers.staging; null otherwise).
+  virtual std::unique_ptr<BatchStaging> make_batch_staging(size_t /*image_bytes*/, size_t /*label_bytes*/) {
+    return nullptr;
+  }
+  // u8 images (N, H, W, C) in backend memory -> `out` (same shape, its dtype), sample i drawing its translation and
+  // flip from (spec.seed, first_sample + i) (kmath::sample_augment, kmath::augmented_value). offers.augment.
+  virtual void augment(const void* /*images_u8*/, Tensor /*out*/, const AugmentSpec& /*spec*/,
+                       uint64_t /*first_sample*/) {
+    throw std::logic_error(name() + " backend: augment() is not offered");
+  }
+  // Records what `step` enqueues (it must neither allocate nor wait for the device: run it eagerly once first) and
+  // returns it for replay (offers.capture; null otherwise). The step's tensors must keep their addresses.
+  virtual std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& /*step*/) { return nullptr; }
 };
 
 }  // namespace torus::worker

@@ -73,6 +73,13 @@ void validate_config(const Dataset& dataset, const LoaderConfig& config) {
           "rectangular: only for evaluation (mode kEval)");
   require(config.rectangular == Rectangular::kOff || config.image_size.h > 0,
           "image_size: required with rectangular batches (its h is the shorter side)");
+  if (config.pixels == Pixels::kRaw) {
+    const auto* array = dynamic_cast<const ArrayDataset*>(&dataset);
+    require(array != nullptr && config.rectangular == Rectangular::kOff &&
+                (config.image_size.h == 0 || config.image_size == dataset.native_size(0)),
+            "pixels: raw batches need an in-memory set read at its native size, got " + dataset.describe() + " at " +
+                std::to_string(config.image_size.h) + "x" + std::to_string(config.image_size.w));
+  }
   validate_transform(config.transform, dataset.channels());
 }
 
@@ -121,6 +128,18 @@ void produce_sample(const Dataset& dataset, const Transform& t, Mode mode, int64
 }
 
 namespace {
+
+// Copies one planned batch's u8 pixels as stored (Pixels::kRaw; validate_config checked the sizes).
+void copy_raw(const Dataset& dataset, const EpochPlan& plan, int64_t batch, uint8_t* raw, int32_t* labels) {
+  const PlannedBatch& pb = plan.batches.at(static_cast<size_t>(batch));
+  const size_t stride = static_cast<size_t>(pb.size.h) * pb.size.w * dataset.channels();
+  for (int64_t p = pb.begin; p < pb.end; ++p) {
+    const int64_t index = plan.order[static_cast<size_t>(p)];
+    const Image img = dataset.decode(index, no_downscale);
+    std::copy_n(img.data(), stride, raw + static_cast<size_t>(p - pb.begin) * stride);
+    labels[p - pb.begin] = dataset.label(index);
+  }
+}
 
 // Fills one planned batch; stops early (returns false) when `generation` moves away from `expected`.
 bool fill_batch(const Dataset& dataset, const LoaderConfig& config, const EpochPlan& plan, int64_t batch, float* images,
@@ -237,7 +256,8 @@ std::optional<Batch> Loader::next() {
                .h = held_->batch.size.h,
                .w = held_->batch.size.w,
                .c = dataset_->channels(),
-               .images = held_->images.data(),
+               .images = held_->images.empty() ? nullptr : held_->images.data(),
+               .raw = held_->raw.empty() ? nullptr : held_->raw.data(),
                .labels = held_->labels.data(),
                .index = held_->index};
 }
@@ -302,12 +322,18 @@ void Loader::produce(Slot& slot, const Epoch& epoch, int64_t batch, int64_t gene
   // resize() keeps the allocation when a batch fits: buffers are allocated only when shapes grow. A slot whose first
   // batch is an epoch's short last one still gets room for a whole batch, so the next full one does not reallocate.
   const size_t whole = std::max(n, static_cast<size_t>(epoch.config.batch_size));
-  slot.images.reserve(whole * stride);
   slot.labels.reserve(whole);
-  slot.images.resize(n * stride);
   slot.labels.resize(n);
   slot.batch = pb;
   slot.index = batch;
+  if (epoch.config.pixels == Pixels::kRaw) {
+    slot.raw.reserve(whole * stride);
+    slot.raw.resize(n * stride);
+    copy_raw(*dataset_, epoch.plan, batch, slot.raw.data(), slot.labels.data());
+    return;
+  }
+  slot.images.reserve(whole * stride);
+  slot.images.resize(n * stride);
   fill_batch(*dataset_, epoch.config, epoch.plan, batch, slot.images.data(), slot.labels.data(), &generation_,
              generation);
 }

@@ -33,6 +33,10 @@ namespace torus::worker::data {
 
 // Evaluation only: group batches by aspect ratio and give each batch its own aspect-preserving size (fast.ai).
 enum class Rectangular { kOff, kOn };
+// What a batch holds. kTransformed: fp32 images after the transform (crop, flip, resize, normalize). kRaw: the
+// samples' u8 pixels as stored, untransformed (the backend augments them on the device); the output size must be
+// the native size of every sample.
+enum class Pixels { kTransformed, kRaw };
 
 struct LoaderConfig {
   Mode mode = Mode::kTrain;
@@ -48,6 +52,7 @@ struct LoaderConfig {
   Shuffle shuffle = Shuffle::kOn;  // training order
   LastBatch last_batch = LastBatch::kKeep;
   Rectangular rectangular = Rectangular::kOff;
+  Pixels pixels = Pixels::kTransformed;
   int threads = 2;   // decode + augment threads
   int prefetch = 4;  // ready batches buffered ahead of the consumer
 };
@@ -57,7 +62,8 @@ struct Batch {
   int h = 0;
   int w = 0;
   int c = 0;
-  float* images = nullptr;    // (N, H, W, C), normalized
+  float* images = nullptr;    // (N, H, W, C), normalized; null with Pixels::kRaw
+  const uint8_t* raw = nullptr;  // Pixels::kRaw: (N, H, W, C) u8 as stored; null otherwise
   int32_t* labels = nullptr;  // (N)
   int64_t index = 0;          // batch number within the epoch
 };
@@ -119,6 +125,7 @@ class Loader {
   };
   struct Slot {
     std::vector<float> images;
+    std::vector<uint8_t> raw;
     std::vector<int32_t> labels;
     PlannedBatch batch;
     int64_t index = 0;

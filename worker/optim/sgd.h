@@ -19,7 +19,8 @@ class Sgd {
  public:
   // Momentum buffers mirror the parameter arena (same entries and native layouts), starting at zero.
   Sgd(Backend& backend, const Arena& params, const SgdConfig& config);
-  void step(const Arena& params, const Arena& grads, float lr);
+  // `lr_value` (1 fp32 in backend memory), when not empty, is read by the update when it runs instead of `lr`.
+  void step(const Arena& params, const Arena& grads, float lr, Tensor lr_value = {});
   Arena& momentum() { return momentum_; }
   const Arena& momentum() const { return momentum_; }
   const SgdConfig& config() const { return config_; }

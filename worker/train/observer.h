@@ -8,6 +8,8 @@ namespace torus::worker::train {
 enum class EventKind : uint8_t { kStep, kEpochEnd, kEvaluation, kCheckpoint, kFinished };
 // What the optimizer did with a step's gradients: fp16 skips a step whose gradients overflowed.
 enum class StepUpdate : uint8_t { kApplied, kSkipped };
+// How a step ran: its ops one by one, or one replay of a captured step (device_plan.h).
+enum class StepExecution : uint8_t { kEager, kReplayed };
 
 struct ProgressEvent {
   EventKind kind = EventKind::kStep;
@@ -35,6 +37,7 @@ struct ProgressEvent {
   double loss_scale = 0;
   StepUpdate update = StepUpdate::kApplied;
   int64_t skipped_steps = 0;
+  StepExecution execution = StepExecution::kEager;  // kStep
 };
 
 class TrainObserver {

@@ -20,6 +20,10 @@ class TrainStep {
 
   // images (N, H, W, C), labels (N) int32, both in backend memory. Returns the batch's mean loss.
   double run(Tensor images, Tensor labels, float lr);
+  // The same step without a host wait (unless the gradient sync waits): the mean loss lands in `loss` and the
+  // learning rate is read from `lr_value` when the update runs (1 fp32 each, backend memory). Allocates nothing
+  // once a step of this shape has run, so a backend can capture it (Backend::capture_step).
+  void run_async(Tensor images, Tensor labels, Tensor lr_value, Tensor loss);
   // Where the last run() spent its time, as seen from this rank's thread (on a GPU: until the host blocks).
   struct Times {
     double compute_seconds = 0;    // forward, loss, backward, update
@@ -38,6 +42,9 @@ class TrainStep {
   nn::Model& model() { return model_; }
 
  private:
+  // forward .. update; `loss` empty: the loss is read on the host (returned), else written there.
+  double step(Tensor images, Tensor labels, float lr, Tensor lr_value, Tensor loss);
+
   nn::Model& model_;
   optim::Sgd sgd_;
   float label_smoothing_;

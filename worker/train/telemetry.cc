@@ -133,6 +133,7 @@ void Telemetry::on_step(const ProgressEvent& e) {
   metrics_->learning_rate.set(e.lr);
   metrics_->loss_scale.set(e.loss_scale);
   if (e.update == StepUpdate::kSkipped) metrics_->skipped_steps.inc();
+  if (e.execution == StepExecution::kReplayed) metrics_->replayed_steps.inc();
 
   const auto now = std::chrono::steady_clock::now();
   if (now - last_event_ < options_.event_interval) return;

@@ -1,7 +1,10 @@
 #pragma once
 // The training loop of one rank: epochs of batches from the prefetching loader, LR schedule and phases,
 // evaluation (counts summed across ranks, BN statistics averaged first), early stop at the target accuracy,
-// checkpoints (save / resume exactly where a run stopped).
+// checkpoints (save / resume exactly where a run stopped). On a device backend, batches are staged, augmented and
+// stepped as device_plan.h decides (trainer_device.cc). Files: trainer.cc (construction, the run), trainer_step.cc
+// (a step's bookkeeping, events, the end of an epoch), trainer_device.cc (the device path), trainer_state.cc
+// (evaluation, arena collectives, checkpoints).
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -16,6 +19,8 @@
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/train/config.h"
+#include "worker/train/device_input.h"
+#include "worker/train/device_plan.h"
 #include "worker/train/observer.h"
 #include "worker/train/precision.h"
 #include "worker/train/step.h"
@@ -78,6 +83,11 @@ class Trainer {
   std::string model_signature() const;
 
   const PrecisionPlan& precision() const { return precision_; }
+  // How batches reach the backend and how steps run (device_plan.h); logged by rank 0 at construction.
+  const DevicePlan& device_plan() const { return device_plan_; }
+  // Captured steps: how many captures (one per epoch) and replays (every captured step) so far.
+  int64_t step_captures() const { return captures_; }
+  int64_t step_replays() const { return replays_; }
   int64_t step() const { return step_; }
   int64_t epoch() const { return epoch_; }
   int64_t batch_in_epoch() const { return batch_; }
@@ -96,6 +106,10 @@ class Trainer {
   // when backend memory is host memory, else on a host copy downloaded before and uploaded after.
   void on_arena(const Arena& arena, ArenaContent content, const std::function<void(std::span<float>)>& op);
   void check_layouts_agree();
+  // Chooses the device plan, logs it (rank 0) and, with staging, makes the device input and its buffers.
+  void setup_device(bool gradient_sync);
+  // The training loader of the first phase (raw pixels when the device augments).
+  std::unique_ptr<data::Loader> make_train_loader() const;
   // One run's pieces: an epoch's steps, one step, the end of an epoch (event, evaluation, checkpoint, target).
   struct EpochTally;
   enum class Stop : uint8_t { kNo, kAgreed };
@@ -103,6 +117,33 @@ class Trainer {
   Stop run_steps(int64_t stop_at, EpochTally& tally);
   Stop train_step(const data::Batch& batch, std::chrono::steady_clock::time_point step_start, double data_wait,
                   EpochTally& tally);
+  // A step's work is done (host path: with its loss) or enqueued (device path: its loss still on the device).
+  struct StepWork {
+    std::optional<double> loss;  // nullopt: read later (flush_losses)
+    double lr = 0;
+    int images = 0;
+    double work_seconds = 0, data_wait_seconds = 0;
+    double comm_wait_seconds = 0;  // inside work_seconds: blocked in the gradient sync
+    std::chrono::steady_clock::time_point start;
+    StepExecution execution = StepExecution::kEager;
+  };
+  // Counts the step, builds its event, agrees on stopping; emits the event now, or queues it until its loss is read.
+  Stop finish_step(const StepWork& work, EpochTally& tally);
+  // The device path (DevicePlan::staging kPinned): batch k+1 is staged while step k runs; losses are read in one
+  // download per log interval (flush_losses), not per step.
+  Stop run_steps_staged(int64_t stop_at, EpochTally& tally);
+  // The next batch of the epoch, staged (its upload started); nullopt at the epoch's end.
+  std::optional<DeviceInput::Staged> stage_next();
+  // Enqueues one step on the staged batch: eagerly, captured (the epoch's second step) or replayed.
+  struct DeviceStep {
+    double comm_wait_seconds = 0;  // blocked in the gradient sync (eager steps)
+    StepExecution execution = StepExecution::kEager;
+  };
+  DeviceStep device_step(const DeviceInput::Staged& staged, double lr);
+  // Reads the queued steps' losses (one host wait), checks them, and emits their events.
+  void flush_losses(EpochTally& tally);
+  bool flush_due() const;
+  void check_loss(double loss, int64_t step, double lr) const;
   Target end_epoch(const EpochTally& tally, RunResult& result);
   struct BatchTensors {
     Tensor images;  // (N, H, W, C)
@@ -113,6 +154,7 @@ class Trainer {
   // An event of `kind` at the current epoch and step; emit() stamps the elapsed time.
   ProgressEvent progress_event(EventKind kind) const;
   void emit(ProgressEvent event) const;
+  void deliver(const ProgressEvent& event) const;  // as stamped
   void maybe_checkpoint(bool epoch_end);
   void checkpoint_now();
   // fp16: reads the loss scale into a step's event (and logs a skipped step).
@@ -135,6 +177,16 @@ class Trainer {
   PrecisionPlan precision_;
   Buffer images_, labels_;
   Buffer images_f32_;  // half activations: the batch is uploaded here in fp32, then converted on the backend
+  DevicePlan device_plan_;
+  std::unique_ptr<DeviceInput> device_input_;  // staging kPinned
+  std::unique_ptr<CapturedStep> captured_;     // this epoch's captured step (dropped at every epoch's start)
+  bool warmed_up_ = false;                     // this epoch ran its eager step (plans and buffers exist)
+  int64_t captures_ = 0, replays_ = 0;
+  Buffer lr_value_;   // 1 fp32: the learning rate the update reads
+  Buffer loss_;       // 1 fp32: the step's loss (a captured step writes here)
+  Buffer loss_ring_;  // the queued steps' losses, in step order
+  size_t loss_ring_size_ = 0;
+  std::vector<ProgressEvent> pending_;  // step events waiting for their loss
   int64_t step_ = 0, epoch_ = 0, batch_ = 0;
   int64_t skipped_steps_ = 0;  // fp16: steps skipped on overflow, as of the last read
   std::chrono::steady_clock::time_point started_;

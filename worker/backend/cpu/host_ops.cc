@@ -75,8 +75,9 @@ float xent_row(const float* z, int32_t label, int k, float smoothing, float inv_
     const float* g = grad.f32();
     float* v = momentum_buffer.f32();
     const int64_t n = param.numel();
+    const float lr = h.lr_now();
 #pragma omp parallel for simd if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) math::sgd_element(w[i], g[i], v[i], h.lr, h.momentum, h.weight_decay, h.nesterov);
+    for (int64_t i = 0; i < n; ++i) math::sgd_element(w[i], g[i], v[i], lr, h.momentum, h.weight_decay, h.nesterov);
   }
 
 }  // namespace torus::worker::cpu

@@ -519,8 +519,10 @@ int64_t CudaBackend::count_top_k(Tensor logits, Tensor labels, int k) {
 void CudaBackend::sgd_update(Tensor param, Tensor grad, Tensor momentum_buffer, const SgdHyper& h) {
   expect_elements(grad, param.numel(), "gradient");
   expect_elements(momentum_buffer, param.numel(), "momentum buffer");
-  launch_sgd(param.f32(), grad.f32(), momentum_buffer.f32(), param.numel(), h.lr, h.momentum, h.weight_decay,
-             h.nesterov, skip_flag(), stream_.get());
+  if (!h.lr_value.empty()) expect_elements(h.lr_value, 1, "learning rate value");
+  launch_sgd(param.f32(), grad.f32(), momentum_buffer.f32(), param.numel(), h.lr,
+             h.lr_value.empty() ? nullptr : h.lr_value.f32(), h.momentum, h.weight_decay, h.nesterov, skip_flag(),
+             stream_.get());
   ++params_version_;
 }
 

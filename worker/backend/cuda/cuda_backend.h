@@ -126,7 +126,8 @@ class CudaBackend final : public Backend {
   size_t graph_retained_bytes() const { return graph_pins_.retained_bytes(); }
 
   // The loss stays on the device: loss (1) fp32 receives the mean. Labels are checked at the next synchronize().
-  void softmax_cross_entropy_async(Tensor logits, Tensor labels, float smoothing, Tensor dlogits, Tensor loss);
+  void softmax_cross_entropy_async(Tensor logits, Tensor labels, float smoothing, Tensor dlogits,
+                                   Tensor loss) override;
 
   // Dynamic loss scaling (fp16). Once enabled, softmax_cross_entropy* scale dlogits by the current scale;
   // unscale_gradients() divides the gradients back and flags inf/NaN; sgd_update() skips the step when flagged;
@@ -142,7 +143,11 @@ class CudaBackend final : public Backend {
 
   // Augments u8 images (device memory, (N, H, W, C) like `out`) into out's dtype: random translation, flip,
   // per-channel normalization (kernel_math.h). The tensor types have no u8, hence the raw pointer.
-  void augment(const void* images_u8, Tensor out, const AugmentSpec& spec, uint64_t first_sample);
+  TrainingOffers training_offers() const override { return {.staging = true, .augment = true, .capture = true}; }
+  void augment(const void* images_u8, Tensor out, const AugmentSpec& spec, uint64_t first_sample) override;
+  // What the training loop uses on a GPU (step_offers.cc): a BatchStager (staging.h) and a StepGraph (graph.h).
+  std::unique_ptr<BatchStaging> make_batch_staging(size_t image_bytes, size_t label_bytes) override;
+  std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& step) override;
 
   // Conv weights in half precision are shadows of the fp32 masters: call after writing parameters behind the
   // backend's back (e.g. an all-reduce into the parameter arena).

@@ -136,7 +136,7 @@ TORUS_HD inline void loss_scale_update(LossScaleState& s, const LossScaleConfig&
   s.found_inf = 0;
 }
 
-// --- data augmentation: per-sample random translation (zero padded) and horizontal flip ----------------------
+// --- data augmentation: per-sample random translation (padded with pixel 0) and horizontal flip ----------------------
 // splitmix64's finalizer: a counter-based generator, so each sample's draw depends only on (seed, sample).
 TORUS_HD inline uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -163,8 +163,7 @@ TORUS_HD inline SampleAugment sample_augment(uint64_t seed, uint64_t sample, int
   return a;
 }
 
-// Source pixel of output (y, x); false when it falls in the padding (the output is then 0 after normalizing,
-// i.e. padding with the data set mean).
+// Source pixel of output (y, x); false when it falls in the padding.
 TORUS_HD inline bool source_pixel(int32_t y, int32_t x, int32_t h, int32_t w, SampleAugment a, int32_t& sy,
                                   int32_t& sx) {
   const int32_t fx = a.flip ? (w - 1 - x) : x;
@@ -176,6 +175,27 @@ TORUS_HD inline bool source_pixel(int32_t y, int32_t x, int32_t h, int32_t w, Sa
 // A u8 pixel scaled to [0, 1] and standardized per channel.
 TORUS_HD inline float normalize_pixel(uint8_t v, float mean, float inv_std) {
   return (static_cast<float>(v) * (1.0f / 255.0f) - mean) * inv_std;
+}
+
+// What the device-side augmentation does: spec.training.augmentation's cropPadding (a random translation of up to
+// max_shift pixels) and flip, then the per-channel normalization.
+struct AugmentSpec {
+  static constexpr int kMaxChannels = 4;
+  float mean[kMaxChannels] = {0, 0, 0, 0};
+  float inv_std[kMaxChannels] = {1, 1, 1, 1};
+  int32_t max_shift = 0;  // random translation of up to this many pixels, padded with pixel value 0
+  bool flip = false;      // random horizontal flip
+  uint64_t seed = 0;
+};
+
+// Output element (y, x, ch) of one augmented sample, `image` its u8 (h, w, c) pixels. Padding reads pixel value 0,
+// as the host loader's pad-and-crop does (data/image.cc), so both paths normalize padding to -mean / std.
+TORUS_HD inline float augmented_value(const uint8_t* image, int32_t y, int32_t x, int32_t ch, int32_t h, int32_t w,
+                                      int32_t c, SampleAugment a, const AugmentSpec& spec) {
+  int32_t sy = 0, sx = 0;
+  const bool inside = source_pixel(y, x, h, w, a, sy, sx);
+  const uint8_t px = inside ? image[(static_cast<int64_t>(sy) * w + sx) * c + ch] : uint8_t{0};
+  return normalize_pixel(px, spec.mean[ch], spec.inv_std[ch]);
 }
 
 }  // namespace torus::worker::cuda::kmath

@@ -206,9 +206,10 @@ __global__ void top_k_kernel(const float* logits, const int32_t* labels, int64_t
   }
 }
 
-__global__ void sgd_kernel(float* w, const float* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
-                           math::Nesterov nesterov, const int32_t* skip) {
+__global__ void sgd_kernel(float* w, const float* g, float* v, int64_t n, float lr, const float* lr_value,
+                           float momentum, float weight_decay, math::Nesterov nesterov, const int32_t* skip) {
   if (skip != nullptr && *skip != 0) return;
+  if (lr_value != nullptr) lr = *lr_value;
   TORUS_GRID_STRIDE(i, n) {
     float wi = w[i], vi = v[i];
     math::sgd_element(wi, g[i], vi, lr, momentum, weight_decay, nesterov);
@@ -238,13 +239,7 @@ __global__ void augment_kernel(const uint8_t* images, void* out, int64_t n, int3
     const kmath::NhwcIndex at = kmath::nhwc_index(i, h, w, c);
     const kmath::SampleAugment a =
         kmath::sample_augment(spec.seed, first_sample + static_cast<uint64_t>(at.n), spec.max_shift, spec.flip);
-    int32_t sy = 0, sx = 0;
-    float v = 0.0f;
-    if (kmath::source_pixel(at.y, at.x, h, w, a, sy, sx)) {
-      const uint8_t px = images[at.n * per_image + (static_cast<int64_t>(sy) * w + sx) * c + at.c];
-      v = kmath::normalize_pixel(px, spec.mean[at.c], spec.inv_std[at.c]);
-    }
-    S::store(o, i, v);
+    S::store(o, i, kmath::augmented_value(images + at.n * per_image, at.y, at.x, at.c, h, w, c, a, spec));
   }
 }
 
@@ -335,10 +330,10 @@ void launch_count_top_k(const float* logits, const int32_t* labels, int64_t n, i
   check_launch();
 }
 
-void launch_sgd(float* w, const float* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
-                math::Nesterov nesterov, const int32_t* skip, cudaStream_t s) {
+void launch_sgd(float* w, const float* g, float* v, int64_t n, float lr, const float* lr_value, float momentum,
+                float weight_decay, math::Nesterov nesterov, const int32_t* skip, cudaStream_t s) {
   if (n <= 0) return;
-  sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, v, n, lr, momentum, weight_decay, nesterov, skip);
+  sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, v, n, lr, lr_value, momentum, weight_decay, nesterov, skip);
   check_launch();
 }
 

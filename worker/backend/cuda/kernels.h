@@ -48,9 +48,10 @@ void launch_count_top_k(const float* logits, const int32_t* labels, int64_t n, i
                         cudaStream_t s);
 
 // --- optimizer ---------------------------------------------------------------------------------------------
-// One SGD step over n elements; skipped entirely when `skip` is not null and *skip != 0 (fp16 overflow step).
-void launch_sgd(float* w, const float* g, float* v, int64_t n, float lr, float momentum, float weight_decay,
-                math::Nesterov nesterov, const int32_t* skip, cudaStream_t s);
+// One SGD step over n elements; skipped entirely when `skip` is not null and *skip != 0 (fp16 overflow step). The
+// learning rate is *lr_value when that is not null (read when the kernel runs: a captured step follows a schedule).
+void launch_sgd(float* w, const float* g, float* v, int64_t n, float lr, const float* lr_value, float momentum,
+                float weight_decay, math::Nesterov nesterov, const int32_t* skip, cudaStream_t s);
 
 // --- dynamic loss scaling -----------------------------------------------------------------------------------
 // g *= 1 / state->scale, setting state->found_inf on any inf/NaN.
@@ -59,14 +60,7 @@ void launch_unscale(float* g, int64_t n, kmath::LossScaleState* state, cudaStrea
 void launch_loss_scale_update(kmath::LossScaleState* state, const kmath::LossScaleConfig& config, cudaStream_t s);
 
 // --- data augmentation ----------------------------------------------------------------------------------------
-struct AugmentSpec {
-  static constexpr int kMaxChannels = 4;
-  float mean[kMaxChannels] = {0, 0, 0, 0};
-  float inv_std[kMaxChannels] = {1, 1, 1, 1};
-  int32_t max_shift = 0;  // random translation of up to this many pixels, zero (mean) padded
-  bool flip = false;      // random horizontal flip
-  uint64_t seed = 0;
-};
+using kmath::AugmentSpec;
 // images u8 (N, H, W, C) -> out (N, H, W, C) in `out_type`; sample i draws its augmentation from
 // (spec.seed, first_sample + i).
 void launch_augment(const uint8_t* images, void* out, DType out_type, int64_t n, int64_t h, int64_t w, int64_t c,
