@@ -275,6 +275,26 @@ TEST_F(GpuTest, SgdMatchesCpu) {
   }
 }
 
+// The fused update (one launch over segments of an arena, a learning rate read from device memory) against the CPU's
+// per-tensor updates with each segment's weight decay.
+TEST_F(GpuTest, FusedSgdMatchesCpuPerTensor) {
+  const int64_t n = 40000;
+  const auto w = random_vector(n, 30), g = random_vector(n, 31), v = random_vector(n, 32);
+  const std::vector<SgdSegment> segments = {{0, 100, 5e-4f}, {112, 30000, 0.0f}, {30112, 9000, 5e-4f}};
+  const std::vector<float> rate = {0.25f};
+  auto run = [&](Backend& b) {
+    Held ws = make_from(b, {n}, w), gs = make_from(b, {n}, g), vs = make_from(b, {n}, v);
+    Held lr = make_from(b, {1}, rate);
+    SgdHyper h{1.0f, 0.9f, 0.0f, math::Nesterov::kOn, lr.t};  // h.lr is not used: lr.t is
+    for (int i = 0; i < 3; ++i) b.sgd_update_segments(ws.t, gs.t, vs.t, segments, h);
+    return std::make_pair(fetch(b, ws.t), fetch(b, vs.t));
+  };
+  // The CPU backend runs the interface's default (sgd_update per segment) on host memory.
+  const auto ref = run(*cpu_), got = run(*gpu_);
+  expect_close(got.first, ref.first, 1e-6, "fused sgd weights");
+  expect_close(got.second, ref.second, 1e-6, "fused sgd momentum");
+}
+
 // --- mixed precision ----------------------------------------------------------------------------------------------
 TEST_F(GpuTest, ConversionsRunTheSharedFormulas) {
   auto x = random_vector(4096, 23, 1000.0f);

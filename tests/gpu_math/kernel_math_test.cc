@@ -206,6 +206,36 @@ TEST(Augment, AugmentedValueReadsTheShiftedPixelAndPadsWithPixelZero) {
   EXPECT_EQ(augmented_value(image, 3, 2, 1, h, w, c, a, spec), normalize_pixel(0, 0.5f, 4.0f));  // row 4
 }
 
+// The fused SGD as its kernel runs it (block b = chunk b, thread t striding by the block size) against the update of
+// each tensor on its own: identical values, every element of every tensor updated once, the gaps untouched.
+TEST(FusedSgd, ChunksUpdateEveryTensorOnceWithItsWeightDecay) {
+  const std::vector<SgdSegment> segments = {{0, 5, 0.1f}, {16, 40000, 0.0f}, {40016, 3, 0.5f}, {40032, 16384, 0.1f}};
+  const std::vector<SgdChunk> chunks = sgd_chunks(segments, kSgdChunkElements);
+  ASSERT_EQ(chunks.size(), 1u + 3u + 1u + 1u) << "40000 elements take 3 chunks of at most 16384";
+  EXPECT_EQ(chunks[1].elements, kSgdChunkElements);
+  EXPECT_EQ(chunks[3].offset, 16 + 2 * kSgdChunkElements);
+  EXPECT_EQ(chunks[3].elements, 40000 - 2 * kSgdChunkElements);
+  const size_t n = 40032 + 16384 + 16;
+  std::vector<float> w(n), g(n), v(n);
+  for (size_t i = 0; i < n; ++i) {
+    w[i] = 0.01f * static_cast<float>(i % 97) - 0.4f;
+    g[i] = 0.003f * static_cast<float>(i % 31) - 0.05f;
+    v[i] = 0.002f * static_cast<float>(i % 13);
+  }
+  std::vector<float> want_w = w, want_v = v;
+  for (const SgdSegment& s : segments)
+    for (int64_t i = s.offset; i < s.offset + s.elements; ++i)
+      math::sgd_element(want_w[static_cast<size_t>(i)], g[static_cast<size_t>(i)], want_v[static_cast<size_t>(i)],
+                        0.1f, 0.9f, s.weight_decay, math::Nesterov::kOn);
+  const int32_t block = 256;
+  for (const SgdChunk& c : chunks)
+    for (int32_t t = 0; t < block; ++t)
+      for (int32_t i = t; i < c.elements; i += block)
+        sgd_chunk_element(c, i, w.data(), g.data(), v.data(), 0.1f, 0.9f, math::Nesterov::kOn);
+  EXPECT_EQ(w, want_w);
+  EXPECT_EQ(v, want_v);
+}
+
 TEST(LaunchGeometry, GridStrideBlocksCoverEveryElementWithinTheCap) {
   EXPECT_EQ(grid_blocks(0, 256, 1000), 1u);  // a launch never has 0 blocks
   EXPECT_EQ(grid_blocks(1, 256, 1000), 1u);

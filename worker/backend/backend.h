@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -90,6 +91,9 @@ struct SgdHyper {
   Tensor lr_value;
   float lr_now() const { return lr_value.empty() ? lr : *lr_value.f32(); }  // host memory only (CPU backends)
 };
+
+// A tensor of an arena for the fused optimizer update (offset and elements in the arena, its weight decay).
+using SgdSegment = cuda::kmath::SgdSegment;
 
 // Pinned host slots whose upload to backend memory overlaps the compute of the previous step (a device backend's
 // offer; see Backend::make_batch_staging). stage() copies into the next slot and starts its upload; acquire() orders
@@ -190,6 +194,18 @@ class Backend {
   // --- optimizer -----------------------------------------------------------------------------------
   // Skips the update (momentum untouched) when loss scaling is on and this step's unscale found inf/NaN.
   virtual void sgd_update(Tensor param, Tensor grad, Tensor momentum_buffer, const SgdHyper& h) = 0;
+  // The update of many tensors at once: `params`, `grads` and `momentum` are whole arenas of one layout, `segments`
+  // their tensors (each with its weight decay; h.weight_decay is not used). The default: sgd_update per segment. The
+  // CUDA backend: one launch (kmath::sgd_chunks).
+  virtual void sgd_update_segments(Tensor params, Tensor grads, Tensor momentum, std::span<const SgdSegment> segments,
+                                   const SgdHyper& h) {
+    for (const SgdSegment& s : segments) {
+      SgdHyper one = h;
+      one.weight_decay = s.weight_decay;
+      auto part = [&s](Tensor all) { return Tensor(all.f32() + s.offset, {s.elements}); };
+      sgd_update(part(params), part(grads), part(momentum), one);
+    }
+  }
 
   // --- mixed precision (spec.training.precision) ---------------------------------------------------
   // Whether layer outputs and input gradients of `dtype` run here. Parameters, gradients, optimizer state and BN

@@ -144,7 +144,7 @@ void CudaBackend::pin_for_graph() {
   graph_pins_.pin(workspace_.data());
   for (const auto& [slot, b] : scratch_) graph_pins_.pin(b.data());
   for (const auto& [master, shadow] : shadows_) graph_pins_.pin(shadow.buffer.data());
-  for (const Buffer* b : {&row_loss_, &ones_, &loss_scale_}) graph_pins_.pin(b->data());
+  for (const Buffer* b : {&row_loss_, &ones_, &loss_scale_, &sgd_chunks_}) graph_pins_.pin(b->data());
 }
 
 void* CudaBackend::workspace(size_t bytes) {
@@ -516,16 +516,6 @@ int64_t CudaBackend::count_top_k(Tensor logits, Tensor labels, int k) {
 
 // --- optimizer and loss scaling
 // ---------------------------------------------------------------------------------------
-void CudaBackend::sgd_update(Tensor param, Tensor grad, Tensor momentum_buffer, const SgdHyper& h) {
-  expect_elements(grad, param.numel(), "gradient");
-  expect_elements(momentum_buffer, param.numel(), "momentum buffer");
-  if (!h.lr_value.empty()) expect_elements(h.lr_value, 1, "learning rate value");
-  launch_sgd(param.f32(), grad.f32(), momentum_buffer.f32(), param.numel(), h.lr,
-             h.lr_value.empty() ? nullptr : h.lr_value.f32(), h.momentum, h.weight_decay, h.nesterov, skip_flag(),
-             stream_.get());
-  ++params_version_;
-}
-
 void CudaBackend::enable_loss_scaling(const kmath::LossScaleConfig& config) {
   if (config.growth_interval <= 0)
     throw InvalidArgument("loss scaling: growth_interval must be positive, got " +

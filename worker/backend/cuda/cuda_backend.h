@@ -21,6 +21,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "worker/backend/backend.h"
 #include "worker/backend/cuda/block_pool.h"
@@ -111,6 +112,8 @@ class CudaBackend final : public Backend {
   int64_t count_top_k(Tensor logits, Tensor labels, int k) override;
 
   void sgd_update(Tensor param, Tensor grad, Tensor momentum_buffer, const SgdHyper& h) override;
+  void sgd_update_segments(Tensor params, Tensor grads, Tensor momentum, std::span<const SgdSegment> segments,
+                           const SgdHyper& h) override;  // one launch (optimizer.cc)
 
   // --- beyond the interface: what a GPU training loop uses -------------------------------------------------
   cudaStream_t compute_stream() const { return stream_.get(); }
@@ -207,6 +210,8 @@ class CudaBackend final : public Backend {
   Buffer cublas_workspace_;
   Buffer ones_;        // for bias gradients (a GEMV against ones)
   Buffer loss_scale_;  // kmath::LossScaleState on the device, when enabled
+  Buffer sgd_chunks_;  // the fused update's chunk table (kmath::SgdChunk), uploaded when the arena layout changes
+  std::vector<kmath::SgdChunk> sgd_chunks_host_;  // its host copy: what is on the device
   std::optional<kmath::LossScaleConfig> loss_scale_config_;
   GraphPins graph_pins_;  // retained blocks go back to the pool with the backend (its destructor synchronized)
   bool labels_pending_ = false;

@@ -5,6 +5,8 @@
 // worker/backend/math.h; this file adds what only the GPU kernels need.
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "worker/backend/half.h"
 #include "worker/backend/math.h"
@@ -134,6 +136,43 @@ TORUS_HD inline void loss_scale_update(LossScaleState& s, const LossScaleConfig&
     s.good_steps = 0;
   }
   s.found_inf = 0;
+}
+
+// --- fused SGD: one launch updates every tensor of an arena -------------------------------------------------------
+// A tensor of the parameter arena: its elements [offset, offset + elements) and its weight decay (0 for BN and
+// biases). Gradients and momentum mirror the arena, so one offset addresses all three.
+struct SgdSegment {
+  int64_t offset = 0, elements = 0;
+  float weight_decay = 0;
+};
+// One block's share: at most kSgdChunkElements elements of one segment.
+struct SgdChunk {
+  int64_t offset = 0;
+  int32_t elements = 0;
+  float weight_decay = 0;
+};
+inline constexpr int32_t kSgdChunkElements = 1 << 14;
+
+// The chunk table of a fused update: each segment cut, in order, into chunks of at most `max_elements`.
+inline std::vector<SgdChunk> sgd_chunks(std::span<const SgdSegment> segments, int32_t max_elements) {
+  std::vector<SgdChunk> out;
+  for (const SgdSegment& s : segments)
+    for (int64_t done = 0; done < s.elements; done += max_elements) {
+      const int64_t left = s.elements - done;
+      out.push_back({s.offset + done, static_cast<int32_t>(left < max_elements ? left : max_elements), s.weight_decay});
+    }
+  return out;
+}
+
+// Element i of chunk c (thread i of its block, striding by the block size): math::sgd_element with the chunk's
+// weight decay, in place on the arenas w (parameters), g (gradients), v (momentum).
+TORUS_HD inline void sgd_chunk_element(const SgdChunk& c, int32_t i, float* w, const float* g, float* v, float lr,
+                                       float momentum, math::Nesterov nesterov) {
+  const int64_t at = c.offset + i;
+  float wi = w[at], vi = v[at];
+  math::sgd_element(wi, g[at], vi, lr, momentum, c.weight_decay, nesterov);
+  w[at] = wi;
+  v[at] = vi;
 }
 
 // --- data augmentation: per-sample random translation (padded with pixel 0) and horizontal flip ----------------------

@@ -218,6 +218,15 @@ __global__ void sgd_kernel(float* w, const float* g, float* v, int64_t n, float 
   }
 }
 
+__global__ void sgd_chunks_kernel(const kmath::SgdChunk* chunks, float* w, const float* g, float* v, float lr,
+                                  const float* lr_value, float momentum, math::Nesterov nesterov, const int32_t* skip) {
+  if (skip != nullptr && *skip != 0) return;
+  if (lr_value != nullptr) lr = *lr_value;
+  const kmath::SgdChunk c = chunks[blockIdx.x];
+  for (int32_t i = static_cast<int32_t>(threadIdx.x); i < c.elements; i += static_cast<int32_t>(blockDim.x))
+    kmath::sgd_chunk_element(c, i, w, g, v, lr, momentum, nesterov);
+}
+
 __global__ void unscale_kernel(float* g, int64_t n, kmath::LossScaleState* state) {
   const float inv_scale = 1.0f / state->scale;
   int32_t found = 0;
@@ -334,6 +343,16 @@ void launch_sgd(float* w, const float* g, float* v, int64_t n, float lr, const f
                 float weight_decay, math::Nesterov nesterov, const int32_t* skip, cudaStream_t s) {
   if (n <= 0) return;
   sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, v, n, lr, lr_value, momentum, weight_decay, nesterov, skip);
+  check_launch();
+}
+
+void launch_sgd_chunks(const kmath::SgdChunk* chunks, int64_t n_chunks, float* w, const float* g, float* v, float lr,
+                       const float* lr_value, float momentum, math::Nesterov nesterov, const int32_t* skip,
+                       cudaStream_t s) {
+  if (n_chunks <= 0) return;
+  if (n_chunks > INT32_MAX) throw InvalidArgument("sgd: " + std::to_string(n_chunks) + " chunks exceed one grid");
+  sgd_chunks_kernel<<<static_cast<unsigned>(n_chunks), kThreads, 0, s>>>(chunks, w, g, v, lr, lr_value, momentum,
+                                                                         nesterov, skip);
   check_launch();
 }
 

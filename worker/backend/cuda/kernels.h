@@ -53,6 +53,11 @@ void launch_count_top_k(const float* logits, const int32_t* labels, int64_t n, i
 void launch_sgd(float* w, const float* g, float* v, int64_t n, float lr, const float* lr_value, float momentum,
                 float weight_decay, math::Nesterov nesterov, const int32_t* skip, cudaStream_t s);
 
+// The fused update of many tensors (kmath::sgd_chunks): block b runs chunks[b]; same skip and lr_value as launch_sgd.
+void launch_sgd_chunks(const kmath::SgdChunk* chunks, int64_t n_chunks, float* w, const float* g, float* v, float lr,
+                       const float* lr_value, float momentum, math::Nesterov nesterov, const int32_t* skip,
+                       cudaStream_t s);
+
 // --- dynamic loss scaling -----------------------------------------------------------------------------------
 // g *= 1 / state->scale, setting state->found_inf on any inf/NaN.
 void launch_unscale(float* g, int64_t n, kmath::LossScaleState* state, cudaStream_t s);
