@@ -127,6 +127,21 @@ TEST_F(GpuNccl, CommunicationThreadWorksOnTheRanksDevice) {
   });
 }
 
+TEST_F(GpuNccl, CommunicationStreamRunsAtTheHighestPriorityLikeCompute) {
+  run_ranks(1, [&](int rank) {
+    wc::CudaOptions o;
+    o.device = rank;
+    auto backend = wc::make_cuda_backend(o);
+    NcclCommunicator comm(rank, 1, std::make_shared<PrefixStore>("priority", store_), rank, kTimeout);
+    int least = 0, greatest = 0, compute = 0, nccl = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_CHECK(cudaStreamGetPriority(backend->compute_stream(), &compute));
+    CUDA_CHECK(cudaStreamGetPriority(comm.stream(), &nccl));
+    EXPECT_EQ(compute, greatest);
+    EXPECT_EQ(nccl, greatest) << "priorities run from " << least << " (least) to " << greatest;
+  });
+}
+
 TEST_F(GpuNccl, AbortedCommunicatorFailsItsCollectivesWithAClearError) {
   run_ranks(ranks_, [&](int rank) {
     NcclCommunicator comm(rank, ranks_, std::make_shared<PrefixStore>("abort", store_), rank, kTimeout);

@@ -59,6 +59,7 @@ using ActivationDesc = Owner<cudnnActivationDescriptor_t, cudnnDestroyActivation
 using NcclComm = Owner<ncclComm_t, ncclCommDestroy>;
 
 // Priority of a stream: the copy stream runs at low priority so it never delays the step's kernels.
+// kNormal is the device's greatest (highest) priority: compute and NCCL streams; kLow its least: batch uploads.
 enum class StreamPriority : uint8_t { kNormal, kLow };
 // Events for ordering only skip timing (cheaper to record and wait on).
 enum class EventTiming : uint8_t { kOff, kOn };

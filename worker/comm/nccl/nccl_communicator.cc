@@ -118,9 +118,9 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::create_stream_and_events() {
-  cudaStream_t created = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
-  stream_ = worker::cuda::Stream(created);
+  // The highest priority, like the compute stream: a reduction's kernels are scheduled as blocks free up instead of
+  // queueing behind the backward's pending blocks (the next step's forward waits for the reduction).
+  stream_ = worker::cuda::make_stream(worker::cuda::StreamPriority::kNormal);
   done_ = worker::cuda::make_event();
   produced_ = worker::cuda::make_event();
   enqueue_after_ = worker::cuda::make_event();
