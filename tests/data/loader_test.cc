@@ -64,6 +64,36 @@ TEST(Loader, PrefetchedBatchesEqualSynchronousReads) {
   }
 }
 
+// Pixels::kRaw (the device augments): each batch holds the stored u8 pixels of the planned samples, untransformed,
+// and no fp32 images; a size other than the native one, or a set decoded from files, is refused.
+TEST(Loader, RawBatchesHoldTheStoredPixelsInPlanOrder) {
+  auto ds = small_set(100);
+  LoaderConfig cfg = augmented(2, 2);
+  cfg.pixels = Pixels::kRaw;
+  Loader loader(ds, cfg);
+  loader.start_epoch(1);
+  const EpochPlan plan = plan_epoch(*ds, cfg, 1);
+  const size_t per_image = 12 * 10 * 3;
+  int64_t b = 0;
+  while (auto batch = loader.next()) {
+    ASSERT_EQ(batch->images, nullptr);
+    ASSERT_NE(batch->raw, nullptr);
+    const PlannedBatch& pb = plan.batches[static_cast<size_t>(b)];
+    ASSERT_EQ(batch->n, pb.end - pb.begin);
+    for (int64_t p = pb.begin; p < pb.end; ++p) {
+      const auto index = static_cast<size_t>(plan.order[static_cast<size_t>(p)]);
+      const uint8_t* want = ds->pixels().data() + index * per_image;
+      ASSERT_EQ(std::memcmp(batch->raw + static_cast<size_t>(p - pb.begin) * per_image, want, per_image), 0)
+          << "batch " << b << " sample " << p - pb.begin;
+      ASSERT_EQ(batch->labels[p - pb.begin], ds->label(static_cast<int64_t>(index)));
+    }
+    ++b;
+  }
+  EXPECT_EQ(b, static_cast<int64_t>(plan.batches.size()));
+  cfg.image_size = {8, 8};
+  EXPECT_THROW(Loader(ds, cfg), InvalidArgument) << "raw pixels are not resized";
+}
+
 TEST(Loader, DeterministicAcrossThreadCountsAndEpochsDiffer) {
   auto ds = small_set();
   Loader one(ds, augmented(1, 1));
