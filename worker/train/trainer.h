@@ -179,13 +179,14 @@ class Trainer {
   Buffer images_f32_;  // half activations: the batch is uploaded here in fp32, then converted on the backend
   DevicePlan device_plan_;
   std::unique_ptr<DeviceInput> device_input_;  // staging kPinned
-  std::unique_ptr<CapturedStep> captured_;     // this epoch's captured step (dropped at every epoch's start)
-  bool warmed_up_ = false;                     // this epoch ran its eager step (plans and buffers exist)
-  int64_t captures_ = 0, replays_ = 0;
-  Buffer lr_value_;   // 1 fp32: the learning rate the update reads
-  Buffer loss_;       // 1 fp32: the step's loss (a captured step writes here)
-  Buffer loss_ring_;  // the queued steps' losses, in step order
+  Buffer lr_value_;                            // 1 fp32: the learning rate the update reads
+  Buffer loss_;                                // 1 fp32: the step's loss (a captured step writes here)
+  Buffer loss_ring_;                           // the queued steps' losses, in step order
   size_t loss_ring_size_ = 0;
+  // This epoch's captured step (dropped at every epoch's start); declared after the buffers it reads, so it goes first.
+  std::unique_ptr<CapturedStep> captured_;
+  bool warmed_up_ = false;  // this epoch ran its eager step (plans and buffers exist)
+  int64_t captures_ = 0, replays_ = 0;
   std::vector<ProgressEvent> pending_;  // step events waiting for their loss
   int64_t step_ = 0, epoch_ = 0, batch_ = 0;
   int64_t skipped_steps_ = 0;  // fp16: steps skipped on overflow, as of the last read
