@@ -102,14 +102,6 @@ TEST_F(OperatorE2E, TopologyKeyMapsNodesToRacksForWorkersAndStatus) {
 }
 
 // The leader's /metrics, /healthz and /readyz (its port is printed on its first log line).
-// The node permission probe at start-up reads one node, not the cluster's: `limit` reaches the server.
-TEST_F(OperatorE2E, ListWithALimitReadsOnePage) {
-  const json page = client_->list(res::kNodes, "", {.limit = 1});
-  EXPECT_EQ(page.value("items", json::array()).size(), 1u) << page.dump();
-  EXPECT_FALSE(page["metadata"].value("continue", "").empty()) << page.dump();
-  EXPECT_EQ(client_->list(res::kNodes, "").value("items", json::array()).size(), 8u);  // the stand-in's --nodes 8
-}
-
 TEST_F(OperatorE2E, ServesMetricsHealthAndReadiness) {
   apply("papa", 1);
   ASSERT_TRUE(eventually([] { return gang_running("papa", 1, 0); }));
