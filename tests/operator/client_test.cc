@@ -23,7 +23,8 @@ namespace res = resources;
 TEST(KubeResource, PathsNameTheGroupVersionNamespaceAndEscapedName) {
   EXPECT_EQ(res::kPods.collection_path("ns"), "/api/v1/namespaces/ns/pods");
   EXPECT_EQ(res::kPods.collection_path(""), "/api/v1/pods") << "all namespaces";
-  EXPECT_EQ(res::kTrainingJobs.object_path("team a", "j"), "/apis/torus.dev/v1alpha1/namespaces/team%20a/trainingjobs/j");
+  EXPECT_EQ(res::kTrainingJobs.object_path("team a", "j"),
+            "/apis/torus.dev/v1alpha1/namespaces/team%20a/trainingjobs/j");
   EXPECT_EQ(res::kNodes.object_path("ignored", "node-0"), "/api/v1/nodes/node-0") << "cluster-scoped";
   EXPECT_EQ(res::kLeases.api_version(), "coordination.k8s.io/v1");
   EXPECT_EQ(url_escape("app in (a,b)"), "app%20in%20%28a%2Cb%29");
@@ -87,7 +88,8 @@ TEST_F(ClientTest, CreateGetListPatchAndRemove) {
   EXPECT_EQ(selected["items"][0]["metadata"]["name"], "two");
   EXPECT_EQ(client_->list(res::kConfigMaps, "default", {.field_selector = "metadata.name=one"})["items"].size(), 1u);
 
-  const json patched = client_->merge_patch(res::kConfigMaps, "default", "one", {{"data", {{"k", nullptr}, {"n", "2"}}}});
+  const json patched =
+      client_->merge_patch(res::kConfigMaps, "default", "one", {{"data", {{"k", nullptr}, {"n", "2"}}}});
   EXPECT_EQ(patched["data"], (json{{"n", "2"}}));
   EXPECT_TRUE(client_->remove(res::kConfigMaps, "default", "one"));
   EXPECT_FALSE(client_->remove(res::kConfigMaps, "default", "one")) << "already gone is not an error";

@@ -24,9 +24,7 @@ json config_map(const std::string& name, const std::string& app = "mine", const 
   return {{"metadata", {{"name", name}, {"labels", {{"app", app}}}}}, {"data", {{"k", value}}}};
 }
 
-std::vector<std::string> by_app(const json& object) {
-  return {object["metadata"]["labels"].value("app", "")};
-}
+std::vector<std::string> by_app(const json& object) { return {object["metadata"]["labels"].value("app", "")}; }
 
 TEST(InformerStore, UpsertEraseAndReplaceKeepTheIndexesInStep) {
   Store store;
@@ -67,8 +65,7 @@ TEST(InformerStore, UpsertEraseAndReplaceKeepTheIndexesInStep) {
 class Recorder {
  public:
   InformerHandlers handlers() {
-    return {[this](const json& o) { record("add", o); },
-            [this](const json&, const json& o) { record("update", o); },
+    return {[this](const json& o) { record("add", o); }, [this](const json&, const json& o) { record("update", o); },
             [this](const json& o) { record("delete", o); }};
   }
   std::vector<std::string> events() const {

@@ -27,8 +27,7 @@ struct StopOnExit {
 
 class LeaderElectionTest : public test::InProcessStandin {
  protected:
-  static LeaderElectionOptions options(const std::string& identity,
-                                       std::chrono::milliseconds lease_duration = 1000ms) {
+  static LeaderElectionOptions options(const std::string& identity, std::chrono::milliseconds lease_duration = 1000ms) {
     LeaderElectionOptions o;
     o.namespace_ = "default";
     o.lease_name = "torus-operator";
@@ -51,8 +50,7 @@ TEST_F(LeaderElectionTest, TheFirstReplicaCreatesTheLeaseAndHoldsIt) {
   EXPECT_EQ(s.value("leaseDurationSeconds", 0), 2) << "whole seconds, rounded up";
   EXPECT_EQ(s.value("leaseTransitions", -1), 0);
   EXPECT_EQ(s.value("acquireTime", ""), s.value("renewTime", ""));
-  EXPECT_TRUE(std::regex_match(s.value("renewTime", ""),
-                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z)")))
+  EXPECT_TRUE(std::regex_match(s.value("renewTime", ""), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z)")))
       << "MicroTime: " << s.dump();
 }
 
