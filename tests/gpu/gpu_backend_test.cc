@@ -260,6 +260,25 @@ TEST_F(GpuTest, OutOfRangeLabelIsAClearError) {
   }
 }
 
+// The async loss (a training step's) is checked at the next synchronize(), which may come many steps later (the
+// trainer reads losses once per log interval): a bad label in an earlier step must not be cleared by later ones.
+TEST_F(GpuTest, AsyncLossReportsABadLabelOfAnyStepSinceTheLastSynchronize) {
+  Held zs = make_from(*gpu_, {2, 3}, random_vector(6, 19)), ls = make(*gpu_, {2}, DType::kI32), loss = make(*gpu_, {1});
+  const std::vector<int32_t> bad = {1, 3}, good = {0, 2};
+  gpu_->upload(bad.data(), ls.t);
+  gpu_->softmax_cross_entropy_async(zs.t, ls.t, 0.0f, Tensor(), loss.t);
+  gpu_->upload(good.data(), ls.t);
+  gpu_->softmax_cross_entropy_async(zs.t, ls.t, 0.0f, Tensor(), loss.t);
+  try {
+    gpu_->synchronize();
+    FAIL() << "expected the first step's label error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("sample 1 of a recent batch"), std::string::npos) << e.what();
+  }
+  gpu_->softmax_cross_entropy_async(zs.t, ls.t, 0.0f, Tensor(), loss.t);
+  EXPECT_NO_THROW(gpu_->synchronize()) << "a reported label error is reported once";
+}
+
 TEST_F(GpuTest, SgdMatchesCpu) {
   const auto w = random_vector(1000, 20), g = random_vector(1000, 21), v = random_vector(1000, 22);
   for (math::Nesterov nesterov : {math::Nesterov::kOff, math::Nesterov::kOn}) {

@@ -3,6 +3,7 @@
 // that become graph nodes. Every test skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,32 @@ TEST_F(GpuTest, CapturedStepWaitsForTheBatchStagedBeforeEachReplay) {
     expect_close(fetch(*gpu_, out.t), std::vector<float>(256, static_cast<float>(round)), 0.0,
                  "replay " + std::to_string(round));
   }
+}
+
+// A captured step's host code runs once, at capture; its async loss's labels are still checked after each replay
+// (at the next synchronize()), and a bad batch replayed before a good one is not forgotten.
+TEST_F(GpuTest, ReplayedStepsReportAnOutOfRangeLabelAtTheNextSynchronize) {
+  Held zs = make_from(*gpu_, {2, 3}, random_vector(6, 27)), ls = make(*gpu_, {2}, DType::kI32), loss = make(*gpu_, {1});
+  const std::vector<int32_t> good = {0, 2}, bad = {1, 3};
+  gpu_->upload(good.data(), ls.t);
+  auto step = [&] { gpu_->softmax_cross_entropy_async(zs.t, ls.t, 0.0f, Tensor(), loss.t); };
+  step();  // eager first: the per-row loss buffer exists before the capture
+  gpu_->synchronize();
+  std::unique_ptr<CapturedStep> captured = gpu_->capture_step(step);
+  captured->replay();
+  EXPECT_NO_THROW(gpu_->synchronize()) << "valid labels";
+  gpu_->upload(bad.data(), ls.t);
+  captured->replay();
+  gpu_->upload(good.data(), ls.t);
+  captured->replay();
+  try {
+    gpu_->synchronize();
+    FAIL() << "expected the replayed bad batch's label error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("sample 1 of a recent batch"), std::string::npos) << e.what();
+  }
+  captured->replay();
+  EXPECT_NO_THROW(gpu_->synchronize()) << "reported once";
 }
 
 }  // namespace

@@ -480,8 +480,9 @@ void CudaBackend::softmax_cross_entropy_async(Tensor logits, Tensor labels, floa
   if (!dlogits.empty()) expect_elements(dlogits, n * k, "logit gradient");
   if (row_loss_.bytes() < static_cast<size_t>(n) * sizeof(float))
     graph_pins_.replace(row_loss_, allocate(static_cast<size_t>(n) * 4));
-  LossScalars* s = scalars() + 1;  // the step's own slot, checked at the next synchronize()
-  CUDA_CHECK(cudaMemsetAsync(s, 0, sizeof(LossScalars), stream_.get()));
+  // The async steps' own slot, checked at the next synchronize(). Not reset per step: its bad_label keeps the first
+  // bad sample of every step since the last check (replayed steps included), and only the check clears it.
+  LossScalars* s = scalars() + 1;
   launch_softmax_xent(logits.f32(), labels.i32(), n, k, smoothing, loss_scale_ptr(),
                       dlogits.empty() ? nullptr : dlogits.f32(), static_cast<float*>(row_loss_.data()), s,
                       stream_.get());
@@ -494,9 +495,12 @@ void CudaBackend::check_labels_pending() {
   labels_pending_ = false;
   LossScalars host{};
   CUDA_CHECK(cudaMemcpy(&host, scalars() + 1, sizeof host, cudaMemcpyDeviceToHost));
-  if (host.bad_label != 0)
+  if (host.bad_label != 0) {
+    // Reported once: the next async steps start from a clean flag (the stream is idle: synchronize() waited).
+    CUDA_CHECK(cudaMemsetAsync(&scalars()[1].bad_label, 0, sizeof(int32_t), stream_.get()));
     throw InvalidArgument("labels: sample " + std::to_string(host.bad_label - 1) +
                           " of a recent batch has a label outside the model's classes");
+  }
 }
 
 int64_t CudaBackend::count_top_k(Tensor logits, Tensor labels, int k) {

@@ -53,9 +53,9 @@ struct CudaOptions {
 // spec.gang.device = gpu) and this process sees none, fewer than `gpus_per_worker`, or none at `local_rank`.
 int select_device(int local_rank, int gpus_per_worker);
 // This rank's options: device = select_device(local_rank, gpus_per_worker); tunables from the environment (declared
-// in common/util/tunables.cc, listed in docs/tunables.md): TORUS_CUDA_TF32 (1: allow, 0: deny), TORUS_CUDNN_BENCHMARK (1: time conv algorithms),
-// TORUS_CUDNN_DETERMINISTIC (1: deterministic conv algorithms and max pooling only), TORUS_CUDNN_BN_FUSION (0: off),
-// TORUS_CUDNN_WORKSPACE_MB (per-algorithm workspace limit).
+// in common/util/tunables.cc, listed in docs/tunables.md): TORUS_CUDA_TF32 (1: allow, 0: deny), TORUS_CUDNN_BENCHMARK
+// (1: time conv algorithms), TORUS_CUDNN_DETERMINISTIC (1: deterministic conv algorithms and max pooling only),
+// TORUS_CUDNN_BN_FUSION (0: off), TORUS_CUDNN_WORKSPACE_MB (per-algorithm workspace limit).
 CudaOptions cuda_options_for_rank(int local_rank, int gpus_per_worker);
 // "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" for logs and bench lines.
 std::string device_description(int device);
@@ -127,10 +127,12 @@ class CudaBackend final : public Backend {
   // loss buffers it may use are kept alive when they grow later, until this backend is destroyed (graph_pins.h).
   void pin_for_graph();
   size_t graph_retained_bytes() const { return graph_pins_.retained_bytes(); }
+  // A replayed step ran softmax_cross_entropy_async: the next synchronize() checks its labels.
+  void expect_label_check() { labels_pending_ = true; }
 
-  // The loss stays on the device: loss (1) fp32 receives the mean. Labels are checked at the next synchronize().
-  void softmax_cross_entropy_async(Tensor logits, Tensor labels, float smoothing, Tensor dlogits,
-                                   Tensor loss) override;
+  // The loss stays on the device: loss (1) fp32 receives the mean. Labels are checked at the next synchronize(),
+  // which reports the first bad sample of any async step since the last check (a replayed one too).
+  void softmax_cross_entropy_async(Tensor logits, Tensor labels, float smoothing, Tensor dlogits, Tensor loss) override;
 
   // Dynamic loss scaling (fp16). Once enabled, softmax_cross_entropy* scale dlogits by the current scale;
   // unscale_gradients() divides the gradients back and flags inf/NaN; sgd_update() skips the step when flagged;

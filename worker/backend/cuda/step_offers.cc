@@ -1,6 +1,8 @@
 // The Backend offers a GPU training loop takes (backend.h): pinned batch staging and captured steps, as the
 // interface's types over BatchStager (staging.h) and StepGraph (graph.h).
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/graph.h"
@@ -25,12 +27,17 @@ class Staging final : public BatchStaging {
 
 class Captured final : public CapturedStep {
  public:
-  Captured(CudaBackend& backend, StepGraph graph) : backend_(backend), graph_(std::move(graph)) {}
-  void replay() override { graph_.replay(backend_.compute_stream()); }
+  Captured(CudaBackend& backend, StepGraph graph, bool checks_labels)
+      : backend_(backend), graph_(std::move(graph)), checks_labels_(checks_labels) {}
+  void replay() override {
+    graph_.replay(backend_.compute_stream());
+    if (checks_labels_) backend_.expect_label_check();
+  }
 
  private:
   CudaBackend& backend_;
   StepGraph graph_;
+  bool checks_labels_;  // the step has an async loss: its labels are checked at the next synchronize()
 };
 
 }  // namespace
@@ -40,7 +47,20 @@ std::unique_ptr<BatchStaging> CudaBackend::make_batch_staging(size_t image_bytes
 }
 
 std::unique_ptr<CapturedStep> CudaBackend::capture_step(const std::function<void()>& step) {
-  return std::make_unique<Captured>(*this, StepGraph::capture(*this, step));
+  // The host code of a captured step runs once, at capture, and nothing on the device: whether the step checks
+  // labels is known now, and each replay (not the capture) leaves a check for the next synchronize().
+  const bool pending = labels_pending_;
+  labels_pending_ = false;
+  std::optional<StepGraph> graph;
+  try {
+    graph.emplace(StepGraph::capture(*this, step));
+  } catch (...) {
+    labels_pending_ = pending;
+    throw;
+  }
+  const bool checks_labels = labels_pending_;
+  labels_pending_ = pending;
+  return std::make_unique<Captured>(*this, std::move(*graph), checks_labels);
 }
 
 }  // namespace torus::worker::cuda
