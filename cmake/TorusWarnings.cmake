@@ -5,6 +5,12 @@ target_compile_options(torus_warnings INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TORUS_WERROR}>>:-Werror>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
   $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${TORUS_WERROR}>>:-Werror=all-warnings -Xcompiler=-Werror>)
+# A unity build (CMAKE_UNITY_BUILD, scripts/demo.sh's build-demo/) #includes each .cc into one file, so GCC takes a
+# .cc's class whose member has an anonymous-namespace type for a header's and warns (-Wsubobject-linkage); the
+# class still lives in one translation unit, so the warning is a false alarm there.
+if(CMAKE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  target_compile_options(torus_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wno-subobject-linkage>)
+endif()
 
 # __FILE__ relative to the repository root, so log lines and error messages read "worker/nn/conv.cc:12".
 target_compile_options(torus_warnings INTERFACE

@@ -1,4 +1,5 @@
-// The in-memory data set (ArrayDataset): what it refuses, samples as views of its one buffer, per-channel statistics.
+// The in-memory data set (ArrayDataset): what it refuses, samples as views of its one buffer, per-channel statistics;
+// and read_file_bytes, which the file-backed sets read with.
 #include "worker/data/dataset.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "common/util/error.h"
+#include "tests/data/test_files.h"
 
 namespace torus::worker::data {
 namespace {
@@ -49,6 +51,27 @@ TEST(ArrayDataset, RefusesPixelsOrLabelsThatDoNotFitTheShape) {
   } catch (const CorruptData& e) {
     EXPECT_NE(std::string(e.what()).find("bad-label: label of sample 1 is 3, expected [0, 3)"), std::string::npos)
         << e.what();
+  }
+}
+
+TEST(ReadFileBytes, ReturnsEveryByteOfTheFile) {
+  testing::TempDir dir;
+  const std::string path = dir.file("bytes.bin");
+  const std::vector<uint8_t> bytes = {0, 255, 10, 13, 26, 0, 7};  // NUL, newline and EOF-like bytes among them
+  testing::write_bytes(path, bytes);
+  EXPECT_EQ(read_file_bytes(path), bytes);
+  testing::write_bytes(path, {});
+  EXPECT_TRUE(read_file_bytes(path).empty());
+}
+
+TEST(ReadFileBytes, NamesTheFileItCannotOpen) {
+  testing::TempDir dir;
+  const std::string missing = dir.file("missing.bin");
+  try {
+    read_file_bytes(missing);
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(missing + ": cannot open"), std::string::npos) << e.what();
   }
 }
 

@@ -74,5 +74,17 @@ TEST(HostOps, RefuseLabelsOutsideTheClassesAndMismatchedSizes) {
                InvalidArgument);
 }
 
+TEST(HostOps, ExpectElementsNamesWhatHasTheWrongSize) {
+  std::vector<float> x(6);
+  EXPECT_NO_THROW(expect_elements(Tensor(x.data(), {2, 3}), 6, "conv input"));
+  try {
+    expect_elements(Tensor(x.data(), {2, 3}), 8, "conv input");
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu backend: conv input has 6 elements, expected 8"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace torus::worker::cpu

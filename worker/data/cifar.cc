@@ -1,27 +1,11 @@
 #include "worker/data/cifar.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <iterator>
-
 #include "common/util/error.h"
 
 namespace torus::worker::data {
-namespace {
-
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidArgument(path + ": cannot open: " + std::strerror(errno));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw SystemError(path + ": read failed: " + std::strerror(errno));
-  return bytes;
-}
-
-}  // namespace
 
 void read_cifar_batch(const std::string& path, std::vector<uint8_t>& pixels, std::vector<int32_t>& labels) {
-  const std::vector<uint8_t> bytes = read_file(path);
+  const std::vector<uint8_t> bytes = read_file_bytes(path);
   if (bytes.empty())
     throw CorruptData(path + ": empty file, expected " + std::to_string(kCifarRecordBytes) + "-byte records");
   if (bytes.size() % kCifarRecordBytes != 0) {

@@ -1,6 +1,10 @@
 #include "worker/data/dataset.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "common/util/error.h"
 
@@ -54,6 +58,14 @@ void ArrayDataset::channel_stats(std::vector<float>& mean, std::vector<float>& s
     mean[ch] = static_cast<float>(m);
     stddev[ch] = static_cast<float>(std::sqrt(std::max(sum_sq[ch] / count - m * m, 1e-12)));
   }
+}
+
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidArgument(path + ": cannot open: " + std::strerror(errno));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw SystemError(path + ": read failed: " + std::strerror(errno));
+  return bytes;
 }
 
 }  // namespace torus::worker::data

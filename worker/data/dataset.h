@@ -66,4 +66,7 @@ class ArrayDataset final : public Dataset {
   std::vector<int32_t> labels_;
 };
 
+// The whole file's bytes; InvalidArgument when it cannot be opened, SystemError when reading fails.
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+
 }  // namespace torus::worker::data

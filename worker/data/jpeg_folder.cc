@@ -4,11 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "common/util/error.h"
 
@@ -46,12 +42,6 @@ bool is_jpeg_name(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
   return ext == ".jpg" || ext == ".jpeg";
-}
-
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidArgument(path + ": cannot open: " + std::strerror(errno));
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // The smallest TurboJPEG scaling factor (num/denom <= 1) that keeps the image at least 1/max_downscale of native.
@@ -149,7 +139,7 @@ JpegFolder::JpegFolder(std::string dir, std::vector<std::string> classes, std::v
 
 void JpegFolder::read_all_sizes() const {
   sizes_.resize(files_.size());
-  for (size_t i = 0; i < files_.size(); ++i) sizes_[i] = jpeg_size(read_file(files_[i]), files_[i]);
+  for (size_t i = 0; i < files_.size(); ++i) sizes_[i] = jpeg_size(read_file_bytes(files_[i]), files_[i]);
 }
 
 ImageSize JpegFolder::native_size(int64_t index) const {
@@ -159,7 +149,7 @@ ImageSize JpegFolder::native_size(int64_t index) const {
 
 Image JpegFolder::decode(int64_t index, const DownscalePolicy& max_downscale) const {
   const std::string& file = files_[static_cast<size_t>(index)];
-  const std::vector<uint8_t> bytes = read_file(file);
+  const std::vector<uint8_t> bytes = read_file_bytes(file);
   const ImageSize native = jpeg_size(bytes, file);
   return decode_known(bytes, native, max_downscale ? max_downscale(native) : 1.0, file);
 }

@@ -36,12 +36,6 @@ void expect_bytes(Tensor t, size_t bytes, const char* what) {
                           " bytes, expected " + std::to_string(bytes));
 }
 
-void expect_elements(Tensor t, int64_t elements, const char* what) {
-  if (t.numel() != elements)
-    throw InvalidArgument(std::string("cpu backend: ") + what + " has " + std::to_string(t.numel()) +
-                          " elements, expected " + std::to_string(elements));
-}
-
 // A weight layout conversion, done into a buffer the plan owns (only when two primitives disagree).
 struct Converter {
   memory::desc from, to;

@@ -8,13 +8,14 @@
 #include "worker/backend/math.h"
 
 namespace torus::worker::cpu {
-namespace {
 
 void expect_elements(Tensor t, int64_t elements, const char* what) {
   if (t.numel() != elements)
     throw InvalidArgument(std::string("cpu backend: ") + what + " has " + std::to_string(t.numel()) +
                           " elements, expected " + std::to_string(elements));
 }
+
+namespace {
 
 // Labels are checked before the parallel loop: an exception must not leave an OpenMP region.
 void check_labels(const int32_t* y, int64_t n, int64_t classes) {

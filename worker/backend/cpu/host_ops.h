@@ -11,4 +11,7 @@ double softmax_cross_entropy(Tensor logits, Tensor labels, float smoothing, Tens
 int64_t count_top_k(Tensor logits, Tensor labels, int k);
 void sgd_update(Tensor param, Tensor grad, Tensor momentum_buffer, const SgdHyper& h);
 
+// Throws InvalidArgument naming `what` unless `t` holds exactly `elements` elements (the ops' shape check).
+void expect_elements(Tensor t, int64_t elements, const char* what);
+
 }  // namespace torus::worker::cpu
