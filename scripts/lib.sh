@@ -4,18 +4,19 @@ set -euo pipefail
 TORUS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TORUS_BUILD="${TORUS_BUILD:-$TORUS_ROOT/build}"
 
-# What Torus builds with and the demo trains on, from Debian bookworm (GoogleTest too: CMake's configure needs it).
+# What the demo builds with and trains on, from Debian bookworm: the worker and `torus run` (build-demo/).
 TORUS_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  libgtest-dev libgmock-dev
-  libyaml-cpp-dev nlohmann-json3-dev libcpprest-dev libssl-dev libboost-dev zlib1g-dev
+  libyaml-cpp-dev nlohmann-json3-dev libssl-dev libboost-dev zlib1g-dev
   libdnnl-dev ocl-icd-opencl-dev libgloo-dev libturbojpeg0-dev libjpeg-dev
   dataset-fashion-mnist
 )
-# What only the tests run against: a real Prometheus, PyTorch (the peer of the numeric goldens and benchmarks),
-# the CRD schema checks. The demo leaves them out: on a fresh machine they are 184 of the 235 packages (154 of
-# 207 MB) the two lists install together.
-TORUS_TEST_PACKAGES=(prometheus python3 python3-pip python3-torch python3-yaml python3-jsonschema)
+# What only the full build and the tests need: GoogleTest (CMake's configure of build/ needs it), cpprestsdk (the
+# operator's Kubernetes client), a real Prometheus, PyTorch (the peer of the numeric goldens and benchmarks), the
+# CRD schema checks. The demo leaves them out: Prometheus, PyTorch and the schema checker alone are 184 of the 235
+# packages (154 of 207 MB) the two lists install together on a fresh machine.
+TORUS_TEST_PACKAGES=(libgtest-dev libgmock-dev libcpprest-dev
+  prometheus python3 python3-pip python3-torch python3-yaml python3-jsonschema)
 
 # torus_install_packages [PACKAGE...]: installs the named packages that are missing (TORUS_PACKAGES when none).
 torus_install_packages() {
@@ -60,6 +61,7 @@ torus_use_prefix() {
   local libs="$prefix/usr/lib/x86_64-linux-gnu;$prefix/usr/lib" only
   only="$(IFS=';'; echo "$*")"
   echo "torus: no Debian packages: building against $prefix (glibc $have >= $need)"
+  TORUS_SHOW_CONFIGURE=1
   TORUS_CMAKE_ARGS=(-DTORUS_WITH_OPERATOR=OFF "-DTORUS_ONLY_TESTS=$only" "-DCMAKE_PREFIX_PATH=$prefix/usr"
     "-DCMAKE_IGNORE_PREFIX_PATH=/usr;/usr/local;/" "-DCMAKE_BUILD_RPATH=$libs"
     # glibc's librt (empty since 2.34), which FindCUDAToolkit looks for under the hidden /usr.
@@ -104,17 +106,20 @@ torus_install_pip_packages() {
   fi
 }
 
-# Extra arguments for torus_build's first configure (torus_use_prefix fills it).
+# Extra arguments for torus_build's first configure (torus_use_prefix and torus_build_demo fill it); a later one
+# of the same variable wins over the defaults. TORUS_SHOW_CONFIGURE=1 prints the configure's output.
 TORUS_CMAKE_ARGS=()
+TORUS_SHOW_CONFIGURE=0
 
-# torus_build [TARGET...]: configures build/ once and builds the named targets (all of them when none is named).
-# The demo names only the two binaries it runs: a third of the build, so a fresh machine trains sooner.
+# torus_build [TARGET...]: configures $TORUS_BUILD once and builds the named targets (all of them when none is
+# named). Ninja prints each step as [done/total], so a long cold build shows its progress.
 torus_build() {
   if [ ! -f "$TORUS_BUILD/build.ninja" ]; then
     echo "torus: configuring $TORUS_BUILD"
-    local configure=(cmake -S "$TORUS_ROOT" -B "$TORUS_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
-    if ((${#TORUS_CMAKE_ARGS[@]})); then
-      "${configure[@]}" "${TORUS_CMAKE_ARGS[@]}"  # a prefix build shows where each library was found
+    local configure=(cmake -S "$TORUS_ROOT" -B "$TORUS_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+      "${TORUS_CMAKE_ARGS[@]}")
+    if [[ "$TORUS_SHOW_CONFIGURE" == 1 ]]; then
+      "${configure[@]}"  # a prefix build shows where each library was found
     else
       "${configure[@]}" >/dev/null
     fi
@@ -123,6 +128,23 @@ torus_build() {
   (($#)) && targets=(--target "$@")
   echo "torus: building ${*:-everything} with $(nproc) jobs"
   cmake --build "$TORUS_BUILD" -j "$(nproc)" "${targets[@]}"
+}
+
+# The demo's own build folder (scripts/demo.sh): only the two binaries `torus run` of a CPU job starts, built for
+# the shortest cold build on a fresh machine, while build/ (scripts/test.sh) keeps everything and the tests.
+#   - RelWithDebInfo's -O2 without its -g: the same code, no debug information to generate;
+#   - no operator (cpprestsdk, the Kubernetes client, the controller), no tests, no CUDA (the example is a CPU job);
+#   - a unity build: each library's .cc files compiled a batch at a time, so the headers they share (the TrainingJob
+#     types, nlohmann/json, the STL) are parsed and their inline code optimised once per batch, not once per file.
+#     Files with their own flags (the -O3 reduction kernels) stay out of the batches and keep them.
+TORUS_DEMO_BUILD="${TORUS_DEMO_BUILD:-$TORUS_ROOT/build-demo}"
+TORUS_DEMO_CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"
+  -DTORUS_WITH_OPERATOR=OFF -DTORUS_BUILD_TESTS=OFF -DTORUS_WITH_CUDA=OFF -DCMAKE_UNITY_BUILD=ON)
+
+torus_build_demo() {
+  TORUS_BUILD="$TORUS_DEMO_BUILD"
+  TORUS_CMAKE_ARGS+=("${TORUS_DEMO_CMAKE_ARGS[@]}")
+  torus_build torus torus-worker
 }
 
 # The sanitizer lane (issue 15): the CPU code and its unit tests built with AddressSanitizer and
