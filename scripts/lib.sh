@@ -147,6 +147,15 @@ torus_build_demo() {
   torus_build torus torus-worker
 }
 
+# The demo lane of the test command: the README's first command builds differently from build/ (a unity build puts
+# a library's files in one translation unit, where two files' same-named internal helpers clash), so the test
+# command builds the demo's configuration too and checks that its torus reads the example job.
+torus_demo_lane() (
+  torus_build_demo
+  "$TORUS_BUILD/bin/torus" validate "$TORUS_ROOT/examples/fashion-mnist.yaml"
+  echo "torus: the demo build (build-demo/) reads examples/fashion-mnist.yaml"
+)
+
 # The sanitizer lane (issue 15): the CPU code and its unit tests built with AddressSanitizer and
 # UndefinedBehaviorSanitizer in build-asan/ (no CUDA, no end-to-end tests: those start many processes and would
 # not fit CI's time under the sanitizers). Any finding aborts the test that made it.

@@ -15,3 +15,8 @@ ctest --output-on-failure --no-tests=error --timeout 1800 "$@"
 if [ "${TORUS_SANITIZER_LANE:-1}" != 0 ]; then
   torus_sanitizer_lane
 fi
+# Last, the demo's own build (build-demo/, scripts/demo.sh): a unity build that the suite's build/ does not exercise.
+# TORUS_DEMO_LANE=0 skips it.
+if [ "${TORUS_DEMO_LANE:-1}" != 0 ]; then
+  torus_demo_lane
+fi
