@@ -64,7 +64,9 @@ std::optional<std::string> WorkQueue::get() {
     if (timers_.empty()) {
       cv_.wait(lock);
     } else {
-      cv_.wait_until(lock, timers_.begin()->first);
+      // A copy: wait_until reads its deadline again after waking, when another worker may have erased the timer.
+      const SteadyClock::time_point next = timers_.begin()->first;
+      cv_.wait_until(lock, next);
     }
   }
   std::string key = std::move(queue_.front());
