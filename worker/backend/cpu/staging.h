@@ -2,9 +2,10 @@
 // The CPU backend's activation layouts. oneDNN 2.6.3's jit:avx2 kernels run wide convolutions 15-30% faster on the
 // channel-blocked layout nChw8c (eight channels innermost, then the pixels, then the channel blocks) than on NHWC
 // (ResNet-18 at 32x32, batch 64, 1 thread: 64->64 at 32x32 forward 73 -> 54 ms, backward weights 99 -> 71 ms).
-// Activations of at least kBlockedMinChannels channels (a multiple of 8) therefore live in nChw8c from the op that
+// Activations of at least kBlockedMinChannels channels (a multiple of the block) therefore live in nChw8c (nChw16c
+// on AVX-512, see channel_block) from the op that
 // writes them to the op that reads them: convolution, batch norm, ReLU and the residual add all run on it, and
-// pooling reads it as NHWC images of eight channels (blocked_pool_geometry), so no reorder runs between layers.
+// pooling reads it as NHWC images of one block's channels (blocked_pool_geometry), so no reorder runs between layers.
 // Narrower activations stay NHWC: for the narrow ResNet-9 (8-32 channels) the blocked kernels are no faster.
 // A (N, 1, 1, C) activation (the global pool's output) is the same bytes in both layouts, so the linear head and
 // the model's images never see the difference; tests and tools convert with Backend::activation_import/export.
@@ -20,24 +21,37 @@
 
 namespace torus::worker::cpu {
 
-constexpr int64_t kChannelBlock = 8;  // floats in an AVX2 vector
 constexpr int64_t kBlockedMinChannels = 64;
 
-// Whether an activation of c channels lives in nChw8c (else NHWC).
-constexpr bool blocked_channels(int64_t c) { return c >= kBlockedMinChannels && c % kChannelBlock == 0; }
+// Channels per block: the floats of one vector of the widest ISA oneDNN runs here, 16 where it runs avx512_core (or
+// later), else 8. oneDNN's AVX-512 kernels want nChw16c: given nChw8c they fall back to its AVX2 kernels, which made
+// ResNet-18 (32x32, batch 64, 1 thread) 19-20 img/s where nChw16c gives 34-38 on the same AVX-512 machine.
+// ONEDNN_MAX_CPU_ISA=AVX2 lowers it to 8, as on an AVX2 machine. Decided once per process.
+inline int64_t channel_block() {
+  static const int64_t block = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
+    return (isa & avx512) == avx512 ? int64_t{16} : int64_t{8};
+  }();
+  return block;
+}
+
+// Whether an activation of c channels lives in the blocked layout (else NHWC).
+inline bool blocked_channels(int64_t c) { return c >= kBlockedMinChannels && c % channel_block() == 0; }
 
 // The layout an (N, H, W, C) activation lives in.
 inline dnnl::memory::desc activation_desc(int64_t n, int64_t h, int64_t w, int64_t c) {
   using tag = dnnl::memory::format_tag;
-  return dnnl::memory::desc({n, c, h, w}, dnnl::memory::data_type::f32, blocked_channels(c) ? tag::nChw8c : tag::nhwc);
+  const tag blocked = channel_block() == 16 ? tag::nChw16c : tag::nChw8c;
+  return dnnl::memory::desc({n, c, h, w}, dnnl::memory::data_type::f32, blocked_channels(c) ? blocked : tag::nhwc);
 }
 
-// A blocked activation (N, H, W, C) is N * C / 8 NHWC images of eight channels: a pool, which never mixes channels,
+// A blocked activation (N, H, W, C) is N * C / block NHWC images of block channels: a pool, which never mixes channels,
 // runs on it as on those.
 inline PoolGeometry blocked_pool_geometry(PoolGeometry g) {
   if (!blocked_channels(g.c)) return g;
-  g.n *= g.c / kChannelBlock;
-  g.c = kChannelBlock;
+  g.n *= g.c / channel_block();
+  g.c = channel_block();
   return g;
 }
 
