@@ -98,6 +98,18 @@ class InformerTest : public test::InProcessStandin {
   }
   void create(const json& object) { client_->create(res::kConfigMaps, "default", object); }
   json get(const std::string& name) { return client_->get(res::kConfigMaps, "default", name); }
+  // Starts `informer` and returns once it has listed and its watch is open.
+  void start_watching(Informer& informer) {
+    informer.start();
+    ASSERT_TRUE(informer.wait_synced(10s));
+    ASSERT_TRUE(eventually([&] { return server_->open_watches() == 1; }));
+  }
+  // Ends the open watch and fails every new one (500) until faults().clear(): what changes meanwhile happens while
+  // the informer is not watching.
+  void cut_watches() {
+    server_->faults().fail_next(1000, {"watch", "configmaps"}, 500);
+    server_->store().drop_watches();
+  }
   int64_t lists() const { return server_->faults().count("list", "configmaps"); }
   bool cached_value(Informer& informer, const std::string& name, const std::string& value) {
     auto o = informer.store().get("default/" + name);
@@ -133,12 +145,8 @@ TEST_F(InformerTest, ListThenWatchFillTheCacheAndCallTheHandlers) {
 
 TEST_F(InformerTest, ADroppedWatchResumesFromTheLastResourceVersionWithoutARelist) {
   Informer informer(*client_, res::kConfigMaps, options(), recorder_.handlers());
-  informer.start();
-  ASSERT_TRUE(informer.wait_synced(10s));
-  ASSERT_TRUE(eventually([&] { return server_->open_watches() == 1; }));
-  // Fails every watch until cleared, so the change below happens while the informer is not watching.
-  server_->faults().fail_next(1000, {"watch", "configmaps"}, 500);
-  server_->store().drop_watches();
+  ASSERT_NO_FATAL_FAILURE(start_watching(informer));
+  cut_watches();
   create(config_map("while-away"));
   ASSERT_TRUE(eventually([&] { return server_->faults().count("watch", "configmaps") >= 3; }))
       << "a failed watch is retried with backoff";
@@ -156,11 +164,8 @@ TEST_F(InformerTest, ACompactedHistoryRelistsAndReplaysWhatChangedAsEvents) {
   create(config_map("kept"));
   create(config_map("deleted-meanwhile"));
   Informer informer(*client_, res::kConfigMaps, options(), recorder_.handlers());
-  informer.start();
-  ASSERT_TRUE(informer.wait_synced(10s));
-  ASSERT_TRUE(eventually([&] { return server_->open_watches() == 1; }));
-  server_->faults().fail_next(1000, {"watch", "configmaps"}, 500);
-  server_->store().drop_watches();
+  ASSERT_NO_FATAL_FAILURE(start_watching(informer));
+  cut_watches();
   client_->remove(res::kConfigMaps, "default", "deleted-meanwhile");
   create(config_map("created-meanwhile"));
   json kept = get("kept");
@@ -245,9 +250,7 @@ TEST_F(InformerTest, StopEndsAnOpenWatchAndWaitSyncedThenSaysNo) {
 
   server_->faults().clear();
   Informer watching(*client_, res::kConfigMaps, options(), recorder_.handlers());
-  watching.start();
-  ASSERT_TRUE(watching.wait_synced(10s));
-  ASSERT_TRUE(eventually([&] { return server_->open_watches() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(start_watching(watching));
   watching.stop();  // cancels the blocked watch instead of waiting out its 300 s timeout
   EXPECT_TRUE(eventually([&] { return server_->open_watches() == 0; }));
 }

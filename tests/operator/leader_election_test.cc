@@ -27,6 +27,10 @@ struct StopOnExit {
 
 class LeaderElectionTest : public test::InProcessStandin {
  protected:
+  // Whether the server has answered `times` GETs of the lease: a standby polls it while the holder keeps it.
+  bool read_the_lease(int times) {
+    return eventually([&] { return server_->faults().count("get", "leases.coordination.k8s.io") >= times; });
+  }
   static LeaderElectionOptions options(const std::string& identity, std::chrono::milliseconds lease_duration = 1000ms) {
     LeaderElectionOptions o;
     o.namespace_ = "default";
@@ -85,7 +89,7 @@ TEST_F(LeaderElectionTest, AReleasedLeaseIsTakenAtOnceWithoutWaitingForItsDurati
   LeaderElector b(*client_, options("b", 60s));
   auto standby = std::async(std::launch::async, [&] { return b.acquire(); });
   StopOnExit stop_b{b};
-  ASSERT_TRUE(eventually([&] { return server_->faults().count("get", "leases.coordination.k8s.io") >= 3; }));
+  ASSERT_TRUE(read_the_lease(3)) << "the standby never polled the lease";
   a.release();
   EXPECT_FALSE(a.is_leader());
   // Well within the 60 s lease: only the release can have let the standby in.
@@ -142,7 +146,7 @@ TEST_F(LeaderElectionTest, StopEndsAnAcquireThatIsWaiting) {
   LeaderElector b(*client_, options("b", 60s));
   auto standby = std::async(std::launch::async, [&] { return b.acquire(); });
   StopOnExit stop_b{b};
-  ASSERT_TRUE(eventually([&] { return server_->faults().count("get", "leases.coordination.k8s.io") >= 3; }));
+  ASSERT_TRUE(read_the_lease(3)) << "the standby never polled the lease";
   b.stop();
   ASSERT_EQ(standby.wait_for(10s), std::future_status::ready);
   EXPECT_FALSE(standby.get());
