@@ -24,6 +24,7 @@
 #include "operator/controller/labels.h"
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
+#include "tests/support/eventually.h"
 #include "tests/support/temp_dir.h"
 
 namespace torus::controller::e2e {
@@ -60,12 +61,7 @@ inline CmdResult run_command(const std::vector<std::string>& argv, std::chrono::
 
 // Polls `pred` until it holds or `timeout` passes (the stand-in offers no push for these compound conditions).
 inline bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 30s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
+  return torus::test::eventually(pred, timeout, 50ms);  // processes and kubectl: a coarser poll
 }
 
 // A long-running child whose output goes to a log file (so its pipes never fill while the test is busy).

@@ -11,20 +11,15 @@
 
 #include "operator/kube/client.h"
 #include "tests/apiserver/server.h"
+#include "tests/support/eventually.h"
 
 namespace torus::kube::test {
 
 using namespace std::chrono_literals;
 
-// Polls `done` until it holds or `timeout` passes; returns its last value. The 2 ms poll is the finest wait a
-// condition owned by another thread (a cache, a lease) allows without a hook into the code under test.
+// The in-process stand-in answers within milliseconds: a 2 ms poll keeps these tests fast.
 inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return done();
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
+  return torus::test::eventually(done, timeout, 2ms);
 }
 
 // Fast retries, so that a test of failures spends milliseconds in backoff, and a request timeout that ends a test
