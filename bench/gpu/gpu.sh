@@ -4,7 +4,7 @@
 #   CIFAR10_DIR=/data/cifar-10-batches-bin bench/gpu/gpu.sh
 # Fails with "no CUDA device" (exit 3) on a machine without a GPU, and names the Python when it has no PyTorch with
 # CUDA (the peer is the point of the comparison). Last line:
-#   RESULT resnet50_images_per_s_ratio_vs_torch=X torus=Y torch=Z
+#   RESULT resnet50_bf16_images_per_s_ratio_vs_torch=X torus_bf16=Y torch_bf16=Z resnet50_tf32_...
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
@@ -27,10 +27,31 @@ PEER="$ROOT/bench/gpu/torch_peer.py"
 export TORUS_LOG_LEVEL="${TORUS_LOG_LEVEL:-warn}"
 
 value() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" | tail -1; }
+# measure NAME COMMAND...: runs a benchmark, shows its whole output on stderr, prints the value NAME of its RESULT.
+measure() {
+  local name="$1" out
+  shift
+  out="$("$@")"
+  printf '%s\n' "$out" >&2
+  printf '%s\n' "$out" | value "$name"
+}
 
-echo "# ResNet-50, 224 px, batch ${BATCH:-128}, full training steps"
-torus_r50=$("$BENCH" resnet50 --batch "${BATCH:-128}" | tee /dev/stderr | value resnet50_images_per_s)
-torch_r50=$("$PYTHON" "$PEER" resnet50 --batch "${BATCH:-128}" | tee /dev/stderr | value torch_resnet50_images_per_s)
+# ResNet-50 images/s, Torus and PyTorch alternating (ROUNDS rounds each), in each precision: tf32 (fp32
+# activations) and bf16 (Torus's bf16 activations; PyTorch's bf16 autocast). The best round of each is reported.
+ROUNDS="${ROUNDS:-2}"
+best() { sort -g | tail -1; }
+declare -A torus_ips torch_ips
+for precision in ${PRECISIONS:-bf16 tf32}; do
+  echo "# ResNet-50, 224 px, batch ${BATCH:-128}, full training steps, $precision, $ROUNDS rounds alternating"
+  t=""; p=""
+  for ((round = 0; round < ROUNDS; ++round)); do
+    t+="$(measure resnet50_images_per_s "$BENCH" resnet50 --batch "${BATCH:-128}" --precision "$precision")"$'\n'
+    p+="$(measure torch_resnet50_images_per_s "$PYTHON" "$PEER" resnet50 --batch "${BATCH:-128}" \
+      --precision "$precision")"$'\n'
+  done
+  torus_ips[$precision]="$(printf '%s' "$t" | best)"
+  torch_ips[$precision]="$(printf '%s' "$p" | best)"
+done
 
 echo "# NCCL all-reduce bus bandwidth over every visible GPU"
 "$BENCH" nccl
@@ -44,5 +65,10 @@ else
   echo "# CIFAR10_DIR not set: ResNet-9 time-to-94% skipped"
 fi
 
-ratio=$(awk -v a="$torus_r50" -v b="$torch_r50" 'BEGIN { printf "%.3f", a / b }')
-echo "RESULT resnet50_images_per_s_ratio_vs_torch=$ratio torus=$torus_r50 torch=$torch_r50"
+result="RESULT"
+for precision in ${PRECISIONS:-bf16 tf32}; do
+  ratio=$(awk -v a="${torus_ips[$precision]}" -v b="${torch_ips[$precision]}" 'BEGIN { printf "%.3f", a / b }')
+  result+=" resnet50_${precision}_images_per_s_ratio_vs_torch=$ratio torus_$precision=${torus_ips[$precision]}"
+  result+=" torch_$precision=${torch_ips[$precision]}"
+done
+echo "$result"

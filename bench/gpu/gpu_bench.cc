@@ -1,9 +1,11 @@
 // GPU benchmarks of the CUDA backend, for a machine with NVIDIA GPUs (bench/gpu/gpu.sh runs them next to PyTorch):
 //   torus_gpu_bench check                        # exit 3 with "no CUDA device" when none is visible
-//   torus_gpu_bench resnet50 [--batch 128] [--steps 30] [--warmup 10]
+//   torus_gpu_bench resnet50 [--batch 128] [--steps 30] [--warmup 10] [--precision tf32|bf16]
 //   torus_gpu_bench resnet9 --data DIR [--epochs 24] [--batch 512] [--lr 0.4] [--target 0.94]
 //   torus_gpu_bench nccl [--max-bytes 1073741824] [--iters 20]
 // Each ends with a `RESULT name=value ...` line.
+#include <cuda_profiler_api.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -98,11 +100,21 @@ int check() {
   return 0;
 }
 
+// --precision: tf32 (fp32 activations, TF32 products) or bf16 (bf16 activations, fp32 master weights: the
+// trainer's `precision: bf16`, PyTorch's bf16 autocast in the peer).
+DType activations_for(const std::string& precision) {
+  if (precision == "tf32") return DType::kF32;
+  if (precision == "bf16") return DType::kBF16;
+  throw InvalidArgument("--precision: expected tf32 or bf16, got \"" + precision + "\"");
+}
+
 // Images/s of full training steps (forward, loss, backward, SGD) on synthetic 224 px images, per GPU.
 int resnet50(const Args& args) {
   if (!require_device()) return kNoDevice;
   const int64_t batch = args.integer("batch", 128), steps = args.integer("steps", 30),
                 warmup = args.integer("warmup", 10);
+  const std::string precision = args.str("precision", "tf32");
+  const DType activations = activations_for(precision);
   CudaOptions o;
   o.conv_search = ConvSearch::kBenchmark;
   auto b = make_cuda_backend(o);
@@ -114,6 +126,7 @@ int resnet50(const Args& args) {
   cfg.head_pool = PoolKind::kAvg;
   cfg.batch_size = batch;
   cfg.image_size = 224;
+  cfg.activation_dtype = activations;
   nn::Model model(*b, cfg);
   optim::Sgd sgd(*b, model.context().params, {});
   std::mt19937 rng(1);
@@ -122,9 +135,10 @@ int resnet50(const Args& args) {
   for (float& v : host) v = normal(rng);
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i * 7 % 1000);
-  Held x = make(*b, {batch, 224, 224, 3}), y = make(*b, {batch}, DType::kI32), dz = make(*b, {batch, 1000}),
-       loss = make(*b, {1});
-  b->upload(host.data(), x.t);
+  Held x32 = make(*b, {batch, 224, 224, 3}), x = make(*b, {batch, 224, 224, 3}, activations),
+       y = make(*b, {batch}, DType::kI32), dz = make(*b, {batch, 1000}), loss = make(*b, {1});
+  b->upload(host.data(), x32.t);
+  b->copy(x32.t, x.t);  // converts to the activations' dtype
   b->upload(labels.data(), y.t);
   auto step = [&] {
     Tensor logits = model.forward(x.t, Mode::kTrain);
@@ -135,17 +149,24 @@ int resnet50(const Args& args) {
   for (int64_t i = 0; i < warmup; ++i) step();
   b->synchronize();
   Event start = make_event(EventTiming::kOn), stop = make_event(EventTiming::kOn);
+  // Only the timed steps between cudaProfilerStart/Stop: `ncu --profile-from-start off` profiles those alone.
+  CUDA_CHECK(cudaProfilerStart());
   b->record_event(start.get());
+  const auto host_start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < steps; ++i) step();
+  const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
   b->record_event(stop.get());
   b->synchronize();
+  CUDA_CHECK(cudaProfilerStop());
   const double s = seconds_between(start.get(), stop.get());
   const double ips = static_cast<double>(batch * steps) / s;
-  std::printf("# resnet50 fp32/TF32 batch %lld: %.1f ms/step, peak pool %.2f GiB\n", static_cast<long long>(batch),
-              1000.0 * s / static_cast<double>(steps),
+  // The host's time to issue the steps: near the device time when the host, not the GPU, sets the pace.
+  std::printf("# resnet50 %s batch %lld: %.1f ms/step (host issues a step in %.1f ms), peak pool %.2f GiB\n",
+              precision.c_str(), static_cast<long long>(batch), 1000.0 * s / static_cast<double>(steps),
+              1000.0 * host_s / static_cast<double>(steps),
               static_cast<double>(b->memory_stats().peak_bytes) / static_cast<double>(size_t{1} << 30));
-  std::printf("RESULT resnet50_images_per_s=%.1f batch=%lld image=224 precision=tf32 device=%s\n", ips,
-              static_cast<long long>(batch), no_spaces(device_description(0)).c_str());
+  std::printf("RESULT resnet50_images_per_s=%.1f batch=%lld image=224 precision=%s device=%s\n", ips,
+              static_cast<long long>(batch), precision.c_str(), no_spaces(device_description(0)).c_str());
   return 0;
 }
 

@@ -1,10 +1,11 @@
 """The PyTorch side of bench/gpu/gpu.sh: the same runs as torus_gpu_bench, in PyTorch with CUDA.
 
-  torch_peer.py resnet50 [--batch 128] [--steps 30] [--warmup 10]
+  torch_peer.py resnet50 [--batch 128] [--steps 30] [--warmup 10] [--precision tf32|bf16]
   torch_peer.py resnet9 --data DIR [--epochs 24] [--batch 512] [--lr 0.4] [--target 0.94]
   torch_peer.py nccl [--max-bytes 1073741824] [--iters 20]
 
-Same recipes as Torus: fp32 with TF32, channels_last, Nesterov SGD, label smoothing. Exits 3 without a GPU.
+Same recipes as Torus: fp32 with TF32 (or bf16 autocast, --precision bf16, as Torus's bf16 activations with fp32
+master weights), channels_last, Nesterov SGD, label smoothing. Exits 3 without a GPU.
 """
 import argparse
 import os
@@ -84,7 +85,9 @@ def bench_resnet50(args):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x), y, label_smoothing=0.1).backward()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = F.cross_entropy(model(x), y, label_smoothing=0.1)
+        loss.backward()
         opt.step()
 
     for _ in range(args.warmup):
@@ -98,7 +101,7 @@ def bench_resnet50(args):
     torch.cuda.synchronize()
     seconds = start.elapsed_time(stop) / 1000
     print(f"RESULT torch_resnet50_images_per_s={args.batch * args.steps / seconds:.1f} batch={args.batch} "
-          f"precision=tf32 torch={torch.__version__}")
+          f"precision={args.precision} torch={torch.__version__}")
 
 
 def load_cifar(directory, names):
@@ -198,6 +201,7 @@ def main():
     parser.add_argument("--batch", type=int, default=None)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--precision", choices=["tf32", "bf16"], default="tf32")
     parser.add_argument("--data", default=os.environ.get("CIFAR10_DIR", ""))
     parser.add_argument("--epochs", type=int, default=24)
     parser.add_argument("--lr", type=float, default=0.4)
