@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -119,40 +120,46 @@ TEST_F(GpuTest, ConvWeightsRoundTripThroughTheNativeLayout) {
 // --- batch norm -------------------------------------------------------------------------------------------------
 TEST_P(GpuPrecisionTest, BatchNormMatchesCpuInTrainingAndInference) {
   const DType type = GetParam();
-  for (Activation act : {Activation::kNone, Activation::kRelu}) {
-    const NormGeometry g{8, 6, 6, 16, 1e-5f, act};
-    const std::string what = std::string("batch norm ") + dtype_name(type) + (act == Activation::kRelu ? " +relu" : "");
-    const auto x = rounded(random_vector(static_cast<size_t>(g.shape().numel()), 4, 2.0f), type);
-    const auto dy = rounded(random_vector(x.size(), 5), type);
-    const auto gamma = random_vector(16, 6), beta = random_vector(16, 7);
-    struct Out {
-      std::vector<float> y, mean, var, rm, rv, dx, dgamma, dbeta, y_eval;
-    };
-    auto run = [&](Backend& b, DType t) {
-      const Shape c{16};
-      Held xs = make_from(b, g.shape(), x, t), dys = make_from(b, g.shape(), dy, t);
-      Held gs = make_from(b, c, gamma), bs = make_from(b, c, beta), ys = make(b, g.shape(), t);
-      Held mean = make(b, c), var = make(b, c), rm = make(b, c), rv = make(b, c), dg = make(b, c), db = make(b, c);
-      Held dxs = make(b, g.shape(), t), ye = make(b, g.shape(), t);
-      Held ws = make(b, {static_cast<int64_t>(std::max<size_t>(b.norm_workspace_bytes(g), 4))}, DType::kF32);
-      b.fill(rv.t, 1.0f);
-      b.norm_forward_training(g, xs.t, gs.t, bs.t, ys.t, mean.t, var.t, rm.t, rv.t, 0.1f, ws.t);
-      b.norm_backward(g, xs.t, dys.t, gs.t, bs.t, mean.t, var.t, ws.t, dxs.t, dg.t, db.t);
-      b.norm_forward_inference(g, xs.t, gs.t, bs.t, rm.t, rv.t, ye.t);
-      return Out{fetch(b, ys.t),  fetch(b, mean.t), fetch(b, var.t), fetch(b, rm.t), fetch(b, rv.t),
-                 fetch(b, dxs.t), fetch(b, dg.t),   fetch(b, db.t),  fetch(b, ye.t)};
-    };
-    const Out ref = run(*cpu_, DType::kF32), got = run(*gpu_, type);
-    const double tol = tolerance(type);
-    expect_close(got.y, ref.y, tol, what + " y");
-    expect_close(got.mean, ref.mean, 1e-5, what + " saved mean");
-    expect_close(got.var, ref.var, 1e-4, what + " saved variance (biased)");
-    expect_close(got.rm, ref.rm, 1e-5, what + " running mean");
-    expect_close(got.rv, ref.rv, 1e-4, what + " running variance (unbiased)");
-    expect_close(got.dx, ref.dx, tol * 2, what + " dx");
-    expect_close(got.dgamma, ref.dgamma, tol * 2, what + " dgamma");
-    expect_close(got.dbeta, ref.dbeta, tol * 2, what + " dbeta");
-    expect_close(got.y_eval, ref.y_eval, tol, what + " inference");
+  // 16 channels (half a warp of lanes) over 3 row slices; 48 channels (a second, partial tile) over 13 slices.
+  for (const std::array<int64_t, 3>& shape : {std::array<int64_t, 3>{8, 6, 16}, std::array<int64_t, 3>{4, 20, 48}}) {
+    for (Activation act : {Activation::kNone, Activation::kRelu}) {
+      const int64_t channels = shape[2];
+      const NormGeometry g{shape[0], shape[1], shape[1], channels, 1e-5f, act};
+      const std::string what = std::string("batch norm ") + dtype_name(type) +
+                               (act == Activation::kRelu ? " +relu" : "") + " " + g.shape().str();
+      const auto x = rounded(random_vector(static_cast<size_t>(g.shape().numel()), 4, 2.0f), type);
+      const auto dy = rounded(random_vector(x.size(), 5), type);
+      const auto gamma = random_vector(static_cast<size_t>(channels), 6),
+                 beta = random_vector(static_cast<size_t>(channels), 7);
+      struct Out {
+        std::vector<float> y, mean, var, rm, rv, dx, dgamma, dbeta, y_eval;
+      };
+      auto run = [&](Backend& b, DType t) {
+        const Shape c{channels};
+        Held xs = make_from(b, g.shape(), x, t), dys = make_from(b, g.shape(), dy, t);
+        Held gs = make_from(b, c, gamma), bs = make_from(b, c, beta), ys = make(b, g.shape(), t);
+        Held mean = make(b, c), var = make(b, c), rm = make(b, c), rv = make(b, c), dg = make(b, c), db = make(b, c);
+        Held dxs = make(b, g.shape(), t), ye = make(b, g.shape(), t);
+        Held ws = make(b, {static_cast<int64_t>(std::max<size_t>(b.norm_workspace_bytes(g), 4))}, DType::kF32);
+        b.fill(rv.t, 1.0f);
+        b.norm_forward_training(g, xs.t, gs.t, bs.t, ys.t, mean.t, var.t, rm.t, rv.t, 0.1f, ws.t);
+        b.norm_backward(g, xs.t, dys.t, gs.t, bs.t, mean.t, var.t, ws.t, dxs.t, dg.t, db.t);
+        b.norm_forward_inference(g, xs.t, gs.t, bs.t, rm.t, rv.t, ye.t);
+        return Out{fetch(b, ys.t),  fetch(b, mean.t), fetch(b, var.t), fetch(b, rm.t), fetch(b, rv.t),
+                   fetch(b, dxs.t), fetch(b, dg.t),   fetch(b, db.t),  fetch(b, ye.t)};
+      };
+      const Out ref = run(*cpu_, DType::kF32), got = run(*gpu_, type);
+      const double tol = tolerance(type);
+      expect_close(got.y, ref.y, tol, what + " y");
+      expect_close(got.mean, ref.mean, 1e-5, what + " saved mean");
+      expect_close(got.var, ref.var, 1e-4, what + " saved variance (biased)");
+      expect_close(got.rm, ref.rm, 1e-5, what + " running mean");
+      expect_close(got.rv, ref.rv, 1e-4, what + " running variance (unbiased)");
+      expect_close(got.dx, ref.dx, tol * 2, what + " dx");
+      expect_close(got.dgamma, ref.dgamma, tol * 2, what + " dgamma");
+      expect_close(got.dbeta, ref.dbeta, tol * 2, what + " dbeta");
+      expect_close(got.y_eval, ref.y_eval, tol, what + " inference");
+    }
   }
 }
 
@@ -419,7 +426,9 @@ TEST_F(GpuTest, ResNet9StepsTrackTheCpuBackend) {
       Tensor logits = model.forward(x.t, Mode::kTrain);
       losses.push_back(b.softmax_cross_entropy(logits, y.t, 0.1f, dz.t));
       model.backward(dz.t);
-      sgd.step(model.context().params, model.context().grads, 0.05f);
+      // 0.01: on this batch the loss falls at every step (the CPU backend, seeds 5-7: 3.58 -> 1.59 in 4 steps);
+      // at 0.05 it first rises (3.58 -> 4.45 -> 4.03) before it falls, on both backends alike.
+      sgd.step(model.context().params, model.context().grads, 0.01f);
     }
     return losses;
   };

@@ -15,7 +15,16 @@
 namespace torus::worker::cuda {
 
 // Scratch buffers the backend reuses between ops (all ordered on the compute stream).
-enum ScratchSlot : int { kWeightGradHalf, kNormDy, kNormInvStd, kLinearX, kLinearY, kLinearDx, kLinearDy };
+enum ScratchSlot : int {
+  kWeightGradHalf,
+  kNormDy,
+  kNormInvStd,
+  kNormScratch,  // the NHWC batch norm kernels' partials and coefficients (bn_scratch_bytes)
+  kLinearX,
+  kLinearY,
+  kLinearDx,
+  kLinearDy
+};
 
 inline constexpr size_t kCublasWorkspace = size_t{32} << 20;  // fixed, so cuBLAS never allocates inside a graph capture
 inline constexpr size_t kStashBytes = 16;                     // a pool workspace: unique per layer, holds nothing

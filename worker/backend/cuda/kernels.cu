@@ -1,63 +1,15 @@
-// Torus's own CUDA kernels. One translation unit on purpose: nvcc is slow, CI has two cores. Kernels are
-// templated only over the storage dtype (three instantiations each) and grid-stride over elements.
+// Torus's own CUDA kernels (batch norm's are in norm_kernels.cu). Few translation units on purpose: nvcc is slow,
+// CI has two cores. Kernels are templated only over the storage dtype (three instantiations each) and grid-stride
+// over elements.
 #include <string>
 
 #include "common/util/error.h"
 #include "worker/backend/cuda/errors.h"
+#include "worker/backend/cuda/kernel_common.cuh"
 #include "worker/backend/cuda/kernels.h"
 
 namespace torus::worker::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-// Enough blocks to fill the GPU; the kernels grid-stride over the rest.
-unsigned blocks_for(int64_t n) { return kmath::grid_blocks(n, kThreads, int64_t{65535} * 8); }
-
-// --- dtype-generic loads and stores (bf16 / fp16 are 16-bit patterns converted by kernel_math.h) -----------
-template <DType D>
-struct Storage;
-template <>
-struct Storage<DType::kF32> {
-  using T = float;
-  static __device__ float load(const T* p, int64_t i) { return p[i]; }
-  static __device__ void store(T* p, int64_t i, float v) { p[i] = v; }
-};
-template <>
-struct Storage<DType::kBF16> {
-  using T = uint16_t;
-  static __device__ float load(const T* p, int64_t i) { return kmath::float_from_bf16(p[i]); }
-  static __device__ void store(T* p, int64_t i, float v) { p[i] = kmath::bf16_from_float(v); }
-};
-template <>
-struct Storage<DType::kF16> {
-  using T = uint16_t;
-  static __device__ float load(const T* p, int64_t i) { return kmath::float_from_f16(p[i]); }
-  static __device__ void store(T* p, int64_t i, float v) { p[i] = kmath::f16_from_float(v); }
-};
-
-#define TORUS_GRID_STRIDE(i, n)                                                          \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += gridDim.x * static_cast<int64_t>(blockDim.x))
-
-// Calls f.template operator()<D>() for the runtime dtype: the one place a dtype becomes a template argument.
-template <typename F>
-void dispatch(DType type, F&& f) {
-  switch (type) {
-    case DType::kF32:
-      f.template operator()<DType::kF32>();
-      return;
-    case DType::kBF16:
-      f.template operator()<DType::kBF16>();
-      return;
-    case DType::kF16:
-      f.template operator()<DType::kF16>();
-      return;
-    default:
-      throw InvalidArgument(std::string("cuda kernels: dtype ") + dtype_name(type) +
-                            " is not a floating-point activation type (expected f32, bf16 or f16)");
-  }
-}
 
 template <DType S, DType D>
 __global__ void convert_kernel(const void* src, void* dst, int64_t n) {
@@ -251,8 +203,6 @@ __global__ void augment_kernel(const uint8_t* images, void* out, int64_t n, int3
     S::store(o, i, kmath::augmented_value(images + at.n * per_image, at.y, at.x, at.c, h, w, c, a, spec));
   }
 }
-
-void check_launch() { CUDA_CHECK(cudaGetLastError()); }
 
 }  // namespace
 

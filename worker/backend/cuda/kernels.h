@@ -5,6 +5,7 @@
 // is in kernel_math.h (TORUS_HD), shared with the CPU tests.
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "worker/backend/cuda/kernel_math.h"
@@ -29,6 +30,24 @@ inline int64_t relu_mask_words(int64_t n) { return kmath::mask_words(n); }
 // --- batch norm statistics (C values) ---------------------------------------------------------------------
 void launch_var_from_invstd(float* inout, int64_t c, float eps, cudaStream_t s);
 void launch_invstd_from_var(const float* var, float* invstd, int64_t c, float eps, cudaStream_t s);
+
+// --- batch norm over NHWC data: x (m, c) rows of channels, m = N * H * W (norm_kernels.cu) ----------------------
+// Each launcher takes a scratch buffer of at least bn_scratch_bytes(m, c) (per-row-slice partials and per-channel
+// coefficients); statistics, gamma, beta and their gradients are fp32 (c values); x, y, dy, dx share `type`.
+size_t bn_scratch_bytes(int64_t m, int64_t c);
+// save_mean / save_var: the batch's mean and biased variance; running_* += momentum * (batch - running), with the
+// unbiased variance; y = (x - mean) / sqrt(var + eps) * gamma + beta.
+void launch_bn_forward_training(const void* x, void* y, DType type, int64_t m, int64_t c, float eps, float momentum,
+                                const float* gamma, const float* beta, float* save_mean, float* save_var,
+                                float* running_mean, float* running_var, void* scratch, cudaStream_t s);
+// y = (x - mean) / sqrt(var + eps) * gamma + beta, then a ReLU when `relu`.
+void launch_bn_forward_inference(const void* x, void* y, DType type, int64_t m, int64_t c, float eps,
+                                 const float* gamma, const float* beta, const float* mean, const float* var, bool relu,
+                                 void* scratch, cudaStream_t s);
+// dx, and dgamma / dbeta overwritten, from the forward's saved mean and 1 / sqrt(var + eps).
+void launch_bn_backward(const void* x, const void* dy, void* dx, DType type, int64_t m, int64_t c,
+                        const float* save_mean, const float* invstd, const float* gamma, float* dgamma, float* dbeta,
+                        void* scratch, cudaStream_t s);
 
 // --- linear ------------------------------------------------------------------------------------------------
 // y (N, out) += b broadcast over rows.

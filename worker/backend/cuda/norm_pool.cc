@@ -1,4 +1,5 @@
-// Batch norm (with the fused BN + ReLU and its fallbacks) and pooling on cuDNN (cuda_backend.h).
+// Batch norm (Torus's NHWC kernels, norm_kernels.cu; cuDNN's fused BN + ReLU for fp16, with its fallbacks) and
+// pooling (cuDNN) of the CUDA backend (cuda_backend.h).
 #include <algorithm>
 
 #include "common/log/log.h"
@@ -99,19 +100,20 @@ void CudaBackend::norm_forward_training(const NormGeometry& g, Tensor x, Tensor 
     } else {
       CUDNN_CHECK(status);
       stash_[workspace_t.data()] = {x.data(), y.data(), BnFusion::kCudnn};
+      // cuDNN saved 1/sqrt(var + eps); the interface promises the biased variance.
+      launch_var_from_invstd(save_var.f32(), g.c, g.eps, stream_.get());
     }
   }
   if (p.fusion == BnFusion::kOff) {
-    CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-        cudnn_.get(), p.mode, &one, &zero, p.x.get(), x.data(), p.x.get(), y.data(), p.stats.get(), gamma.data(),
-        beta.data(), momentum, running_mean.data(), running_var.data(), g.eps, save_mean.data(), save_var.data()));
+    const int64_t m = g.n * g.h * g.w;
+    launch_bn_forward_training(x.data(), y.data(), type, m, g.c, g.eps, momentum, gamma.f32(), beta.f32(),
+                               save_mean.f32(), save_var.f32(), running_mean.f32(), running_var.f32(),
+                               scratch(kNormScratch, bn_scratch_bytes(m, g.c)), stream_.get());
     if (g.activation == Activation::kRelu) {
       launch_relu_with_mask(y.data(), static_cast<uint32_t*>(workspace_t.data()), type, y.numel(), stream_.get());
       stash_[workspace_t.data()] = {x.data(), y.data(), BnFusion::kOff};
     }
   }
-  // cuDNN saved 1/sqrt(var + eps); the interface promises the biased variance.
-  launch_var_from_invstd(save_var.f32(), g.c, g.eps, stream_.get());
 }
 
 void CudaBackend::norm_forward_inference(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor mean,
@@ -120,12 +122,10 @@ void CudaBackend::norm_forward_inference(const NormGeometry& g, Tensor x, Tensor
   expect_dtype(y, type, "batch norm output");
   expect_elements(x, g.shape().numel(), "batch norm input");
   expect_elements(y, g.shape().numel(), "batch norm output");
-  NormPlan& p = norm_plan(g, type);
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cudnn_.get(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, p.x.get(),
-                                                      x.data(), p.x.get(), y.data(), p.stats.get(), gamma.data(),
-                                                      beta.data(), mean.data(), var.data(), g.eps));
-  if (g.activation == Activation::kRelu) launch_relu_forward(y.data(), y.data(), type, y.numel(), stream_.get());
+  const int64_t m = g.n * g.h * g.w;
+  launch_bn_forward_inference(x.data(), y.data(), type, m, g.c, g.eps, gamma.f32(), beta.f32(), mean.f32(), var.f32(),
+                              g.activation == Activation::kRelu, scratch(kNormScratch, bn_scratch_bytes(m, g.c)),
+                              stream_.get());
 }
 
 void CudaBackend::norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
@@ -151,9 +151,9 @@ void CudaBackend::norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tens
     const float one = 1.0f, zero = 0.0f;
     const cudnnStatus_t status = cudnnBatchNormalizationBackwardEx(
         cudnn_.get(), p.mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &one, &zero, &one, &zero, p.x.get(), x.data(),
-        p.x.get(), forward.y, p.x.get(), dy.data(), nullptr, nullptr, p.x.get(), dx.data(), p.stats.get(),
-        gamma.data(), beta.data(), dgamma.data(), dbeta.data(), g.eps, save_mean.data(), invstd, p.relu.get(),
-        workspace(p.bwd_bytes), p.bwd_bytes, workspace_t.data(), p.reserve_bytes);
+        p.x.get(), forward.y, p.x.get(), dy.data(), nullptr, nullptr, p.x.get(), dx.data(), p.stats.get(), gamma.data(),
+        beta.data(), dgamma.data(), dbeta.data(), g.eps, save_mean.data(), invstd, p.relu.get(), workspace(p.bwd_bytes),
+        p.bwd_bytes, workspace_t.data(), p.reserve_bytes);
     if (!refused(status)) {
       CUDNN_CHECK(status);
       fused = FusedBackward::kRan;
@@ -186,12 +186,9 @@ void CudaBackend::norm_backward_unfused(const NormGeometry& g, NormBackward path
     }
     grad = masked;
   }
-  NormPlan& p = norm_plan(g, type);
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn_.get(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
-                                              p.x.get(), x.data(), p.x.get(), grad, p.x.get(), dx.data(),
-                                              p.stats.get(), gamma.data(), dgamma.data(), dbeta.data(), g.eps,
-                                              save_mean.data(), invstd));
+  const int64_t m = g.n * g.h * g.w;
+  launch_bn_backward(x.data(), grad, dx.data(), type, m, g.c, save_mean.f32(), invstd, gamma.f32(), dgamma.f32(),
+                     dbeta.f32(), scratch(kNormScratch, bn_scratch_bytes(m, g.c)), stream_.get());
 }
 
 // --- pooling ------------------------------------------------------------------------------------------------------

@@ -1,0 +1,156 @@
+// The NHWC batch norm kernels' formulas (norm_math.h), run on the CPU the way norm_kernels.cu runs them (rows
+// folded per thread, lanes and row slices merged in order), against double-precision references.
+#include "worker/backend/cuda/norm_math.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace torus::worker::cuda::kmath {
+namespace {
+
+struct Reference {
+  double mean = 0, var = 0;  // biased
+};
+Reference reference(const std::vector<float>& v) {
+  double sum = 0;
+  for (float x : v) sum += x;
+  Reference r;
+  r.mean = sum / static_cast<double>(v.size());
+  for (float x : v) r.var += (x - r.mean) * (x - r.mean);
+  r.var /= static_cast<double>(v.size());
+  return r;
+}
+
+// One channel's moments as the kernels compute them: thread (lane y, slice s) folds rows s * 8 + y + k * 8 * slices,
+// the block merges its 8 lanes in order, the finalize merges the slices in order.
+Moments kernel_order(const std::vector<float>& v, int64_t slices) {
+  const auto m = static_cast<int64_t>(v.size());
+  Moments total;
+  for (int64_t s = 0; s < slices; ++s) {
+    Moments block;
+    for (int y = 0; y < kBnRowsPerBlock; ++y) {
+      Moments lane;
+      for (int64_t r = s * kBnRowsPerBlock + y; r < m; r += slices * kBnRowsPerBlock)
+        moments_push(lane, v[static_cast<size_t>(r)]);
+      block = moments_merge(block, lane);
+    }
+    total = moments_merge(total, block);
+  }
+  return total;
+}
+
+std::vector<float> normal_values(size_t n, double mean, double stddev, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> d(mean, stddev);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(d(rng));
+  return v;
+}
+
+TEST(NormMath, MomentsInKernelOrderMatchTwoPassDoubles) {
+  for (int64_t m : {1, 2, 7, 100, 1000, 100000}) {
+    const auto v = normal_values(static_cast<size_t>(m), 0.3, 2.0, static_cast<unsigned>(m));
+    const Reference want = reference(v);
+    for (int64_t slices : {int64_t{1}, int64_t{3}, bn_row_slices(m, 64)}) {
+      const Moments got = kernel_order(v, slices);
+      EXPECT_EQ(got.n, static_cast<float>(m));
+      EXPECT_NEAR(got.mean, want.mean, 1e-5 * (1 + std::abs(want.mean))) << m << " rows, " << slices << " slices";
+      EXPECT_NEAR(biased_var(got), want.var, 1e-4 * want.var + 1e-6) << m << " rows, " << slices << " slices";
+    }
+  }
+}
+
+TEST(NormMath, ALargeMeanWithASmallSpreadKeepsItsVariance) {
+  // sum(x^2) / m - mean^2 in fp32 would lose every digit here; Welford and Chan's merge do not.
+  const auto v = normal_values(50000, 1000.0, 0.01, 3);
+  const Reference want = reference(v);
+  const Moments got = kernel_order(v, bn_row_slices(50000, 32));
+  EXPECT_NEAR(biased_var(got), want.var, 0.02 * want.var);
+  // And the normalized values are exact to fp32's rounding of x (centering before scaling).
+  const Affine f = bn_affine_of(got.mean, biased_var(got), 1e-5f, 1.0f, 0.0f);
+  for (size_t i = 0; i < 100; ++i) {
+    const double exact = (v[i] - want.mean) / std::sqrt(want.var + 1e-5);
+    EXPECT_NEAR(bn_apply(f, v[i]), exact, 0.05) << i;
+  }
+}
+
+TEST(NormMath, MergingAnEmptySetChangesNothing) {
+  Moments a;
+  for (float x : {1.0f, 2.0f, 4.0f}) moments_push(a, x);
+  for (const Moments& r : {moments_merge(a, Moments{}), moments_merge(Moments{}, a)}) {
+    EXPECT_EQ(r.n, a.n);
+    EXPECT_EQ(r.mean, a.mean);
+    EXPECT_EQ(r.m2, a.m2);
+  }
+  EXPECT_FLOAT_EQ(unbiased_var(a), biased_var(a) * 3.0f / 2.0f);
+  Moments one;
+  moments_push(one, 5.0f);
+  EXPECT_EQ(unbiased_var(one), 0.0f);  // one row: no unbiased estimate, the biased 0 stands in
+}
+
+TEST(NormMath, ForwardAppliesGammaAndBetaToTheNormalizedValue) {
+  const Affine f = bn_affine_of(2.0f, 4.0f, 0.0f, 3.0f, -1.0f);
+  EXPECT_FLOAT_EQ(bn_apply(f, 2.0f), -1.0f);
+  EXPECT_FLOAT_EQ(bn_apply(f, 4.0f), 3.0f * 1.0f - 1.0f);  // (4 - 2) / 2 = 1 standard deviation
+  EXPECT_FLOAT_EQ(bn_apply(f, 0.0f), 3.0f * -1.0f - 1.0f);
+}
+
+TEST(NormMath, BackwardMatchesTheDoublePrecisionGradient) {
+  const int64_t m = 3000;
+  const auto x = normal_values(m, 0.5, 1.5, 11), dy = normal_values(m, 0.1, 1.0, 12);
+  const float gamma = 0.7f, eps = 1e-5f;
+  const Reference r = reference(x);
+  const double invstd = 1.0 / std::sqrt(r.var + eps);
+  double sum_dy = 0, sum_dy_xhat = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    sum_dy += dy[static_cast<size_t>(i)];
+    sum_dy_xhat += dy[static_cast<size_t>(i)] * (x[static_cast<size_t>(i)] - r.mean) * invstd;
+  }
+  // The kernels' sums: fp32, per thread, then merged.
+  float s1 = 0, s2 = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    s1 += dy[static_cast<size_t>(i)];
+    s2 += dy[static_cast<size_t>(i)] * (x[static_cast<size_t>(i)] - static_cast<float>(r.mean));
+  }
+  const auto k = bn_backward_coefficients(s1, s2, static_cast<float>(r.mean), static_cast<float>(invstd), gamma,
+                                          static_cast<float>(m));
+  EXPECT_NEAR(k.dbeta, sum_dy, 1e-3 * std::abs(sum_dy) + 1e-2);
+  EXPECT_NEAR(k.dgamma, sum_dy_xhat, 1e-3 * std::abs(sum_dy_xhat) + 1e-2);
+  for (int64_t i = 0; i < m; i += 97) {
+    const double xhat = (x[static_cast<size_t>(i)] - r.mean) * invstd;
+    const double want = gamma * invstd * (dy[static_cast<size_t>(i)] - sum_dy / m - xhat * sum_dy_xhat / m);
+    EXPECT_NEAR(bn_backward_dx(k, x[static_cast<size_t>(i)], dy[static_cast<size_t>(i)]), want, 1e-4) << i;
+  }
+}
+
+TEST(NormMath, TheGridFillsTheGpuAndGivesEveryThreadRows) {
+  EXPECT_EQ(bn_channel_tiles(1), 1);
+  EXPECT_EQ(bn_channel_tiles(32), 1);
+  EXPECT_EQ(bn_channel_tiles(33), 2);
+  EXPECT_EQ(bn_row_slices(1, 8), 1);
+  EXPECT_EQ(bn_row_slices(128, 8), 1);  // 128 rows: one slice of 8 lanes x 16 rows
+  EXPECT_EQ(bn_row_slices(129, 8), 2);
+  for (int64_t c : {3, 64, 256, 2048, 100000}) {
+    for (int64_t m : {int64_t{1}, int64_t{6272}, int64_t{401408}, int64_t{1} << 24}) {
+      const int64_t slices = bn_row_slices(m, c);
+      EXPECT_GE(slices, 1);
+      EXPECT_LE(slices, 65535) << "gridDim.y";
+      EXPECT_LE(slices * bn_channel_tiles(c), std::max<int64_t>(kBnTargetBlocks, bn_channel_tiles(c)));
+      if (slices > 1) {
+        EXPECT_GE(m, (slices - 1) * kBnRowsPerBlock * kBnMinRowsPerThread) << m << " " << c;
+      }
+    }
+  }
+  EXPECT_TRUE(bn_rows_supported(1));
+  EXPECT_TRUE(bn_rows_supported(int64_t{1} << 24));
+  EXPECT_FALSE(bn_rows_supported(0));
+  EXPECT_FALSE(bn_rows_supported((int64_t{1} << 24) + 1));
+}
+
+}  // namespace
+}  // namespace torus::worker::cuda::kmath

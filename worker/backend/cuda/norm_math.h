@@ -1,0 +1,90 @@
+#pragma once
+// The scalar math of the NHWC batch norm kernels (norm_kernels.cu), as TORUS_HD functions that tests/gpu_math runs
+// on the CPU. The batch norm of an (N, H, W, C) tensor reduces each channel over m = N * H * W rows: every block
+// of the statistics kernels folds a slice of rows into per-channel partials, and one thread per channel merges the
+// slices in a fixed order (deterministic, no atomics).
+#include <cstdint>
+
+#include "worker/backend/cuda/kernel_math.h"
+
+namespace torus::worker::cuda::kmath {
+
+// Count, mean and sum of squared deviations of the values seen (Welford); counts stay exact in fp32 up to 2^24,
+// which bn_rows_supported() enforces.
+struct Moments {
+  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+};
+
+TORUS_HD inline void moments_push(Moments& a, float x) {
+  a.n += 1.0f;
+  const float d = x - a.mean;
+  a.mean += d / a.n;
+  a.m2 += d * (x - a.mean);
+}
+
+// Chan et al.'s merge of two disjoint sets' moments.
+TORUS_HD inline Moments moments_merge(Moments a, Moments b) {
+  if (b.n == 0.0f) return a;
+  if (a.n == 0.0f) return b;
+  Moments r;
+  r.n = a.n + b.n;
+  const float d = b.mean - a.mean;
+  r.mean = a.mean + d * (b.n / r.n);
+  r.m2 = a.m2 + b.m2 + d * d * (a.n * (b.n / r.n));
+  return r;
+}
+
+TORUS_HD inline bool bn_rows_supported(int64_t m) { return m > 0 && m <= (int64_t{1} << 24); }
+
+// The statistics kernels' grid: blocks of kBnLanes channels x kBnRowsPerBlock rows; `bn_row_slices` row slices
+// (gridDim.y) so that about kBnTargetBlocks blocks fill the GPU, each thread folding at least kBnMinRowsPerThread
+// rows. A pure function of the shape: the partials' scratch size follows from it.
+inline constexpr int kBnLanes = 32, kBnRowsPerBlock = 8;
+inline constexpr int64_t kBnTargetBlocks = 1024, kBnMinRowsPerThread = 16;
+TORUS_HD inline int64_t bn_channel_tiles(int64_t c) { return (c + kBnLanes - 1) / kBnLanes; }
+TORUS_HD inline int64_t bn_row_slices(int64_t m, int64_t c) {
+  const int64_t by_rows = (m + kBnRowsPerBlock * kBnMinRowsPerThread - 1) / (kBnRowsPerBlock * kBnMinRowsPerThread);
+  int64_t by_blocks = kBnTargetBlocks / bn_channel_tiles(c);
+  if (by_blocks < 1) by_blocks = 1;
+  const int64_t r = by_rows < by_blocks ? by_rows : by_blocks;
+  return r < 1 ? 1 : r;
+}
+
+// Per channel: y = (x - mean) * scale + shift normalizes with (mean, var) and applies (gamma, beta). Centering
+// before scaling keeps a channel with a large mean and a small spread exact (x * scale + (beta - mean * scale)
+// would cancel two large products).
+struct Affine {
+  float mean = 0.0f, scale = 1.0f, shift = 0.0f;
+};
+TORUS_HD inline Affine bn_affine_of(float mean, float var, float eps, float gamma, float beta) {
+  return {mean, gamma * invstd_from_var(var, eps), beta};
+}
+TORUS_HD inline float bn_apply(const Affine& f, float x) { return (x - f.mean) * f.scale + f.shift; }
+
+// One channel's batch statistics from its merged moments over m rows: the biased variance the interface saves,
+// and the unbiased one the running variance follows (PyTorch's convention, as the CPU backend).
+TORUS_HD inline float biased_var(const Moments& a) { return a.n > 0.0f ? a.m2 / a.n : 0.0f; }
+TORUS_HD inline float unbiased_var(const Moments& a) { return a.n > 1.0f ? a.m2 / (a.n - 1.0f) : biased_var(a); }
+
+// The backward of y = (x - mean) * invstd * gamma + beta over m rows, from the channel's sums of dy and of
+// dy * (x - mean): dbeta = sum dy, dgamma = invstd * sum dy (x - mean), and
+// dx = gamma * invstd * (dy - sum dy / m - (x - mean) * invstd * dgamma / m) = a (dy - mean_dy) + b (x - mean).
+struct NormBackwardCoefficients {
+  float dgamma = 0.0f, dbeta = 0.0f, a = 0.0f, b = 0.0f, mean_dy = 0.0f, mean = 0.0f;
+};
+TORUS_HD inline NormBackwardCoefficients bn_backward_coefficients(float sum_dy, float sum_dy_xmu, float mean,
+                                                                  float invstd, float gamma, float m) {
+  NormBackwardCoefficients k;
+  k.dbeta = sum_dy;
+  k.dgamma = sum_dy_xmu * invstd;
+  k.a = gamma * invstd;
+  k.b = -k.a * invstd * k.dgamma / m;
+  k.mean_dy = sum_dy / m;
+  k.mean = mean;
+  return k;
+}
+TORUS_HD inline float bn_backward_dx(const NormBackwardCoefficients& k, float x, float dy) {
+  return k.a * (dy - k.mean_dy) + k.b * (x - k.mean);
+}
+
+}  // namespace torus::worker::cuda::kmath
