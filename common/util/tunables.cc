@@ -31,6 +31,9 @@ constexpr std::array kTable = std::to_array<Tunable>({
     {"TORUS_COST_NET_GBPS", Type::kNumber, "0.85", "", "cost model: TCP bandwidth"},
     {"TORUS_NUM_THREADS", Type::kInteger, "", "",
      "CPU math threads of a rank when spec.gang.threadsPerProcess is unset; default the CPUs it may use"},
+    {"TORUS_CPU_WINOGRAD", Type::kInteger, "1", "",
+     "CPU: 1 runs 3x3 stride-1 convolutions as Winograd F(4x4, 3x3) where oneDNN has it for the shape (AVX-512), "
+     "0 keeps every convolution direct"},
     {"TORUS_LOOPBACK_ONLY", Type::kInteger, "0", "",
      "1 refuses every connection outside loopback (127.0.0.0/8, ::1); every test runs with it"},
     {"TORUS_LOG_LEVEL", Type::kString, "info", "",

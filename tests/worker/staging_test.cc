@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "worker/backend/cpu/cpu_backend.h"
 #include "tests/worker/conv_reference.h"
+#include "worker/backend/cpu/cpu_backend.h"
 
 namespace torus::worker {
 void PrintTo(const ConvGeometry& g, std::ostream* os) {
@@ -74,20 +74,48 @@ TEST_P(WideConv, MatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Geometries, WideConv,
-    ::testing::Values(ConvGeometry{.n = 2, .h = 5, .w = 5, .c_in = 64, .c_out = 64, .kh = 3, .kw = 3, .stride = 1,
-                                   .pad = 1},  // ResNet-18 stage 1
-                      ConvGeometry{.n = 1, .h = 6, .w = 6, .c_in = 64, .c_out = 128, .kh = 3, .kw = 3, .stride = 2,
-                                   .pad = 1},  // a stage's first conv
-                      ConvGeometry{.n = 1, .h = 6, .w = 6, .c_in = 64, .c_out = 128, .kh = 1, .kw = 1, .stride = 2,
-                                   .pad = 0},  // its shortcut
-                      ConvGeometry{.n = 1, .h = 3, .w = 3, .c_in = 64, .c_out = 64, .kh = 3, .kw = 3, .stride = 1,
-                                   .pad = 1},  // laid out at 3x3, run at 4x5
-                      ConvGeometry{.n = 2, .h = 4, .w = 4, .c_in = 16, .c_out = 32, .kh = 3, .kw = 3, .stride = 1,
-                                   .pad = 1},  // narrow: stays on NHWC
-                      ConvGeometry{.n = 2, .h = 5, .w = 5, .c_in = 3, .c_out = 64, .kh = 3, .kw = 3, .stride = 1,
-                                   .pad = 1},  // the stem: NHWC images in, blocked out
-                      ConvGeometry{.n = 2, .h = 4, .w = 4, .c_in = 32, .c_out = 64, .kh = 3, .kw = 3, .stride = 1,
-                                   .pad = 1}),  // narrow ResNet-9's last stage: NHWC in, blocked out
+    ::testing::Values(
+        ConvGeometry{
+            .n = 2, .h = 5, .w = 5, .c_in = 64, .c_out = 64, .kh = 3, .kw = 3, .stride = 1, .pad = 1},  // ResNet-18
+                                                                                                        // stage 1
+        ConvGeometry{
+            .n = 1, .h = 6, .w = 6, .c_in = 64, .c_out = 128, .kh = 3, .kw = 3, .stride = 2, .pad = 1},  // a stage's
+                                                                                                         // first conv
+        // 3x3 stride 1 runs Winograd on AVX-512 (impl_choice.h): a stem from 3 channels, a wide layer
+        ConvGeometry{.n = 2, .h = 12, .w = 12, .c_in = 3, .c_out = 64, .kh = 3, .kw = 3, .stride = 1, .pad = 1},
+        ConvGeometry{.n = 2, .h = 10, .w = 10, .c_in = 128, .c_out = 128, .kh = 3, .kw = 3, .stride = 1, .pad = 1},
+        ConvGeometry{
+            .n = 1, .h = 6, .w = 6, .c_in = 64, .c_out = 128, .kh = 1, .kw = 1, .stride = 2, .pad = 0},  // its shortcut
+        ConvGeometry{.n = 1,
+                     .h = 3,
+                     .w = 3,
+                     .c_in = 64,
+                     .c_out = 64,
+                     .kh = 3,
+                     .kw = 3,
+                     .stride = 1,
+                     .pad = 1},  // laid out at 3x3, run at 4x5
+        ConvGeometry{
+            .n = 2, .h = 4, .w = 4, .c_in = 16, .c_out = 32, .kh = 3, .kw = 3, .stride = 1, .pad = 1},  // narrow: stays
+                                                                                                        // on NHWC
+        ConvGeometry{.n = 2,
+                     .h = 5,
+                     .w = 5,
+                     .c_in = 3,
+                     .c_out = 64,
+                     .kh = 3,
+                     .kw = 3,
+                     .stride = 1,
+                     .pad = 1},  // the stem: NHWC images in, blocked out
+        ConvGeometry{.n = 2,
+                     .h = 4,
+                     .w = 4,
+                     .c_in = 32,
+                     .c_out = 64,
+                     .kh = 3,
+                     .kw = 3,
+                     .stride = 1,
+                     .pad = 1}),  // narrow ResNet-9's last stage: NHWC in, blocked out
     [](const auto& param_info) {
       const ConvGeometry& g = param_info.param;
       return "ic" + std::to_string(g.c_in) + "_oc" + std::to_string(g.c_out) + "_" + std::to_string(g.h) + "px_k" +

@@ -13,8 +13,8 @@
 
 #include "common/log/log.h"
 #include "common/util/env.h"
-#include "common/util/tunables.h"
 #include "common/util/error.h"
+#include "common/util/tunables.h"
 #include "worker/backend/cpu/host_ops.h"
 #include "worker/backend/cpu/impl_choice.h"
 #include "worker/backend/cpu/max_pool.h"
@@ -55,6 +55,8 @@ struct ConvBackward {
 // Backward parts are built on the first backward call of a geometry: shapes only evaluated (rectangular validation
 // batches, one per aspect ratio) never pay for their primitives or their weight-sized conversion buffers.
 struct ConvPlan {
+  dnnl::algorithm algorithm =
+      dnnl::algorithm::convolution_direct;  // every pass's (choose_conv_forward in impl_choice.h)
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_forward fwd;
   std::optional<Converter> fwd_w;
@@ -104,10 +106,13 @@ ConvGeometry weight_key(ConvGeometry g) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), threads_(threads) {
+  CpuBackend(int threads, ConvAlgorithm conv_algorithm)
+      : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), threads_(threads), conv_algorithm_(conv_algorithm) {
     omp_set_num_threads(threads_);
     TLOG(Info) << "cpu backend: oneDNN " << dnnl_version()->major << "." << dnnl_version()->minor << "."
-               << dnnl_version()->patch << ", " << threads_ << " threads";
+               << dnnl_version()->patch << ", " << threads_ << " threads, 3x3 stride-1 convolutions "
+               << (conv_algorithm_ == ConvAlgorithm::kDirect ? "direct (TORUS_CPU_WINOGRAD=0)"
+                                                             : "Winograd where oneDNN has it");
   }
 
   std::string name() const override { return "cpu-onednn"; }
@@ -414,9 +419,11 @@ class CpuBackend final : public Backend {
     const auto [src, dst, src_in, dst_in] = conv_layouts(g);
     memory::desc any_w({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::any);
     memory::dims strides = {g.stride, g.stride}, pad = {g.pad, g.pad};
-    auto alg = dnnl::algorithm::convolution_direct;
     ConvPlan p;
-    p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, src_in, any_w, dst_in, strides, pad, pad}, engine_};
+    ConvForward chosen =
+        choose_conv_forward(conv_algorithm(conv_algorithm_, g), engine_, src_in, any_w, dst_in, strides, pad);
+    p.algorithm = chosen.algorithm;
+    p.fwd_pd = chosen.pd;
     p.fwd = dnnl::convolution_forward(p.fwd_pd);
     p.x_in = Stage(engine_, src, p.fwd_pd.src_desc(), StageDirection::kIn);
     p.y_out = Stage(engine_, dst, p.fwd_pd.dst_desc(), StageDirection::kOut);
@@ -434,14 +441,13 @@ class CpuBackend final : public Backend {
     const auto [src, dst, src_in, dst_in] = conv_layouts(g);
     memory::desc any_w({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::any);
     memory::dims strides = {g.stride, g.stride}, pad = {g.pad, g.pad};
-    auto alg = dnnl::algorithm::convolution_direct;
+    const dnnl::algorithm alg = p.algorithm;
     ConvBackward b;
     const dnnl::convolution_backward_data::desc data_desc(alg, src_in, any_w, dst_in, strides, pad, pad);
     b.bwd_data_pd = safe_backward<dnnl::convolution_backward_data::primitive_desc>(data_desc, engine_, p.fwd_pd, g);
     b.bwd_data = dnnl::convolution_backward_data(b.bwd_data_pd);
     const dnnl::convolution_backward_weights::desc weights_desc(alg, src_in, any_w, dst_in, strides, pad, pad);
-    b.bwd_w_pd =
-        safe_backward<dnnl::convolution_backward_weights::primitive_desc>(weights_desc, engine_, p.fwd_pd, g);
+    b.bwd_w_pd = safe_backward<dnnl::convolution_backward_weights::primitive_desc>(weights_desc, engine_, p.fwd_pd, g);
     b.bwd_w = dnnl::convolution_backward_weights(b.bwd_w_pd);
     const memory::desc native = native_weight(g);
     b.bwd_data_w = converter(native, b.bwd_data_pd.weights_desc());
@@ -561,6 +567,7 @@ class CpuBackend final : public Backend {
   dnnl::engine engine_;
   dnnl::stream stream_;
   int threads_;
+  ConvAlgorithm conv_algorithm_;
   Buffer stage_a_, stage_b_;  // staging buffers shared by all convolutions (staging.h)
   std::map<ConvGeometry, memory::desc> native_weights_;
   std::map<ConvGeometry, ConvPlan> conv_plans_;
@@ -577,11 +584,20 @@ int default_threads() {
   return static_cast<int>(tunables::process_snapshot().integer("TORUS_NUM_THREADS").value_or(env::available_cpus()));
 }
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) {
+ConvAlgorithm default_conv_algorithm() {
+  const int64_t winograd = tunables::process_snapshot().integer("TORUS_CPU_WINOGRAD").value_or(1);
+  if (winograd != 0 && winograd != 1)
+    throw InvalidArgument("TORUS_CPU_WINOGRAD: expected 0 or 1, got " + std::to_string(winograd));
+  return winograd == 1 ? ConvAlgorithm::kWinogradWhereAvailable : ConvAlgorithm::kDirect;
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return make_cpu_backend(threads, default_conv_algorithm()); }
+
+std::unique_ptr<Backend> make_cpu_backend(int threads, ConvAlgorithm algorithm) {
   if (threads <= 0) threads = default_threads();
   if (threads <= 0)
     throw InvalidArgument("TORUS_NUM_THREADS: must be a positive integer, got " + std::to_string(threads));
-  return std::make_unique<CpuBackend>(threads);
+  return std::make_unique<CpuBackend>(threads, algorithm);
 }
 
 }  // namespace torus::worker::cpu

@@ -11,7 +11,12 @@ namespace torus::worker::cpu {
 // Threads for the CPU backend: TORUS_NUM_THREADS if set, else the CPUs this process may use (cgroup quota).
 int default_threads();
 
+// Which algorithm 3x3 stride-1 convolutions take (impl_choice.h); the default follows TORUS_CPU_WINOGRAD (1).
+enum class ConvAlgorithm { kDirect, kWinogradWhereAvailable };
+ConvAlgorithm default_conv_algorithm();
+
 // threads <= 0 means default_threads(). OpenMP's thread count is process-wide: the last backend built wins.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+std::unique_ptr<Backend> make_cpu_backend(int threads, ConvAlgorithm algorithm);
 
 }  // namespace torus::worker::cpu
