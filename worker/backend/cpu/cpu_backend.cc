@@ -15,6 +15,7 @@
 #include "common/util/env.h"
 #include "common/util/error.h"
 #include "common/util/tunables.h"
+#include "worker/backend/cpu/batch_norm.h"
 #include "worker/backend/cpu/host_ops.h"
 #include "worker/backend/cpu/impl_choice.h"
 #include "worker/backend/cpu/max_pool.h"
@@ -194,16 +195,20 @@ class CpuBackend final : public Backend {
 
   // --- batch norm ----------------------------------------------------------------------------------
   size_t norm_workspace_bytes(const NormGeometry& g) override {
-    NormTraining& p = norm_training(g);
-    return g.activation == Activation::kRelu ? p.train_pd.workspace_desc().get_size() : 0;
+    if (g.activation != Activation::kRelu || batch_norm_by_hand(g)) return 0;  // batch_norm.h recomputes the mask
+    return norm_training(g).train_pd.workspace_desc().get_size();
   }
 
   void norm_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y, Tensor save_mean,
                              Tensor save_var, Tensor running_mean, Tensor running_var, float momentum,
                              Tensor workspace) override {
-    NormTraining& p = norm_training(g);
     expect_elements(x, g.shape().numel(), "batch norm input");
     expect_elements(y, g.shape().numel(), "batch norm output");
+    if (batch_norm_by_hand(g)) {
+      batch_norm_forward_training(g, x.f32(), gamma.f32(), beta.f32(), y.f32(), save_mean.f32(), save_var.f32());
+      return update_running(g, save_mean, save_var, running_mean, running_var, momentum);
+    }
+    NormTraining& p = norm_training(g);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(p.train_pd.src_desc(), x)},
                                             {DNNL_ARG_DST, mem(p.train_pd.dst_desc(), y)},
                                             {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
@@ -230,9 +235,12 @@ class CpuBackend final : public Backend {
 
   void norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
                      Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) override {
-    NormTraining& p = norm_training(g);
     expect_elements(dy, g.shape().numel(), "batch norm output gradient");
     expect_elements(dx, g.shape().numel(), "batch norm input gradient");
+    if (batch_norm_by_hand(g))
+      return batch_norm_backward(g, x.f32(), dy.f32(), gamma.f32(), beta.f32(), save_mean.f32(), save_var.f32(),
+                                 dx.f32(), dgamma.f32(), dbeta.f32());
+    NormTraining& p = norm_training(g);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(p.bwd_pd.src_desc(), x)},
                                             {DNNL_ARG_DIFF_DST, mem(p.bwd_pd.diff_dst_desc(), dy)},
                                             {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
@@ -550,18 +558,6 @@ class CpuBackend final : public Backend {
     }
     dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, md, md, md}, attr, engine_);
     return add_plans_.emplace(key, dnnl::binary(pd)).first->second;
-  }
-
-  void update_running(const NormGeometry& g, Tensor mean, Tensor var, Tensor running_mean, Tensor running_var,
-                      float momentum) {
-    const float m = static_cast<float>(g.n * g.h * g.w);
-    const float unbias = m > 1 ? m / (m - 1) : 1.0f;
-    float *rm = running_mean.f32(), *rv = running_var.f32();
-    const float *bm = mean.f32(), *bv = var.f32();
-    for (int64_t c = 0; c < g.c; ++c) {
-      rm[c] = math::running_update(rm[c], bm[c], momentum);
-      rv[c] = math::running_update(rv[c], bv[c] * unbias, momentum);
-    }
   }
 
   dnnl::engine engine_;

@@ -81,4 +81,16 @@ float xent_row(const float* z, int32_t label, int k, float smoothing, float inv_
     for (int64_t i = 0; i < n; ++i) math::sgd_element(w[i], g[i], v[i], lr, h.momentum, h.weight_decay, h.nesterov);
   }
 
+void update_running(const NormGeometry& g, Tensor mean, Tensor var, Tensor running_mean, Tensor running_var,
+                    float momentum) {
+  const float m = static_cast<float>(g.n * g.h * g.w);
+  const float unbias = m > 1 ? m / (m - 1) : 1.0f;
+  float *rm = running_mean.f32(), *rv = running_var.f32();
+  const float *bm = mean.f32(), *bv = var.f32();
+  for (int64_t c = 0; c < g.c; ++c) {
+    rm[c] = math::running_update(rm[c], bm[c], momentum);
+    rv[c] = math::running_update(rv[c], bv[c] * unbias, momentum);
+  }
+}
+
 }  // namespace torus::worker::cpu

@@ -1,0 +1,259 @@
+#include "worker/backend/cpu/batch_norm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "worker/backend/cpu/staging.h"
+
+// This file is compiled with -ffp-contract=off (CMakeLists.txt): the backward recomputes the forward's ReLU mask
+// from x * a + b, which must round the same in both passes and on every ISA path, so no multiply-add is fused.
+
+// Functions taking or returning AVX vectors are always inlined into the wrapper of their ISA (rows_avx2,
+// rows_avx512): no vector ever crosses a call, so GCC's note that such a call's ABI depends on the ISA is moot.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace torus::worker::cpu {
+namespace {
+
+// Parallel over rows when there is enough work for threads to pay off.
+constexpr int64_t kParallelElements = 1 << 16;
+// Float partial sums are flushed into double every kChunkRows rows: vector-speed accumulation, bounded rounding.
+constexpr int64_t kChunkRows = 64;
+constexpr int kMaxLanes = 16;
+
+// V floats in one GCC vector (a typedef in a class template: GCC drops vector_size on a dependent alias template).
+template <int V>
+struct VecOf {
+  typedef float type __attribute__((vector_size(V * sizeof(float))));
+};
+template <int V>
+using Vec = typename VecOf<V>::type;
+
+template <int V>
+[[gnu::always_inline]] inline Vec<V> load(const float* p) {
+  Vec<V> v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <int V>
+[[gnu::always_inline]] inline void store(float* p, Vec<V> v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+// The widest vector (at most `lanes` floats) that tiles a row of kC channels; 1 where kC is only known at run time.
+constexpr int lanes_for(int64_t kC, int lanes) {
+  if (kC == 0) return 1;
+  while (kC % lanes != 0) lanes /= 2;
+  return lanes;
+}
+
+// One pass over a range of rows. Pointers not used by a pass are null.
+enum class Pass { kMoments, kNormalize, kGradSums, kGradInput };
+struct Job {
+  Pass pass;
+  bool relu;
+  int64_t c;
+  const float *x, *dy;
+  float* out;                    // y or dx
+  const float *mean, *a, *b;     // kMoments: mean holds the shift; a, b: the forward's y = x * a + b
+  const float *coef_x, *coef_0;  // kGradInput: dx = a * g + coef_x * (x - mean) + coef_0
+};
+
+// The gradient reaching the normalization: dy, zero where the fused ReLU clamped (y = x * a + b <= 0).
+template <int V, bool kRelu>
+[[gnu::always_inline]] inline Vec<V> masked(Vec<V> dy, Vec<V> x, Vec<V> a, Vec<V> b) {
+  if constexpr (!kRelu) return dy;
+  const Vec<V> zero{};
+  return x * a + b > zero ? dy : zero;
+}
+
+// Sums over rows [begin, end) per channel, added into s0 and s1 (double): kMoments sums d = x - shift and d * d,
+// kGradSums sums g and g * (x - mean).
+template <int64_t kC, int V, bool kRelu, bool kMoments>
+[[gnu::always_inline]] inline void sums_rows(const Job& j, int64_t begin, int64_t end, double* s0, double* s1) {
+  const int64_t c = kC ? kC : j.c, k = c / V;
+  Vec<V> m[kHandMaxChannels / V] = {}, a[kHandMaxChannels / V] = {}, b[kHandMaxChannels / V] = {};
+  for (int64_t i = 0; i < k; ++i) {
+    m[i] = load<V>(j.mean + i * V);
+    if (!kMoments) a[i] = load<V>(j.a + i * V), b[i] = load<V>(j.b + i * V);
+  }
+  for (int64_t r0 = begin; r0 < end; r0 += kChunkRows) {
+    Vec<V> p0[kHandMaxChannels / V] = {}, p1[kHandMaxChannels / V] = {};
+    const int64_t r1 = std::min(end, r0 + kChunkRows);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t i = 0; i < k; ++i) {
+        const Vec<V> x = load<V>(j.x + r * c + i * V), d = x - m[i];
+        const Vec<V> g = kMoments ? d : masked<V, kRelu>(load<V>(j.dy + r * c + i * V), x, a[i], b[i]);
+        p0[i] += g;
+        p1[i] += g * d;
+      }
+    float f0[kHandMaxChannels], f1[kHandMaxChannels];
+    for (int64_t i = 0; i < k; ++i) store<V>(f0 + i * V, p0[i]), store<V>(f1 + i * V, p1[i]);
+    for (int64_t i = 0; i < c; ++i) s0[i] += f0[i], s1[i] += f1[i];
+  }
+}
+
+// The elementwise passes over rows [begin, end): y = relu?(x * a + b), or dx.
+template <int64_t kC, int V, bool kRelu, bool kInput>
+[[gnu::always_inline]] inline void map_rows(const Job& j, int64_t begin, int64_t end) {
+  const int64_t c = kC ? kC : j.c, k = c / V;
+  Vec<V> a[kHandMaxChannels / V] = {}, b[kHandMaxChannels / V] = {}, m[kHandMaxChannels / V] = {},
+                              cx[kHandMaxChannels / V] = {}, c0[kHandMaxChannels / V] = {};
+  constexpr bool input = kInput;
+  for (int64_t i = 0; i < k; ++i) {
+    a[i] = load<V>(j.a + i * V), b[i] = load<V>(j.b + i * V);
+    if (input) m[i] = load<V>(j.mean + i * V), cx[i] = load<V>(j.coef_x + i * V), c0[i] = load<V>(j.coef_0 + i * V);
+  }
+  const Vec<V> zero{};
+  for (int64_t r = begin; r < end; ++r)
+    for (int64_t i = 0; i < k; ++i) {
+      const Vec<V> x = load<V>(j.x + r * c + i * V);
+      Vec<V> out;
+      if constexpr (input) {
+        const Vec<V> g = masked<V, kRelu>(load<V>(j.dy + r * c + i * V), x, a[i], b[i]);
+        out = a[i] * g + cx[i] * (x - m[i]) + c0[i];
+      } else {
+        out = x * a[i] + b[i];
+        if (kRelu) out = out > zero ? out : zero;
+      }
+      store<V>(j.out + r * c + i * V, out);
+    }
+}
+
+template <int64_t kC, int V, bool kRelu>
+[[gnu::always_inline]] inline void pass_rows(const Job& j, int64_t begin, int64_t end, double* s0, double* s1) {
+  switch (j.pass) {
+    case Pass::kMoments:
+      return sums_rows<kC, V, kRelu, true>(j, begin, end, s0, s1);
+    case Pass::kGradSums:
+      return sums_rows<kC, V, kRelu, false>(j, begin, end, s0, s1);
+    case Pass::kNormalize:
+      return map_rows<kC, V, kRelu, false>(j, begin, end);
+    case Pass::kGradInput:
+      return map_rows<kC, V, kRelu, true>(j, begin, end);
+  }
+}
+
+// Channel counts the narrow ResNets use get a compile-time row width (loops unrolled, sums in registers).
+// (No lambdas here: a lambda would not inherit the ISA wrapper's target attribute.)
+template <int64_t kC, int kLanes>
+[[gnu::always_inline]] inline void rows_c(const Job& j, int64_t begin, int64_t end, double* s0, double* s1) {
+  constexpr int V = lanes_for(kC, kLanes);
+  if (j.relu) return pass_rows<kC, V, true>(j, begin, end, s0, s1);
+  pass_rows<kC, V, false>(j, begin, end, s0, s1);
+}
+
+template <int kLanes>
+[[gnu::always_inline]] inline void rows_isa(const Job& j, int64_t begin, int64_t end, double* s0, double* s1) {
+  switch (j.c) {
+    case 8:
+      return rows_c<8, kLanes>(j, begin, end, s0, s1);
+    case 16:
+      return rows_c<16, kLanes>(j, begin, end, s0, s1);
+    case 24:
+      return rows_c<24, kLanes>(j, begin, end, s0, s1);
+    case 32:
+      return rows_c<32, kLanes>(j, begin, end, s0, s1);
+    default:
+      return rows_c<0, kLanes>(j, begin, end, s0, s1);
+  }
+}
+
+void rows_baseline(const Job& j, int64_t begin, int64_t end, double* s0, double* s1) {
+  rows_isa<4>(j, begin, end, s0, s1);
+}
+__attribute__((target("avx2"))) void rows_avx2(const Job& j, int64_t begin, int64_t end, double* s0, double* s1) {
+  rows_isa<8>(j, begin, end, s0, s1);
+}
+__attribute__((target("avx512f"))) void rows_avx512(const Job& j, int64_t begin, int64_t end, double* s0, double* s1) {
+  rows_isa<kMaxLanes>(j, begin, end, s0, s1);
+}
+
+using RowsFn = void (*)(const Job&, int64_t, int64_t, double*, double*);
+
+// The widest path this CPU runs; AVX-512 only where oneDNN runs avx512_core, so ONEDNN_MAX_CPU_ISA=AVX2 (CTest's
+// ALSO_ISA runs) takes the AVX2 path here as an AVX2 machine would.
+RowsFn rows_fn() {
+  static const RowsFn fn = [] {
+    if (__builtin_cpu_supports("avx512f") && channel_block() == 16) return &rows_avx512;
+    if (__builtin_cpu_supports("avx2")) return &rows_avx2;
+    return &rows_baseline;
+  }();
+  return fn;
+}
+
+// Runs a pass over all rows, split in contiguous ranges, one per thread; each range's sums (2 * C doubles) are
+// merged in range order, so the result depends on the thread count only.
+void run(const Job& j, int64_t rows, double* s0, double* s1) {
+  const RowsFn fn = rows_fn();
+  const int threads = rows * j.c >= kParallelElements ? std::max(1, omp_get_max_threads()) : 1;
+  if (threads == 1) return fn(j, 0, rows, s0, s1);
+  std::vector<double> part(static_cast<size_t>(threads) * 2 * j.c, 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    double* mine = part.data() + t * 2 * j.c;
+    fn(j, rows * t / n, rows * (t + 1) / n, mine, mine + j.c);
+  }
+  if (s0 == nullptr) return;
+  for (int t = 0; t < threads; ++t)
+    for (int64_t c = 0; c < j.c; ++c) s0[c] += part[(t * 2) * j.c + c], s1[c] += part[(t * 2 + 1) * j.c + c];
+}
+
+float inv_std(float var, float eps) { return 1.0f / std::sqrt(var + eps); }
+
+// The forward's affine map y = x * a + b per channel, from the saved statistics (float, as both passes see them).
+void affine(const NormGeometry& g, const float* gamma, const float* beta, const float* mean, const float* var, float* a,
+            float* b) {
+  for (int64_t c = 0; c < g.c; ++c) {
+    a[c] = gamma[c] * inv_std(var[c], g.eps);
+    b[c] = beta[c] - mean[c] * a[c];
+  }
+}
+
+}  // namespace
+
+bool batch_norm_by_hand(const NormGeometry& g) { return g.c <= kHandMaxChannels && !blocked_channels(g.c); }
+
+void batch_norm_forward_training(const NormGeometry& g, const float* x, const float* gamma, const float* beta, float* y,
+                                 float* save_mean, float* save_var) {
+  const int64_t rows = g.n * g.h * g.w, c = g.c;
+  // Moments about the first row's values: no cancellation when the mean is large next to the spread.
+  float shift[kHandMaxChannels], a[kHandMaxChannels], b[kHandMaxChannels];
+  std::copy_n(x, c, shift);
+  double d[kHandMaxChannels] = {}, d2[kHandMaxChannels] = {};
+  const bool relu = g.activation == Activation::kRelu;
+  run({Pass::kMoments, false, c, x, nullptr, nullptr, shift, nullptr, nullptr, nullptr, nullptr}, rows, d, d2);
+  for (int64_t i = 0; i < c; ++i) {
+    const double mean_d = d[i] / static_cast<double>(rows);
+    save_mean[i] = static_cast<float>(shift[i] + mean_d);
+    save_var[i] = static_cast<float>(std::max(0.0, d2[i] / static_cast<double>(rows) - mean_d * mean_d));
+  }
+  affine(g, gamma, beta, save_mean, save_var, a, b);
+  run({Pass::kNormalize, relu, c, x, nullptr, y, nullptr, a, b, nullptr, nullptr}, rows, nullptr, nullptr);
+}
+
+void batch_norm_backward(const NormGeometry& g, const float* x, const float* dy, const float* gamma, const float* beta,
+                         const float* save_mean, const float* save_var, float* dx, float* dgamma, float* dbeta) {
+  const int64_t rows = g.n * g.h * g.w, c = g.c;
+  const bool relu = g.activation == Activation::kRelu;
+  float a[kHandMaxChannels], b[kHandMaxChannels], coef_x[kHandMaxChannels], coef_0[kHandMaxChannels];
+  affine(g, gamma, beta, save_mean, save_var, a, b);
+  double sum_g[kHandMaxChannels] = {}, sum_gx[kHandMaxChannels] = {};
+  run({Pass::kGradSums, relu, c, x, dy, nullptr, save_mean, a, b, nullptr, nullptr}, rows, sum_g, sum_gx);
+  // dx = gamma * rstd * (g - mean(g) - xhat * mean(g * xhat)), xhat = (x - mean) * rstd.
+  for (int64_t i = 0; i < c; ++i) {
+    const double rstd = inv_std(save_var[i], g.eps), m = static_cast<double>(rows);
+    dbeta[i] = static_cast<float>(sum_g[i]);
+    dgamma[i] = static_cast<float>(sum_gx[i] * rstd);
+    coef_x[i] = static_cast<float>(-a[i] * rstd * rstd * sum_gx[i] / m);
+    coef_0[i] = static_cast<float>(-a[i] * sum_g[i] / m);
+  }
+  run({Pass::kGradInput, relu, c, x, dy, dx, save_mean, a, b, coef_x, coef_0}, rows, nullptr, nullptr);
+}
+
+}  // namespace torus::worker::cpu
