@@ -47,6 +47,7 @@ struct NormGeometry {
   float eps = 1e-5f;
   Activation activation = Activation::kNone;  // fused after the normalization
   Shape shape() const { return {n, h, w, c}; }
+  int64_t rows() const { return n * h * w; }  // the positions each channel is normalized over
   auto operator<=>(const NormGeometry&) const = default;
 };
 

@@ -36,6 +36,9 @@ TORUS_HD inline float running_update(float running, float batch, float momentum)
   return (1.0f - momentum) * running + momentum * batch;
 }
 
+// 1/sqrt(var + eps): what normalizes a channel of (biased) variance var.
+TORUS_HD inline float invstd_from_var(float var, float eps) { return 1.0f / sqrtf(var + eps); }
+
 // Batch norm's affine map of one element given its channel's mean and 1/sqrt(var + eps).
 TORUS_HD inline float bn_affine(float x, float mean, float invstd, float gamma, float beta) {
   return (x - mean) * invstd * gamma + beta;

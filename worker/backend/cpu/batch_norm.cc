@@ -3,11 +3,11 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "worker/backend/cpu/staging.h"
+#include "worker/backend/math.h"
 
 // This file is compiled with -ffp-contract=off (CMakeLists.txt): the backward recomputes the forward's ReLU mask
 // from x * a + b, which must round the same in both passes and on every ISA path, so no multiply-add is fused.
@@ -204,13 +204,11 @@ void run(const Job& j, int64_t rows, double* s0, double* s1) {
     for (int64_t c = 0; c < j.c; ++c) s0[c] += part[(t * 2) * j.c + c], s1[c] += part[(t * 2 + 1) * j.c + c];
 }
 
-float inv_std(float var, float eps) { return 1.0f / std::sqrt(var + eps); }
-
 // The forward's affine map y = x * a + b per channel, from the saved statistics (float, as both passes see them).
 void affine(const NormGeometry& g, const float* gamma, const float* beta, const float* mean, const float* var, float* a,
             float* b) {
   for (int64_t c = 0; c < g.c; ++c) {
-    a[c] = gamma[c] * inv_std(var[c], g.eps);
+    a[c] = gamma[c] * math::invstd_from_var(var[c], g.eps);
     b[c] = beta[c] - mean[c] * a[c];
   }
 }
@@ -221,7 +219,7 @@ bool batch_norm_by_hand(const NormGeometry& g) { return g.c <= kHandMaxChannels 
 
 void batch_norm_forward_training(const NormGeometry& g, const float* x, const float* gamma, const float* beta, float* y,
                                  float* save_mean, float* save_var) {
-  const int64_t rows = g.n * g.h * g.w, c = g.c;
+  const int64_t rows = g.rows(), c = g.c;
   // Moments about the first row's values: no cancellation when the mean is large next to the spread.
   float shift[kHandMaxChannels], a[kHandMaxChannels], b[kHandMaxChannels];
   std::copy_n(x, c, shift);
@@ -239,7 +237,7 @@ void batch_norm_forward_training(const NormGeometry& g, const float* x, const fl
 
 void batch_norm_backward(const NormGeometry& g, const float* x, const float* dy, const float* gamma, const float* beta,
                          const float* save_mean, const float* save_var, float* dx, float* dgamma, float* dbeta) {
-  const int64_t rows = g.n * g.h * g.w, c = g.c;
+  const int64_t rows = g.rows(), c = g.c;
   const bool relu = g.activation == Activation::kRelu;
   float a[kHandMaxChannels], b[kHandMaxChannels], coef_x[kHandMaxChannels], coef_0[kHandMaxChannels];
   affine(g, gamma, beta, save_mean, save_var, a, b);
@@ -247,7 +245,7 @@ void batch_norm_backward(const NormGeometry& g, const float* x, const float* dy,
   run({Pass::kGradSums, relu, c, x, dy, nullptr, save_mean, a, b, nullptr, nullptr}, rows, sum_g, sum_gx);
   // dx = gamma * rstd * (g - mean(g) - xhat * mean(g * xhat)), xhat = (x - mean) * rstd.
   for (int64_t i = 0; i < c; ++i) {
-    const double rstd = inv_std(save_var[i], g.eps), m = static_cast<double>(rows);
+    const double rstd = math::invstd_from_var(save_var[i], g.eps), m = static_cast<double>(rows);
     dbeta[i] = static_cast<float>(sum_g[i]);
     dgamma[i] = static_cast<float>(sum_gx[i] * rstd);
     coef_x[i] = static_cast<float>(-a[i] * rstd * rstd * sum_gx[i] / m);

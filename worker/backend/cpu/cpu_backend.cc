@@ -56,8 +56,8 @@ struct ConvBackward {
 // Backward parts are built on the first backward call of a geometry: shapes only evaluated (rectangular validation
 // batches, one per aspect ratio) never pay for their primitives or their weight-sized conversion buffers.
 struct ConvPlan {
-  dnnl::algorithm algorithm =
-      dnnl::algorithm::convolution_direct;  // every pass's (choose_conv_forward in impl_choice.h)
+  // Every pass's algorithm (choose_conv_forward in impl_choice.h).
+  dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_forward fwd;
   std::optional<Converter> fwd_w;

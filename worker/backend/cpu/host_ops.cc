@@ -83,7 +83,7 @@ float xent_row(const float* z, int32_t label, int k, float smoothing, float inv_
 
 void update_running(const NormGeometry& g, Tensor mean, Tensor var, Tensor running_mean, Tensor running_var,
                     float momentum) {
-  const float m = static_cast<float>(g.n * g.h * g.w);
+  const float m = static_cast<float>(g.rows());
   const float unbias = m > 1 ? m / (m - 1) : 1.0f;
   float *rm = running_mean.f32(), *rv = running_var.f32();
   const float *bm = mean.f32(), *bv = var.f32();

@@ -78,7 +78,7 @@ TORUS_HD inline float relu_grad(float y, float dy) { return y > 0.0f ? dy : 0.0f
 TORUS_HD inline float add_act(float a, float b, bool relu_after) { return relu_after ? relu(a + b) : a + b; }
 
 // --- batch norm: cuDNN saves 1/sqrt(var + eps); the interface speaks biased variance ---------------------
-TORUS_HD inline float invstd_from_var(float var, float eps) { return 1.0f / sqrtf(var + eps); }
+using math::invstd_from_var;
 TORUS_HD inline float var_from_invstd(float invstd, float eps) { return 1.0f / (invstd * invstd) - eps; }
 
 // --- softmax cross-entropy -------------------------------------------------------------------------------

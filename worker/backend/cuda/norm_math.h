@@ -50,16 +50,18 @@ TORUS_HD inline int64_t bn_row_slices(int64_t m, int64_t c) {
   return r < 1 ? 1 : r;
 }
 
-// Per channel: y = (x - mean) * scale + shift normalizes with (mean, var) and applies (gamma, beta). Centering
-// before scaling keeps a channel with a large mean and a small spread exact (x * scale + (beta - mean * scale)
-// would cancel two large products).
+// One channel's normalization: math::bn_affine with its mean, 1/sqrt(var + eps), gamma and beta, gathered once per
+// channel. It centers before scaling, which keeps a channel with a large mean and a small spread exact
+// (x * scale + (beta - mean * scale) would cancel two large products).
 struct Affine {
-  float mean = 0.0f, scale = 1.0f, shift = 0.0f;
+  float mean = 0.0f, invstd = 1.0f, gamma = 1.0f, beta = 0.0f;
 };
 TORUS_HD inline Affine bn_affine_of(float mean, float var, float eps, float gamma, float beta) {
-  return {mean, gamma * invstd_from_var(var, eps), beta};
+  return {mean, invstd_from_var(var, eps), gamma, beta};
 }
-TORUS_HD inline float bn_apply(const Affine& f, float x) { return (x - f.mean) * f.scale + f.shift; }
+TORUS_HD inline float bn_apply(const Affine& f, float x) {
+  return math::bn_affine(x, f.mean, f.invstd, f.gamma, f.beta);
+}
 
 // One channel's batch statistics from its merged moments over m rows: the biased variance the interface saves,
 // and the unbiased one the running variance follows (PyTorch's convention, as the CPU backend).

@@ -105,10 +105,9 @@ void CudaBackend::norm_forward_training(const NormGeometry& g, Tensor x, Tensor 
     }
   }
   if (p.fusion == BnFusion::kOff) {
-    const int64_t m = g.n * g.h * g.w;
-    launch_bn_forward_training(x.data(), y.data(), type, m, g.c, g.eps, momentum, gamma.f32(), beta.f32(),
+    launch_bn_forward_training(x.data(), y.data(), type, g.rows(), g.c, g.eps, momentum, gamma.f32(), beta.f32(),
                                save_mean.f32(), save_var.f32(), running_mean.f32(), running_var.f32(),
-                               scratch(kNormScratch, bn_scratch_bytes(m, g.c)), stream_.get());
+                               scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)), stream_.get());
     if (g.activation == Activation::kRelu) {
       launch_relu_with_mask(y.data(), static_cast<uint32_t*>(workspace_t.data()), type, y.numel(), stream_.get());
       stash_[workspace_t.data()] = {x.data(), y.data(), BnFusion::kOff};
@@ -122,10 +121,9 @@ void CudaBackend::norm_forward_inference(const NormGeometry& g, Tensor x, Tensor
   expect_dtype(y, type, "batch norm output");
   expect_elements(x, g.shape().numel(), "batch norm input");
   expect_elements(y, g.shape().numel(), "batch norm output");
-  const int64_t m = g.n * g.h * g.w;
-  launch_bn_forward_inference(x.data(), y.data(), type, m, g.c, g.eps, gamma.f32(), beta.f32(), mean.f32(), var.f32(),
-                              g.activation == Activation::kRelu, scratch(kNormScratch, bn_scratch_bytes(m, g.c)),
-                              stream_.get());
+  launch_bn_forward_inference(x.data(), y.data(), type, g.rows(), g.c, g.eps, gamma.f32(), beta.f32(), mean.f32(),
+                              var.f32(), g.activation == Activation::kRelu,
+                              scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)), stream_.get());
 }
 
 void CudaBackend::norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
@@ -186,9 +184,8 @@ void CudaBackend::norm_backward_unfused(const NormGeometry& g, NormBackward path
     }
     grad = masked;
   }
-  const int64_t m = g.n * g.h * g.w;
-  launch_bn_backward(x.data(), grad, dx.data(), type, m, g.c, save_mean.f32(), invstd, gamma.f32(), dgamma.f32(),
-                     dbeta.f32(), scratch(kNormScratch, bn_scratch_bytes(m, g.c)), stream_.get());
+  launch_bn_backward(x.data(), grad, dx.data(), type, g.rows(), g.c, save_mean.f32(), invstd, gamma.f32(), dgamma.f32(),
+                     dbeta.f32(), scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)), stream_.get());
 }
 
 // --- pooling ------------------------------------------------------------------------------------------------------
