@@ -1,7 +1,7 @@
 // torus-train-bench: training throughput (forward + backward + SGD update) of one ResNet on synthetic data,
 // the number bench/train_throughput.sh compares with PyTorch.
 //   torus-train-bench --arch resnet9 --widths 8,16,32,64 --in-channels 1 --image 28 --batch 128 --steps 30
-// Prints a per-op profile (--profile) and ends with `RESULT images_per_second=X`.
+// Prints a per-op profile (--profile; --profile-shapes splits it per layer geometry) and ends with `RESULT images_per_second=X`.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -25,6 +25,7 @@ struct BenchArgs {
   int64_t steps = 30, warmup = 5;
   int threads = 0;
   bool profile = false;
+  ProfileDetail detail = ProfileDetail::kPerOp;
 };
 
 template <class E>
@@ -46,8 +47,9 @@ BenchArgs parse(int argc, char** argv) {
   a.model.head_pool = PoolKind::kMax;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--profile") {
+    if (flag == "--profile" || flag == "--profile-shapes") {
       a.profile = true;
+      if (flag == "--profile-shapes") a.detail = ProfileDetail::kPerShape;
       continue;
     }
     if (i + 1 >= argc) throw InvalidArgument("torus-train-bench: " + flag + " needs a value");
@@ -83,7 +85,7 @@ BenchArgs parse(int argc, char** argv) {
 int run(int argc, char** argv) {
   BenchArgs a = parse(argc, argv);
   auto cpu = cpu::make_cpu_backend(a.threads);
-  ProfilingBackend profiled(*cpu);
+  ProfilingBackend profiled(*cpu, a.detail);
   Backend& backend = a.profile ? static_cast<Backend&>(profiled) : *cpu;
   nn::Model model(backend, a.model);
   TrainStep step(model, optim::SgdConfig{}, 0.1f, nullptr);

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/backend/cpu/staging.h"
 
@@ -24,6 +27,23 @@ TEST(ConvAlgorithmChoice, OnlyThreeByThreeStrideOneConvolutionsAskForWinograd) {
   EXPECT_EQ(conv_algorithm(wino, strided), dnnl::algorithm::convolution_direct);
   EXPECT_EQ(conv_algorithm(wino, pointwise), dnnl::algorithm::convolution_direct);
   EXPECT_EQ(conv_algorithm(ConvAlgorithm::kDirect, three), dnnl::algorithm::convolution_direct);
+}
+
+// Whole 4x4 tiles: an output that leaves most of its tiles unused stays direct (3x3: 9/16, 6x6: 36/64), one that
+// fills them takes Winograd (8x8, 4x4: all; 7x7 and 14x14: 49/64).
+TEST(ConvAlgorithmChoice, SmallOutputsThatWasteWinogradTilesStayDirect) {
+  const auto wino = ConvAlgorithm::kWinogradWhereAvailable;
+  for (const auto& [side, expected] : std::vector<std::pair<int64_t, dnnl::algorithm>>{
+           {3, dnnl::algorithm::convolution_direct},
+           {6, dnnl::algorithm::convolution_direct},
+           {5, dnnl::algorithm::convolution_direct},
+           {4, dnnl::algorithm::convolution_winograd},
+           {7, dnnl::algorithm::convolution_winograd},
+           {8, dnnl::algorithm::convolution_winograd},
+           {14, dnnl::algorithm::convolution_winograd}}) {
+    const ConvGeometry g{.n = 8, .h = side, .w = side, .c_in = 64, .c_out = 64, .kh = 3, .kw = 3, .pad = 1};
+    EXPECT_EQ(conv_algorithm(wino, g), expected) << side << "x" << side << ": tile use " << winograd_tile_use(g);
+  }
 }
 
 // What choose_conv_forward gives for a geometry on this CPU, with the layouts the backend gives it (staging.h).

@@ -12,13 +12,18 @@
 
 namespace torus::worker {
 
+// kPerShape splits convolutions, normalizations and poolings by geometry ("conv_forward 8>16 28x28 k3s1"), so a
+// profile says which layer to work on.
+enum class ProfileDetail { kPerOp, kPerShape };
+
 class ProfilingBackend final : public Backend {
  public:
   struct OpStats {
     double seconds = 0;
     int64_t calls = 0;
   };
-  explicit ProfilingBackend(Backend& inner) : inner_(inner) {}
+  explicit ProfilingBackend(Backend& inner, ProfileDetail detail = ProfileDetail::kPerOp)
+      : inner_(inner), detail_(detail) {}
 
   const std::map<std::string, OpStats>& stats() const { return stats_; }
   void reset() { stats_.clear(); }
@@ -32,7 +37,7 @@ class ProfilingBackend final : public Backend {
     std::string out;
     char line[160];
     for (const auto& [op, s] : rows) {
-      std::snprintf(line, sizeof(line), "  %-24s %9.3f s  %5.1f%%  %8lld calls\n", op.c_str(), s.seconds,
+      std::snprintf(line, sizeof(line), "  %-44s %9.3f s  %5.1f%%  %8lld calls\n", op.c_str(), s.seconds,
                     total > 0 ? 100.0 * s.seconds / total : 0.0, static_cast<long long>(s.calls));
       out += line;
     }
@@ -72,19 +77,19 @@ class ProfilingBackend final : public Backend {
     inner_.conv_weight_export(g, native, host);
   }
   void conv_forward(const ConvGeometry& g, Tensor x, Tensor w, Tensor y) override {
-    timed("conv_forward", [&] { inner_.conv_forward(g, x, w, y); });
+    timed(keyed("conv_forward", g), [&] { inner_.conv_forward(g, x, w, y); });
   }
   void conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w, Tensor dx) override {
-    timed("conv_backward_data", [&] { inner_.conv_backward_data(g, dy, w, dx); });
+    timed(keyed("conv_backward_data", g), [&] { inner_.conv_backward_data(g, dy, w, dx); });
   }
   void conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) override {
-    timed("conv_backward_weights", [&] { inner_.conv_backward_weights(g, x, dy, dw); });
+    timed(keyed("conv_backward_weights", g), [&] { inner_.conv_backward_weights(g, x, dy, dw); });
   }
   size_t norm_workspace_bytes(const NormGeometry& g) override { return inner_.norm_workspace_bytes(g); }
   void norm_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y, Tensor save_mean,
                              Tensor save_var, Tensor running_mean, Tensor running_var, float momentum,
                              Tensor workspace) override {
-    timed("norm_forward_training", [&] {
+    timed(keyed("norm_forward_training", g), [&] {
       inner_.norm_forward_training(g, x, gamma, beta, y, save_mean, save_var, running_mean, running_var, momentum,
                                    workspace);
     });
@@ -95,7 +100,7 @@ class ProfilingBackend final : public Backend {
   }
   void norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
                      Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) override {
-    timed("norm_backward",
+    timed(keyed("norm_backward", g),
           [&] { inner_.norm_backward(g, x, dy, gamma, beta, save_mean, save_var, workspace, dx, dgamma, dbeta); });
   }
   void relu_forward(Tensor x, Tensor y) override {
@@ -109,10 +114,10 @@ class ProfilingBackend final : public Backend {
   }
   size_t pool_workspace_bytes(const PoolGeometry& g) override { return inner_.pool_workspace_bytes(g); }
   void pool_forward(const PoolGeometry& g, Tensor x, Tensor y, Tensor ws) override {
-    timed("pool_forward", [&] { inner_.pool_forward(g, x, y, ws); });
+    timed(keyed("pool_forward", g), [&] { inner_.pool_forward(g, x, y, ws); });
   }
   void pool_backward(const PoolGeometry& g, Tensor dy, Tensor ws, Tensor dx) override {
-    timed("pool_backward", [&] { inner_.pool_backward(g, dy, ws, dx); });
+    timed(keyed("pool_backward", g), [&] { inner_.pool_backward(g, dy, ws, dx); });
   }
   void linear_forward(const LinearGeometry& g, Tensor x, Tensor w, Tensor b, Tensor y) override {
     timed("linear", [&] { inner_.linear_forward(g, x, w, b, y); });
@@ -143,7 +148,7 @@ class ProfilingBackend final : public Backend {
 
  private:
   template <typename F>
-  void timed(const char* op, F&& f) {
+  void timed(const std::string& op, F&& f) {
     const auto start = std::chrono::steady_clock::now();
     f();
     inner_.synchronize();
@@ -152,7 +157,25 @@ class ProfilingBackend final : public Backend {
     ++s.calls;
   }
 
+  std::string keyed(const char* op, const ConvGeometry& g) const {
+    if (detail_ == ProfileDetail::kPerOp) return op;
+    char k[96];
+    std::snprintf(k, sizeof(k), "%s %lld>%lld %lldx%lld k%llds%lld", op, static_cast<long long>(g.c_in),
+                  static_cast<long long>(g.c_out), static_cast<long long>(g.h), static_cast<long long>(g.w),
+                  static_cast<long long>(g.kh), static_cast<long long>(g.stride));
+    return k;
+  }
+  template <typename G>  // NormGeometry, PoolGeometry: (N, H, W, C) inputs
+  std::string keyed(const char* op, const G& g) const {
+    if (detail_ == ProfileDetail::kPerOp) return op;
+    char k[96];
+    std::snprintf(k, sizeof(k), "%s %lldx%lldx%lld", op, static_cast<long long>(g.h), static_cast<long long>(g.w),
+                  static_cast<long long>(g.c));
+    return k;
+  }
+
   Backend& inner_;
+  ProfileDetail detail_;
   std::map<std::string, OpStats> stats_;
 };
 
