@@ -19,6 +19,7 @@
 #include "worker/backend/cpu/host_ops.h"
 #include "worker/backend/cpu/impl_choice.h"
 #include "worker/backend/cpu/max_pool.h"
+#include "worker/backend/cpu/narrow_conv.h"
 #include "worker/backend/cpu/staging.h"
 
 namespace torus::worker::cpu {
@@ -159,9 +160,10 @@ class CpuBackend final : public Backend {
   }
 
   void conv_forward(const ConvGeometry& g, Tensor x, Tensor w, Tensor y) override {
-    ConvPlan& p = conv_plan(g);
     expect_elements(x, g.input_shape().numel(), "conv input");
     expect_elements(y, g.output_shape().numel(), "conv output");
+    if (narrow_conv_by_hand(g)) return narrow_conv_forward(g, x.f32(), w.f32(), y.f32());
+    ConvPlan& p = conv_plan(g);
     memory wmem = weights_in(p.fwd_w, native_weight(g), w);
     memory xm = p.x_in.in(engine_, stream_, x, stage(stage_a_, p.x_in.bytes()));
     memory ym = p.y_out.out(engine_, y, stage(stage_b_, p.y_out.bytes()));
@@ -170,9 +172,9 @@ class CpuBackend final : public Backend {
   }
 
   void conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w, Tensor dx) override {
-    ConvBackward& p = conv_backward_plan(g);
     expect_elements(dy, g.output_shape().numel(), "conv output gradient");
     expect_elements(dx, g.input_shape().numel(), "conv input gradient");
+    ConvBackward& p = conv_backward_plan(g);
     memory wmem = weights_in(p.bwd_data_w, native_weight(g), w);
     memory dym = p.dy_in.in(engine_, stream_, dy, stage(stage_a_, p.dy_in.bytes()));
     memory dxm = p.dx_out.out(engine_, dx, stage(stage_b_, p.dx_out.bytes()));
@@ -181,9 +183,9 @@ class CpuBackend final : public Backend {
   }
 
   void conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) override {
-    ConvBackward& p = conv_backward_plan(g);
     expect_elements(x, g.input_shape().numel(), "conv input");
     expect_elements(dy, g.output_shape().numel(), "conv output gradient");
+    ConvBackward& p = conv_backward_plan(g);
     memory::desc native = native_weight(g);
     memory dst(native, engine_, dw.data());
     memory target = p.bwd_w_dw ? memory(p.bwd_w_pd.diff_weights_desc(), engine_, p.bwd_w_dw->scratch.data()) : dst;
@@ -396,7 +398,9 @@ class CpuBackend final : public Backend {
     ConvGeometry key = weight_key(g);
     auto it = native_weights_.find(key);
     if (it != native_weights_.end()) return it->second;
-    memory::desc md = conv_plan(g).fwd_pd.weights_desc();
+    // The hand-written forward's layout (narrow_conv.h) where it runs, else the forward primitive's.
+    memory::desc md = narrow_conv_by_hand(g) ? memory::desc({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::hwio)
+                                                 : conv_plan(g).fwd_pd.weights_desc();
     native_weights_.emplace(key, md);
     return md;
   }
