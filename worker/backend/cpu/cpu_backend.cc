@@ -113,6 +113,7 @@ class CpuBackend final : public Backend {
   void conv_backward_data(const ConvGeometry& g, Tensor dy, Tensor w, Tensor dx) override {
     expect_elements(dy, g.output_shape().numel(), "conv output gradient");
     expect_elements(dx, g.input_shape().numel(), "conv input gradient");
+    if (narrow_conv_backward_data_by_hand(g)) return narrow_conv_backward_data(g, dy.f32(), w.f32(), dx.f32());
     ConvBackward& p = conv_backward_plan(g);
     memory wmem = weights_in(p.bwd_data_w, native_weight(g), w);
     memory dym = p.dy_in.in(engine_, stream_, dy, stage(stage_a_, p.dy_in.bytes()));
