@@ -113,7 +113,8 @@ TEST_P(NarrowConv, TheBackendsThreePassesMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(Geometries, NarrowConv,
                          ::testing::Values(Case{2, 28, 28, 1, 8, 1}, Case{3, 28, 28, 8, 16, 1}, Case{3, 28, 28, 8, 16, 2},
                                            Case{2, 5, 17, 8, 16, 1}, Case{2, 1, 1, 8, 16, 1}, Case{4, 9, 30, 1, 8, 2},
-                                           Case{3, 4, 33, 8, 16, 2}, Case{2, 3, 15, 8, 16, 1}),
+                                           Case{3, 4, 33, 8, 16, 2}, Case{2, 3, 15, 8, 16, 1}, Case{3, 14, 14, 16, 16, 1},
+                                           Case{2, 14, 14, 16, 32, 2}, Case{2, 7, 9, 16, 32, 1}),
                          [](const auto& param_info) {
                            const Case& c = param_info.param;
                            return "n" + std::to_string(c.n) + "_" + std::to_string(c.h) + "x" + std::to_string(c.w) +
@@ -129,7 +130,7 @@ TEST(NarrowConvChoice, TakesOnlyThreeByThreeStrideOneNarrowPairs) {
   pointwise.kh = pointwise.kw = 1;
   pointwise.pad = 0;
   unpadded.pad = 0;
-  other_pair.c_in = 16;
+  other_pair.c_in = other_pair.c_out = 32;
   for (const ConvGeometry& g : {strided, pointwise, unpadded, other_pair}) EXPECT_FALSE(narrow_conv_by_hand(g));
   std::vector<float> buf(1);  // refused before any element is read
   EXPECT_THROW(narrow_conv_forward(other_pair, buf.data(), buf.data(), buf.data()), InvalidArgument);

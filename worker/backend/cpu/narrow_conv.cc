@@ -25,14 +25,16 @@ constexpr int kTaps = 9;  // 3x3
 
 // The channel pairs (C_in, C_out) that run here per pass, each measured faster than oneDNN's NHWC kernels (best of
 // 15, batch 128, 28x28, 1 thread, warm: forward 8 -> 16 1.61 vs 2.8 ms, 1 -> 8 0.41 vs 0.85; inside a training step
-// 1.8-2.1 vs 2.3-2.6 and 0.47-0.53 vs 0.63-0.73). Backward data of 8 -> 16 has its own loop below (this loop run on
+// 1.8-2.1 vs 2.3-2.6 and 0.47-0.53 vs 0.63-0.73; at 14x14, per step, 16 -> 16 (two layers) 1.9-2.0 vs 2.2 and
+// 16 -> 32 1.7-1.9 vs 2.1). Backward data of 8 -> 16 has its own loop below (this loop run on
 // dy with flipped weights has 8 output channels, half a vector, and took 5-6 ms in a step against oneDNN's 3.6-4);
 // backward weights stays on oneDNN: a register-blocked one took 0.6-0.7 ms (1 -> 8) and 2.7 (8 -> 16) in a step
-// against 0.45 and 2.3.
+// against 0.45 and 2.3. The forward's loop on flipped weights was even with oneDNN's backward data at 16 -> 32
+// (1.9-2.0 ms a step) and slower at 16 -> 16 (1.9 vs 1.7).
 struct Pair {
   int c_in, c_out;
 };
-constexpr Pair kForwardPairs[] = {{1, 8}, {8, 16}};
+constexpr Pair kForwardPairs[] = {{1, 8}, {8, 16}, {16, 16}, {16, 32}};
 
 template <int V>
 struct VecOf {
@@ -254,7 +256,8 @@ template <int kCi, int kCo, int kLanes>
 // Every pair of kForwardPairs.
 template <int kLanes>
 [[gnu::always_inline]] inline void run_isa(const Job& j) {
-  const bool ran = run_pair<1, 8, kLanes>(j) || run_pair<8, 16, kLanes>(j);
+  const bool ran = run_pair<1, 8, kLanes>(j) || run_pair<8, 16, kLanes>(j) || run_pair<16, 16, kLanes>(j) ||
+                   run_pair<16, 32, kLanes>(j);
   if (!ran)
     throw InvalidArgument("narrow conv: no loop for " + std::to_string(j.c_in) + " -> " + std::to_string(j.c_out) +
                           " channels");

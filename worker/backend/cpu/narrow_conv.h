@@ -1,6 +1,7 @@
 #pragma once
 // Passes of the narrow NHWC layers' 3x3 stride-1 convolutions, written by hand: the forward of the narrow ResNet-9's
-// stem (1 -> 8 channels) and first layer (8 -> 16) at 28x28, and that layer's backward data, where oneDNN 2.6.3's
+// stem (1 -> 8 channels), first layer (8 -> 16) at 28x28 and its 16 -> 16 and 16 -> 32 layers at 14x14, and the
+// 8 -> 16 layer's backward data, where oneDNN 2.6.3's
 // NHWC kernels reached 17-83 GFLOP/s of a core's ~175 (1 thread, batch 128, AVX-512 Sapphire Rapids, inside a
 // training step: 8 -> 16 forward 2.3-2.6 ms, backward data 3.6-4.8, the stem's 14 MFLOP 0.63-0.73). Backward weights
 // runs on oneDNN, which converts the weights from this layout (narrow_conv.cc says why).
