@@ -28,8 +28,10 @@ constexpr int kTaps = 9;  // 3x3
 // 1.8-2.1 vs 2.3-2.6 and 0.47-0.53 vs 0.63-0.73; at 14x14, per step, 16 -> 16 (two layers) 1.9-2.0 vs 2.2 and
 // 16 -> 32 1.7-1.9 vs 2.1). Backward data of 8 -> 16 has its own loop below (this loop run on
 // dy with flipped weights has 8 output channels, half a vector, and took 5-6 ms in a step against oneDNN's 3.6-4);
-// backward weights stays on oneDNN: a register-blocked one took 0.6-0.7 ms (1 -> 8) and 2.7 (8 -> 16) in a step
-// against 0.45 and 2.3. The forward's loop on flipped weights was even with oneDNN's backward data at 16 -> 32
+// backward weights stays on oneDNN: a register-blocked one (24 sums of 16 output channels in registers, one pass
+// per kernel row and block of input channels, the next image prefetched) took, per step, 0.6-0.7 ms at 1 -> 8,
+// 2.3-2.4 at 8 -> 16, 2.0 at 16 -> 16 (two layers) and 1.9-2.1 at 16 -> 32, against oneDNN's 0.45, 2.1-2.3, 1.55
+// and 1.7. The forward's loop on flipped weights was even with oneDNN's backward data at 16 -> 32
 // (1.9-2.0 ms a step) and slower at 16 -> 16 (1.9 vs 1.7).
 struct Pair {
   int c_in, c_out;
