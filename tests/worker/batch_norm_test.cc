@@ -3,7 +3,8 @@
 // (unbiased variance), backward (dx, dgamma, dbeta), with and without the fused ReLU, on channel counts with and
 // without a compile-time row width, row counts off every vector width, inputs whose mean is large next to their
 // spread (the moments' shift), and 1 and 2 threads (the parallel split merges per-thread sums). CTest also runs it
-// under ONEDNN_MAX_CPU_ISA=AVX2, which selects the AVX2 path here as on an AVX2 machine.
+// under ONEDNN_MAX_CPU_ISA=AVX2, which selects the AVX2 path here as on an AVX2 machine. The fused batch norm + 2x2
+// max pool (Backend::norm_max_pool_*) against the backend's two ops in sequence.
 #include "worker/backend/cpu/batch_norm.h"
 
 #include <gtest/gtest.h>
@@ -136,11 +137,86 @@ INSTANTIATE_TEST_SUITE_P(NarrowNhwc, HandBatchNorm, ::testing::ValuesIn(cases())
          std::to_string(k.c) + (k.relu ? "_relu" : "") + "_t" + std::to_string(k.threads);
 });
 
+class HandBatchNormMaxPool : public ::testing::TestWithParam<Case> {};
+
+// The fused op against norm_forward_training + pool_forward, and pool_backward + norm_backward: the same y and
+// statistics bit for bit (the same arithmetic), and the same gradients up to the order of the sums.
+TEST_P(HandBatchNormMaxPool, MatchesBatchNormThenMaxPool) {
+  const Case k = GetParam();
+  const NormGeometry g{.n = k.n,
+                       .h = k.h,
+                       .w = k.w,
+                       .c = k.c,
+                       .eps = 1e-5f,
+                       .activation = k.relu ? Activation::kRelu : Activation::kNone};
+  const PoolGeometry pg{.n = k.n, .h = k.h, .w = k.w, .c = k.c, .kind = PoolKind::kMax, .kh = 2, .kw = 2, .stride = 2};
+  auto backend = make_cpu_backend(k.threads);
+  ASSERT_TRUE(backend->has_norm_max_pool(g));
+  std::mt19937 rng(static_cast<unsigned>(k.c * 7 + k.h));
+  const size_t numel = static_cast<size_t>(g.shape().numel()), c = static_cast<size_t>(k.c);
+  const size_t pooled = static_cast<size_t>(k.n * (k.h / 2) * (k.w / 2) * k.c);
+  // Values around zero, so the ReLU clamps some windows whole (ties among zeros) and passes others.
+  std::vector<float> x = random(rng, numel, -2, 2), dy = random(rng, pooled, -1, 1), gamma = random(rng, c, 0.5, 1.5),
+                     beta = random(rng, c, -0.5, 0.5);
+  const Shape s = g.shape(), ps = pg.output_shape(), cs{k.c};
+  const auto t = [](std::vector<float>& v, Shape shape) { return Tensor(v.data(), shape); };
+  // The two ops.
+  std::vector<float> y(numel), pooled_y(pooled), mean(c), var(c), rm(c, 0.0f), rv(c, 1.0f), dpool(numel), dx(numel),
+      dgamma(c), dbeta(c);
+  std::vector<float> ws((backend->pool_workspace_bytes(pg) + 3) / 4 + 1);  // bytes, as float-sized scratch
+  backend->norm_forward_training(g, t(x, s), t(gamma, cs), t(beta, cs), t(y, s), t(mean, cs), t(var, cs), t(rm, cs),
+                                 t(rv, cs), 0.1f, Tensor());
+  const Tensor workspace(ws.data(), {static_cast<int64_t>(ws.size())});
+  backend->pool_forward(pg, t(y, s), t(pooled_y, ps), workspace);
+  backend->pool_backward(pg, t(dy, ps), workspace, t(dpool, s));
+  backend->norm_backward(g, t(x, s), t(dpool, s), t(gamma, cs), t(beta, cs), t(mean, cs), t(var, cs), Tensor(),
+                         t(dx, s), t(dgamma, cs), t(dbeta, cs));
+  // Fused.
+  std::vector<float> fy(pooled), fmean(c), fvar(c), frm(c, 0.0f), frv(c, 1.0f), fdx(numel, -7.0f), fdgamma(c),
+      fdbeta(c);
+  backend->norm_max_pool_forward_training(g, t(x, s), t(gamma, cs), t(beta, cs), t(fy, ps), t(fmean, cs),
+                                          t(fvar, cs), t(frm, cs), t(frv, cs), 0.1f);
+  backend->norm_max_pool_backward(g, t(x, s), t(dy, ps), t(gamma, cs), t(beta, cs), t(fmean, cs), t(fvar, cs),
+                                  t(fdx, s), t(fdgamma, cs), t(fdbeta, cs));
+  EXPECT_EQ(fy, pooled_y);
+  EXPECT_EQ(fmean, mean);
+  EXPECT_EQ(fvar, var);
+  EXPECT_EQ(frm, rm);
+  EXPECT_EQ(frv, rv);
+  const auto as_double = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  const double sum_tolerance = 1e-5 * std::sqrt(static_cast<double>(numel / c));
+  expect_near(fdx, as_double(dx), 1e-4, "dx (every input, those outside the windows too)");
+  expect_near(fdgamma, as_double(dgamma), sum_tolerance, "dgamma");
+  expect_near(fdbeta, as_double(dbeta), sum_tolerance, "dbeta");
+}
+
+std::vector<Case> pool_cases() {
+  std::vector<Case> all;
+  for (int64_t c : {1, 3, 8, 16, 32})
+    for (bool relu : {false, true}) {
+      all.push_back({3, 6, 8, c, relu, 1});    // even sides
+      all.push_back({2, 7, 9, c, relu, 2});    // odd sides: a last row and column outside every window
+    }
+  all.push_back({16, 28, 28, 16, true, 2});  // the narrow ResNet-9's first pool, split between threads
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(NarrowNhwc, HandBatchNormMaxPool, ::testing::ValuesIn(pool_cases()),
+                         [](const auto& param_info) {
+                           const Case& k = param_info.param;
+                           return "n" + std::to_string(k.n) + "_hw" + std::to_string(k.h) + "x" + std::to_string(k.w) +
+                                  "_c" + std::to_string(k.c) + (k.relu ? "_relu" : "") + "_t" +
+                                  std::to_string(k.threads);
+                         });
+
 TEST(HandBatchNormChoice, NarrowNhwcOnlyWideAndBlockedStayOnOneDnn) {
   EXPECT_TRUE(batch_norm_by_hand({.n = 2, .h = 4, .w = 4, .c = 1}));
   EXPECT_TRUE(batch_norm_by_hand({.n = 2, .h = 4, .w = 4, .c = 32}));
   EXPECT_FALSE(batch_norm_by_hand({.n = 2, .h = 4, .w = 4, .c = 33}));
   EXPECT_FALSE(batch_norm_by_hand({.n = 2, .h = 4, .w = 4, .c = 64}));
+  EXPECT_TRUE(batch_norm_max_pool_by_hand({.n = 2, .h = 2, .w = 2, .c = 16}));
+  EXPECT_FALSE(batch_norm_max_pool_by_hand({.n = 2, .h = 1, .w = 4, .c = 16}));  // no window fits
+  EXPECT_FALSE(batch_norm_max_pool_by_hand({.n = 2, .h = 4, .w = 4, .c = 64}));
 }
 
 }  // namespace

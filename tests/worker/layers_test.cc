@@ -134,6 +134,37 @@ TEST_F(LayerGradTest, BatchNormWithFusedRelu) {
   check_module(bn, {3, 3, 3, 4}, 1e-3, 5e-2);
 }
 
+// NormThen::kMaxPool2x2 on the CPU runs the fused op in training (Backend::has_norm_max_pool): its gradients against
+// finite differences, odd sides included (a last row and column outside every window).
+TEST_F(LayerGradTest, BatchNormWithReluThenMaxPoolInOneOp) {
+  BatchNorm2d bn(*ctx_, "bn", 8, Activation::kRelu, GammaInit::kOne, 0.1f, 1e-5f, NormThen::kMaxPool2x2);
+  allocate(bn);
+  ASSERT_TRUE(backend_->has_norm_max_pool({.n = 2, .h = 5, .w = 7, .c = 8, .activation = Activation::kRelu}));
+  check_module(bn, {2, 5, 7, 8}, 1e-3, 5e-2);
+}
+
+// The same layer where the backend runs the two ops (a backend without the fused op, and evaluation): the same
+// output as the fused op in training, and evaluation pools the running-statistics normalization.
+TEST_F(LayerGradTest, BatchNormThenMaxPoolMatchesTheTwoOps) {
+  BatchNorm2d fused(*ctx_, "a", 8, Activation::kRelu, GammaInit::kOne, 1.0f, 1e-5f, NormThen::kMaxPool2x2);
+  BatchNorm2d plain(*ctx_, "b", 8, Activation::kRelu, GammaInit::kOne, 1.0f, 1e-5f);
+  Pool2d pool(*ctx_, PoolKind::kMax, 2, 2);
+  allocate(fused);
+  plain.init(7);
+  auto xv = random_vector(2 * 6 * 4 * 8, 5, 2.0f);
+  Tensor x(xv.data(), {2, 6, 4, 8});
+  Tensor a = fused.forward(x);
+  const std::vector<float> fused_y(a.f32(), a.f32() + a.numel());
+  Tensor b = pool.forward(plain.forward(x));
+  ASSERT_EQ(a.shape(), b.shape());
+  EXPECT_EQ(fused_y, std::vector<float>(b.f32(), b.f32() + b.numel()));
+  ctx_->mode = Mode::kEval;  // momentum 1: the running statistics are this batch's (unbiased variance)
+  Tensor ea = fused.forward(x);
+  const std::vector<float> eval_fused(ea.f32(), ea.f32() + ea.numel());
+  Tensor eb = pool.forward(plain.forward(x));
+  EXPECT_EQ(eval_fused, std::vector<float>(eb.f32(), eb.f32() + eb.numel()));
+}
+
 TEST_F(LayerGradTest, BatchNormEvalUsesRunningStatistics) {
   BatchNorm2d bn(*ctx_, "bn", 2, Activation::kNone, GammaInit::kOne, 1.0f);  // momentum 1: running = batch
   allocate(bn);

@@ -168,6 +168,26 @@ class Backend {
   virtual void norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
                              Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) = 0;
 
+  // --- batch norm straight into a 2x2 stride-2 max pool (optional) -------------------------------------
+  // The two ops in one, never storing the normalized tensor (the narrow ResNet-9's conv -> BN + ReLU -> pool
+  // blocks; its memory traffic, not its arithmetic, is what they cost on a CPU). Forward: batch statistics as
+  // norm_forward_training (saved and running), then y (N, H/2, W/2, C) = the max of each window of the activated
+  // normalization. Backward: dy is the pool's output gradient; each window's winner (ties to the first in row
+  // order) and its activation mask are recomputed from x, so there is no workspace. Where has_norm_max_pool says
+  // no, the layer runs the two ops (the defaults throw).
+  virtual bool has_norm_max_pool(const NormGeometry& /*g*/) { return false; }
+  virtual void norm_max_pool_forward_training(const NormGeometry& /*g*/, Tensor /*x*/, Tensor /*gamma*/,
+                                              Tensor /*beta*/, Tensor /*y*/, Tensor /*save_mean*/,
+                                              Tensor /*save_var*/, Tensor /*running_mean*/, Tensor /*running_var*/,
+                                              float /*momentum*/) {
+    throw std::logic_error(name() + " backend: norm_max_pool_forward_training() is not offered");
+  }
+  virtual void norm_max_pool_backward(const NormGeometry& /*g*/, Tensor /*x*/, Tensor /*dy*/, Tensor /*gamma*/,
+                                      Tensor /*beta*/, Tensor /*save_mean*/, Tensor /*save_var*/, Tensor /*dx*/,
+                                      Tensor /*dgamma*/, Tensor /*dbeta*/) {
+    throw std::logic_error(name() + " backend: norm_max_pool_backward() is not offered");
+  }
+
   // --- elementwise ---------------------------------------------------------------------------------
   virtual void relu_forward(Tensor x, Tensor y) = 0;
   // Gradient through a ReLU whose output was y.

@@ -81,8 +81,9 @@ Tensor Conv2d::backward(Tensor dy) {
 // --- BatchNorm2d -----------------------------------------------------------------------------------------
 
 BatchNorm2d::BatchNorm2d(Context& ctx, const std::string& name, int64_t c, Activation act, GammaInit gamma_init,
-                         float momentum, float eps)
+                         float momentum, float eps, NormThen then)
     : ctx_(ctx), c_(c), act_(act), gamma_init_(gamma_init), momentum_(momentum), eps_(eps) {
+  if (then == NormThen::kMaxPool2x2) pool_ = std::make_unique<Pool2d>(ctx, PoolKind::kMax, 2, 2);
   const auto n = static_cast<size_t>(c);
   gamma_ = ctx.params.add(name + ".weight", ParamKind::kNormScale, {c}, n);
   beta_ = ctx.params.add(name + ".bias", ParamKind::kNormShift, {c}, n);
@@ -105,25 +106,44 @@ void BatchNorm2d::init(uint64_t /*seed*/) {
   ctx_.backend.fill(ctx_.stats.view(running_var_), 1.0f);
 }
 
+BatchNorm2d::~BatchNorm2d() = default;
+
 Tensor BatchNorm2d::forward(Tensor x) {
   NormGeometry g = geometry_for(x.shape());
   x_ = x;
-  Tensor y = y_.get(ctx_.backend, x.shape(), ctx_.activation_dtype);
   Tensor gamma = ctx_.param(gamma_), beta = ctx_.param(beta_);
   Tensor rm = ctx_.stats.view(running_mean_), rv = ctx_.stats.view(running_var_);
-  if (ctx_.mode == Mode::kEval) {
-    ctx_.backend.norm_forward_inference(g, x, gamma, beta, rm, rv, y);
+  fused_ = pool_ != nullptr && ctx_.mode == Mode::kTrain && x.dtype() == DType::kF32 &&
+           ctx_.backend.has_norm_max_pool(g);
+  if (fused_) {
+    Tensor y = y_.get(ctx_.backend, {g.n, g.h / 2, g.w / 2, c_}, ctx_.activation_dtype);
+    ctx_.backend.norm_max_pool_forward_training(g, x, gamma, beta, y, mean_.get(ctx_.backend, {c_}),
+                                                var_.get(ctx_.backend, {c_}), rm, rv, momentum_);
     return y;
   }
-  Tensor ws = workspace_.bytes(ctx_.backend, ctx_.backend.norm_workspace_bytes(g));
-  ctx_.backend.norm_forward_training(g, x, gamma, beta, y, mean_.get(ctx_.backend, {c_}), var_.get(ctx_.backend, {c_}),
-                                     rm, rv, momentum_, ws);
-  return y;
+  Tensor y = y_.get(ctx_.backend, x.shape(), ctx_.activation_dtype);
+  if (ctx_.mode == Mode::kEval) {
+    ctx_.backend.norm_forward_inference(g, x, gamma, beta, rm, rv, y);
+  } else {
+    Tensor ws = workspace_.bytes(ctx_.backend, ctx_.backend.norm_workspace_bytes(g));
+    ctx_.backend.norm_forward_training(g, x, gamma, beta, y, mean_.get(ctx_.backend, {c_}),
+                                       var_.get(ctx_.backend, {c_}), rm, rv, momentum_, ws);
+  }
+  return pool_ != nullptr ? pool_->forward(y) : y;
 }
 
 Tensor BatchNorm2d::backward(Tensor dy) {
   NormGeometry g = geometry_for(x_.shape());
   Tensor dx = dx_.get(ctx_.backend, x_.shape(), x_.dtype());
+  if (fused_) {
+    ctx_.backend.norm_max_pool_backward(g, x_, dy, ctx_.param(gamma_), ctx_.param(beta_),
+                                        mean_.get(ctx_.backend, {c_}), var_.get(ctx_.backend, {c_}), dx,
+                                        ctx_.grad(gamma_), ctx_.grad(beta_));
+    ctx_.notify_grad(beta_);
+    ctx_.notify_grad(gamma_);
+    return dx;
+  }
+  if (pool_ != nullptr) dy = pool_->backward(dy);
   Tensor ws = workspace_.bytes(ctx_.backend, ctx_.backend.norm_workspace_bytes(g));
   ctx_.backend.norm_backward(g, x_, dy, ctx_.param(gamma_), ctx_.param(beta_), mean_.get(ctx_.backend, {c_}),
                              var_.get(ctx_.backend, {c_}), ws, dx, ctx_.grad(gamma_), ctx_.grad(beta_));

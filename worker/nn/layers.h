@@ -89,10 +89,18 @@ class Conv2d final : public Module {
   Scratch y_, dx_;
 };
 
+// What follows a batch norm inside the layer: nothing, or a 2x2 stride-2 max pool, which training runs as one op
+// where the backend has it (Backend::has_norm_max_pool: the normalized tensor is never stored) and as the two ops
+// elsewhere and in evaluation.
+enum class NormThen : uint8_t { kNothing, kMaxPool2x2 };
+
+class Pool2d;
+
 class BatchNorm2d final : public Module {
  public:
   BatchNorm2d(Context& ctx, const std::string& name, int64_t c, Activation act, GammaInit gamma_init,
-              float momentum = 0.1f, float eps = 1e-5f);
+              float momentum = 0.1f, float eps = 1e-5f, NormThen then = NormThen::kNothing);
+  ~BatchNorm2d() override;
   Tensor forward(Tensor x) override;
   Tensor backward(Tensor dy) override;
   void init(uint64_t seed) override;
@@ -107,6 +115,8 @@ class BatchNorm2d final : public Module {
   size_t gamma_, beta_, running_mean_, running_var_;
   Tensor x_;
   Scratch y_, dx_, mean_, var_, workspace_;
+  std::unique_ptr<Pool2d> pool_;  // NormThen::kMaxPool2x2 where the backend runs the two ops
+  bool fused_ = false;            // the last forward ran norm_max_pool_forward_training
 };
 
 class Relu final : public Module {

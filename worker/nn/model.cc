@@ -16,22 +16,28 @@ class Builder {
 
   std::unique_ptr<Sequential> conv_bn(const std::string& name, int64_t c_out, int64_t kernel, int64_t stride,
                                       Activation act, GammaInit gamma = GammaInit::kOne,
-                                      InputGrad input_grad = InputGrad::kCompute) {
+                                      InputGrad input_grad = InputGrad::kCompute, NormThen then = NormThen::kNothing) {
     auto seq = std::make_unique<Sequential>();
     const int64_t pad = kernel / 2;
     seq->add<Conv2d>(ctx_, name + ".conv", channels_, c_out, kernel, stride, pad, size_, input_grad);
-    seq->add<BatchNorm2d>(ctx_, name + ".bn", c_out, act, gamma);
+    seq->add<BatchNorm2d>(ctx_, name + ".bn", c_out, act, gamma, 0.1f, 1e-5f, then);
     size_.h = (size_.h + 2 * pad - kernel) / stride + 1;
     size_.w = (size_.w + 2 * pad - kernel) / stride + 1;
     channels_ = c_out;
+    if (then == NormThen::kMaxPool2x2) pooled(2, 2, 0);
     return seq;
   }
 
-  std::unique_ptr<Module> pool(PoolKind kind, int64_t kernel, int64_t stride, int64_t pad = 0) {
+  // The size after a pooling stage.
+  void pooled(int64_t kernel, int64_t stride, int64_t pad) {
     size_.h = (size_.h + 2 * pad - kernel) / stride + 1;
     size_.w = (size_.w + 2 * pad - kernel) / stride + 1;
     if (size_.h <= 0 || size_.w <= 0)
       throw InvalidArgument("model: image_size too small for this network (a pooling stage has no pixels left)");
+  }
+
+  std::unique_ptr<Module> pool(PoolKind kind, int64_t kernel, int64_t stride, int64_t pad = 0) {
+    pooled(kernel, stride, pad);
     return std::make_unique<Pool2d>(ctx_, kind, kernel, stride, pad);
   }
 
@@ -77,8 +83,9 @@ void build_resnet9(Builder& b, Context& ctx, const ModelConfig& cfg, Sequential&
   const size_t stages = w.size() - 1;
   for (size_t s = 1; s <= stages; ++s) {
     const std::string name = "layer" + std::to_string(s);
-    net.append(b.conv_bn(name, w[s], 3, 1, Activation::kRelu));
-    net.append(b.pool(PoolKind::kMax, 2, 2));
+    // conv -> BN + ReLU -> 2x2 max pool, the pool inside the BN layer (one op where the backend has it).
+    net.append(b.conv_bn(name, w[s], 3, 1, Activation::kRelu, GammaInit::kOne, InputGrad::kCompute,
+                         NormThen::kMaxPool2x2));
     if (s == 1 || s == stages) {
       // Page's residual ends in BN + ReLU: a zero gamma would make the ReLU's gradient zero forever, so
       // this block keeps gamma = 1 (zero-init applies to blocks whose last BN feeds the residual add).

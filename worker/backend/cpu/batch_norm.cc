@@ -51,8 +51,9 @@ constexpr int lanes_for(int64_t kC, int lanes) {
   return lanes;
 }
 
-// One pass over a range of rows. Pointers not used by a pass are null.
-enum class Pass { kMoments, kNormalize, kGradSums, kGradInput };
+// One pass over a range of rows. Pointers not used by a pass are null. The kPool passes (the fused 2x2 max pool)
+// run over output rows (n * H/2 + oh) of an (N, h, w, C) input.
+enum class Pass { kMoments, kNormalize, kGradSums, kGradInput, kPoolForward, kPoolGradSums, kPoolGradInput };
 struct Job {
   Pass pass;
   bool relu;
@@ -61,6 +62,7 @@ struct Job {
   float* out;                    // y or dx
   const float *mean, *a, *b;     // kMoments: mean holds the shift; a, b: the forward's y = x * a + b
   const float *coef_x, *coef_0;  // kGradInput: dx = a * g + coef_x * (x - mean) + coef_0
+  int64_t h = 0, w = 0;          // kPool passes: the input's height and width
 };
 
 // The gradient reaching the normalization: dy, zero where the fused ReLU clamped (y = x * a + b <= 0).
@@ -124,6 +126,81 @@ template <int64_t kC, int V, bool kRelu, bool kInput>
     }
 }
 
+// The fused pool's passes over output rows [begin, end). Each window's four activations are computed as kNormalize
+// computes them; the winner is the first maximum in row order (as max_pool.h's), recomputed in the backward from x,
+// where only the winner passes dy on (and only where its activation passed it: kRelu). Inputs outside every window
+// (the last row or column of an odd size) get no gradient from the pool.
+template <int64_t kC, int V, bool kRelu, Pass kPass>
+[[gnu::always_inline]] inline void pool_rows(const Job& j, int64_t begin, int64_t end, double* s0, double* s1) {
+  const int64_t c = kC ? kC : j.c, k = c / V, oh_n = j.h / 2, ow_n = j.w / 2, row_floats = j.w * c;
+  Vec<V> a[kHandMaxChannels / V] = {}, b[kHandMaxChannels / V] = {}, m[kHandMaxChannels / V] = {},
+                              cx[kHandMaxChannels / V] = {}, c0[kHandMaxChannels / V] = {};
+  for (int64_t i = 0; i < k; ++i) {
+    a[i] = load<V>(j.a + i * V), b[i] = load<V>(j.b + i * V);
+    if (kPass != Pass::kPoolForward) m[i] = load<V>(j.mean + i * V);
+    if (kPass == Pass::kPoolGradInput) cx[i] = load<V>(j.coef_x + i * V), c0[i] = load<V>(j.coef_0 + i * V);
+  }
+  const Vec<V> zero{};
+  for (int64_t row = begin; row < end; ++row) {
+    const int64_t n = row / oh_n, oh = row % oh_n;
+    const float* x0 = j.x + (n * j.h + 2 * oh) * row_floats;
+    const float* x1 = x0 + row_floats;
+    Vec<V> p0[kHandMaxChannels / V] = {}, p1[kHandMaxChannels / V] = {};
+    for (int64_t ow = 0; ow < ow_n; ++ow)
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t at = 2 * ow * c + i * V;
+        const Vec<V> xs[4] = {load<V>(x0 + at), load<V>(x0 + at + c), load<V>(x1 + at), load<V>(x1 + at + c)};
+        Vec<V> v[4];
+        for (int q = 0; q < 4; ++q) {
+          v[q] = xs[q] * a[i] + b[i];
+          if (kRelu) v[q] = v[q] > zero ? v[q] : zero;
+        }
+        Vec<V> best = v[0];
+        for (int q = 1; q < 4; ++q) best = v[q] > best ? v[q] : best;
+        const int64_t out = (row * ow_n + ow) * c + i * V;
+        if constexpr (kPass == Pass::kPoolForward) {
+          store<V>(j.out + out, best);
+          continue;
+        }
+        // The winner: the first position whose activation is the maximum. Its weight is 1 and every other's 0, in
+        // float arithmetic (GCC 12 splits a select on an equality, or on an int vector, into lanes: 20x slower).
+        const Vec<V> d = load<V>(j.dy + out), one = zero + 1.0f;
+        Vec<V> taken = zero;
+        for (int q = 0; q < 4; ++q) {
+          const Vec<V> wins = v[q] >= best ? one - taken : zero;
+          taken += wins;
+          const Vec<V> g = masked<V, kRelu>(d * wins, xs[q], a[i], b[i]);
+          if constexpr (kPass == Pass::kPoolGradSums) {
+            p0[i] += g;
+            p1[i] += g * (xs[q] - m[i]);
+          } else {
+            float* dx = j.out + (n * j.h + 2 * oh + q / 2) * row_floats + at + (q % 2) * c;
+            store<V>(dx, a[i] * g + cx[i] * (xs[q] - m[i]) + c0[i]);
+          }
+        }
+      }
+    if constexpr (kPass == Pass::kPoolGradSums) {
+      float f0[kHandMaxChannels], f1[kHandMaxChannels];
+      for (int64_t i = 0; i < k; ++i) store<V>(f0 + i * V, p0[i]), store<V>(f1 + i * V, p1[i]);
+      for (int64_t i = 0; i < c; ++i) s0[i] += f0[i], s1[i] += f1[i];
+    }
+    if constexpr (kPass == Pass::kPoolGradInput) {
+      // Inputs outside every window (dy = 0): the last column of both rows, and after the last window row of an
+      // image of odd height, its last row. (A loop, not a lambda: a lambda would not inherit the ISA's target.)
+      const int64_t last_row = j.h % 2 != 0 && oh == oh_n - 1 ? 2 * oh + 2 : -1;
+      for (int64_t r = 2 * oh; r <= 2 * oh + 2; ++r) {
+        if (r == 2 * oh + 2 && r != last_row) break;
+        const int64_t from = r == last_row ? 0 : (j.w % 2 != 0 ? j.w - 1 : j.w);
+        const float* xr = j.x + (n * j.h + r) * row_floats;
+        float* dxr = j.out + (n * j.h + r) * row_floats;
+        for (int64_t col = from; col < j.w; ++col)
+          for (int64_t i = 0; i < k; ++i)
+            store<V>(dxr + col * c + i * V, cx[i] * (load<V>(xr + col * c + i * V) - m[i]) + c0[i]);
+      }
+    }
+  }
+}
+
 template <int64_t kC, int V, bool kRelu>
 [[gnu::always_inline]] inline void pass_rows(const Job& j, int64_t begin, int64_t end, double* s0, double* s1) {
   switch (j.pass) {
@@ -135,6 +212,12 @@ template <int64_t kC, int V, bool kRelu>
       return map_rows<kC, V, kRelu, false>(j, begin, end);
     case Pass::kGradInput:
       return map_rows<kC, V, kRelu, true>(j, begin, end);
+    case Pass::kPoolForward:
+      return pool_rows<kC, V, kRelu, Pass::kPoolForward>(j, begin, end, s0, s1);
+    case Pass::kPoolGradSums:
+      return pool_rows<kC, V, kRelu, Pass::kPoolGradSums>(j, begin, end, s0, s1);
+    case Pass::kPoolGradInput:
+      return pool_rows<kC, V, kRelu, Pass::kPoolGradInput>(j, begin, end, s0, s1);
   }
 }
 
@@ -213,45 +296,83 @@ void affine(const NormGeometry& g, const float* gamma, const float* beta, const 
   }
 }
 
-}  // namespace
-
-bool batch_norm_by_hand(const NormGeometry& g) { return g.c <= kHandMaxChannels && !blocked_channels(g.c); }
-
-void batch_norm_forward_training(const NormGeometry& g, const float* x, const float* gamma, const float* beta, float* y,
-                                 float* save_mean, float* save_var) {
+// The batch's mean and biased variance into save_mean and save_var.
+void moments(const NormGeometry& g, const float* x, float* save_mean, float* save_var) {
   const int64_t rows = g.rows(), c = g.c;
   // Moments about the first row's values: no cancellation when the mean is large next to the spread.
-  float shift[kHandMaxChannels], a[kHandMaxChannels], b[kHandMaxChannels];
+  float shift[kHandMaxChannels];
   std::copy_n(x, c, shift);
   double d[kHandMaxChannels] = {}, d2[kHandMaxChannels] = {};
-  const bool relu = g.activation == Activation::kRelu;
   run({Pass::kMoments, false, c, x, nullptr, nullptr, shift, nullptr, nullptr, nullptr, nullptr}, rows, d, d2);
   for (int64_t i = 0; i < c; ++i) {
     const double mean_d = d[i] / static_cast<double>(rows);
     save_mean[i] = static_cast<float>(shift[i] + mean_d);
     save_var[i] = static_cast<float>(std::max(0.0, d2[i] / static_cast<double>(rows) - mean_d * mean_d));
   }
-  affine(g, gamma, beta, save_mean, save_var, a, b);
-  run({Pass::kNormalize, relu, c, x, nullptr, y, nullptr, a, b, nullptr, nullptr}, rows, nullptr, nullptr);
 }
 
-void batch_norm_backward(const NormGeometry& g, const float* x, const float* dy, const float* gamma, const float* beta,
-                         const float* save_mean, const float* save_var, float* dx, float* dgamma, float* dbeta) {
-  const int64_t rows = g.rows(), c = g.c;
-  const bool relu = g.activation == Activation::kRelu;
-  float a[kHandMaxChannels], b[kHandMaxChannels], coef_x[kHandMaxChannels], coef_0[kHandMaxChannels];
-  affine(g, gamma, beta, save_mean, save_var, a, b);
-  double sum_g[kHandMaxChannels] = {}, sum_gx[kHandMaxChannels] = {};
-  run({Pass::kGradSums, relu, c, x, dy, nullptr, save_mean, a, b, nullptr, nullptr}, rows, sum_g, sum_gx);
+// The backward's coefficients: dx = a * g + coef_x * (x - mean) + coef_0, from the sums of g and g * (x - mean).
+void grad_coefficients(const NormGeometry& g, const float* a, const float* save_var, const double* sum_g,
+                       const double* sum_gx, float* coef_x, float* coef_0, float* dgamma, float* dbeta) {
   // dx = gamma * rstd * (g - mean(g) - xhat * mean(g * xhat)), xhat = (x - mean) * rstd.
-  for (int64_t i = 0; i < c; ++i) {
-    const double rstd = math::invstd_from_var(save_var[i], g.eps), m = static_cast<double>(rows);
+  for (int64_t i = 0; i < g.c; ++i) {
+    const double rstd = math::invstd_from_var(save_var[i], g.eps), m = static_cast<double>(g.rows());
     dbeta[i] = static_cast<float>(sum_g[i]);
     dgamma[i] = static_cast<float>(sum_gx[i] * rstd);
     coef_x[i] = static_cast<float>(-a[i] * rstd * rstd * sum_gx[i] / m);
     coef_0[i] = static_cast<float>(-a[i] * sum_g[i] / m);
   }
-  run({Pass::kGradInput, relu, c, x, dy, dx, save_mean, a, b, coef_x, coef_0}, rows, nullptr, nullptr);
+}
+
+}  // namespace
+
+bool batch_norm_by_hand(const NormGeometry& g) { return g.c <= kHandMaxChannels && !blocked_channels(g.c); }
+
+void batch_norm_forward_training(const NormGeometry& g, const float* x, const float* gamma, const float* beta, float* y,
+                                 float* save_mean, float* save_var) {
+  float a[kHandMaxChannels], b[kHandMaxChannels];
+  moments(g, x, save_mean, save_var);
+  affine(g, gamma, beta, save_mean, save_var, a, b);
+  const bool relu = g.activation == Activation::kRelu;
+  run({Pass::kNormalize, relu, g.c, x, nullptr, y, nullptr, a, b, nullptr, nullptr}, g.rows(), nullptr, nullptr);
+}
+
+void batch_norm_backward(const NormGeometry& g, const float* x, const float* dy, const float* gamma, const float* beta,
+                         const float* save_mean, const float* save_var, float* dx, float* dgamma, float* dbeta) {
+  const bool relu = g.activation == Activation::kRelu;
+  float a[kHandMaxChannels], b[kHandMaxChannels], coef_x[kHandMaxChannels], coef_0[kHandMaxChannels];
+  affine(g, gamma, beta, save_mean, save_var, a, b);
+  double sum_g[kHandMaxChannels] = {}, sum_gx[kHandMaxChannels] = {};
+  run({Pass::kGradSums, relu, g.c, x, dy, nullptr, save_mean, a, b, nullptr, nullptr}, g.rows(), sum_g, sum_gx);
+  grad_coefficients(g, a, save_var, sum_g, sum_gx, coef_x, coef_0, dgamma, dbeta);
+  run({Pass::kGradInput, relu, g.c, x, dy, dx, save_mean, a, b, coef_x, coef_0}, g.rows(), nullptr, nullptr);
+}
+
+bool batch_norm_max_pool_by_hand(const NormGeometry& g) { return batch_norm_by_hand(g) && g.h >= 2 && g.w >= 2; }
+
+void batch_norm_max_pool_forward_training(const NormGeometry& g, const float* x, const float* gamma,
+                                          const float* beta, float* y, float* save_mean, float* save_var) {
+  float a[kHandMaxChannels], b[kHandMaxChannels];
+  moments(g, x, save_mean, save_var);
+  affine(g, gamma, beta, save_mean, save_var, a, b);
+  const bool relu = g.activation == Activation::kRelu;
+  run({Pass::kPoolForward, relu, g.c, x, nullptr, y, nullptr, a, b, nullptr, nullptr, g.h, g.w}, g.n * (g.h / 2),
+      nullptr, nullptr);
+}
+
+void batch_norm_max_pool_backward(const NormGeometry& g, const float* x, const float* dy, const float* gamma,
+                                  const float* beta, const float* save_mean, const float* save_var, float* dx,
+                                  float* dgamma, float* dbeta) {
+  const bool relu = g.activation == Activation::kRelu;
+  float a[kHandMaxChannels], b[kHandMaxChannels], coef_x[kHandMaxChannels], coef_0[kHandMaxChannels];
+  affine(g, gamma, beta, save_mean, save_var, a, b);
+  double sum_g[kHandMaxChannels] = {}, sum_gx[kHandMaxChannels] = {};
+  const int64_t out_rows = g.n * (g.h / 2);
+  run({Pass::kPoolGradSums, relu, g.c, x, dy, nullptr, save_mean, a, b, nullptr, nullptr, g.h, g.w}, out_rows, sum_g,
+      sum_gx);
+  grad_coefficients(g, a, save_var, sum_g, sum_gx, coef_x, coef_0, dgamma, dbeta);
+  run({Pass::kPoolGradInput, relu, g.c, x, dy, dx, save_mean, a, b, coef_x, coef_0, g.h, g.w}, out_rows, nullptr,
+      nullptr);
 }
 
 }  // namespace torus::worker::cpu

@@ -28,4 +28,14 @@ void batch_norm_forward_training(const NormGeometry& g, const float* x, const fl
 void batch_norm_backward(const NormGeometry& g, const float* x, const float* dy, const float* gamma, const float* beta,
                          const float* save_mean, const float* save_var, float* dx, float* dgamma, float* dbeta);
 
+// Backend::norm_max_pool_*: the normalization straight into a 2x2 stride-2 max pool, y (N, H/2, W/2, C); the
+// backward recomputes each window's winner and mask from x. Where batch_norm_by_hand, and H and W are at least 2.
+// Two passes each way, over x (and the pooled dy): the normalized tensor is never stored or read.
+bool batch_norm_max_pool_by_hand(const NormGeometry& g);
+void batch_norm_max_pool_forward_training(const NormGeometry& g, const float* x, const float* gamma,
+                                          const float* beta, float* y, float* save_mean, float* save_var);
+void batch_norm_max_pool_backward(const NormGeometry& g, const float* x, const float* dy, const float* gamma,
+                                  const float* beta, const float* save_mean, const float* save_var, float* dx,
+                                  float* dgamma, float* dbeta);
+
 }  // namespace torus::worker::cpu
