@@ -75,16 +75,15 @@ void expect_near(const std::vector<float>& got, const std::vector<double>& want,
     ASSERT_NEAR(got[i], want[i], tolerance * (1 + std::abs(want[i]))) << what << "[" << i << "]";
 }
 
+NormGeometry geometry(const Case& k) {
+  return {.n = k.n, .h = k.h, .w = k.w, .c = k.c, .eps = 1e-5f, .activation = k.relu ? Activation::kRelu : Activation::kNone};
+}
+
 class HandBatchNorm : public ::testing::TestWithParam<Case> {};
 
 TEST_P(HandBatchNorm, MatchesTheDoubleReference) {
   const Case k = GetParam();
-  const NormGeometry g{.n = k.n,
-                       .h = k.h,
-                       .w = k.w,
-                       .c = k.c,
-                       .eps = 1e-5f,
-                       .activation = k.relu ? Activation::kRelu : Activation::kNone};
+  const NormGeometry g = geometry(k);
   ASSERT_TRUE(batch_norm_by_hand(g));
   std::mt19937 rng(static_cast<unsigned>(k.c * 131 + k.n));
   const size_t numel = static_cast<size_t>(g.shape().numel()), c = static_cast<size_t>(k.c);
@@ -143,12 +142,7 @@ class HandBatchNormMaxPool : public ::testing::TestWithParam<Case> {};
 // statistics bit for bit (the same arithmetic), and the same gradients up to the order of the sums.
 TEST_P(HandBatchNormMaxPool, MatchesBatchNormThenMaxPool) {
   const Case k = GetParam();
-  const NormGeometry g{.n = k.n,
-                       .h = k.h,
-                       .w = k.w,
-                       .c = k.c,
-                       .eps = 1e-5f,
-                       .activation = k.relu ? Activation::kRelu : Activation::kNone};
+  const NormGeometry g = geometry(k);
   const PoolGeometry pg{.n = k.n, .h = k.h, .w = k.w, .c = k.c, .kind = PoolKind::kMax, .kh = 2, .kw = 2, .stride = 2};
   auto backend = make_cpu_backend(k.threads);
   ASSERT_TRUE(backend->has_norm_max_pool(g));

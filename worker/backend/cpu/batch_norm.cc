@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "worker/backend/cpu/staging.h"
+#include "worker/backend/cpu/vec.h"
 #include "worker/backend/math.h"
 
 // This file is compiled with -ffp-contract=off (CMakeLists.txt): the backward recomputes the forward's ReLU mask
@@ -25,31 +26,10 @@ constexpr int64_t kParallelElements = 1 << 16;
 constexpr int64_t kChunkRows = 64;
 constexpr int kMaxLanes = 16;
 
-// V floats in one GCC vector (a typedef in a class template: GCC drops vector_size on a dependent alias template).
-template <int V>
-struct VecOf {
-  typedef float type __attribute__((vector_size(V * sizeof(float))));
-};
-template <int V>
-using Vec = typename VecOf<V>::type;
-
-template <int V>
-[[gnu::always_inline]] inline Vec<V> load(const float* p) {
-  Vec<V> v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-template <int V>
-[[gnu::always_inline]] inline void store(float* p, Vec<V> v) {
-  std::memcpy(p, &v, sizeof(v));
-}
-
-// The widest vector (at most `lanes` floats) that tiles a row of kC channels; 1 where kC is only known at run time.
-constexpr int lanes_for(int64_t kC, int lanes) {
-  if (kC == 0) return 1;
-  while (kC % lanes != 0) lanes /= 2;
-  return lanes;
-}
+using vec::lanes_for;
+using vec::load;
+using vec::store;
+using vec::Vec;
 
 // One pass over a range of rows. Pointers not used by a pass are null. The kPool passes (the fused 2x2 max pool)
 // run over output rows (n * H/2 + oh) of an (N, h, w, C) input.

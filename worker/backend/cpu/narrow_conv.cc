@@ -10,6 +10,7 @@
 
 #include "common/util/error.h"
 #include "worker/backend/cpu/staging.h"
+#include "worker/backend/cpu/vec.h"
 
 // Compiled with -ffp-contract=fast (CMakeLists.txt): every multiply-add below is one FMA.
 // Functions taking or returning vectors are always inlined into the wrapper of their ISA, so no vector crosses a
@@ -38,29 +39,11 @@ struct Pair {
 };
 constexpr Pair kForwardPairs[] = {{1, 8}, {8, 16}, {16, 16}, {16, 32}};
 
-template <int V>
-struct VecOf {
-  typedef float type __attribute__((vector_size(V * sizeof(float))));
-};
-template <int V>
-using Vec = typename VecOf<V>::type;
+using vec::lanes_for;
+using vec::load;
+using vec::store;
+using vec::Vec;
 
-template <int V>
-[[gnu::always_inline]] inline Vec<V> load(const float* p) {
-  Vec<V> v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-template <int V>
-[[gnu::always_inline]] inline void store(float* p, Vec<V> v) {
-  std::memcpy(p, &v, sizeof(v));
-}
-
-// The widest vector (at most `lanes` floats) that tiles c channels.
-constexpr int lanes_for(int c, int lanes) {
-  while (c % lanes != 0) lanes /= 2;
-  return lanes;
-}
 // Vector registers the accumulators may take: of 32 with AVX-512, of 16 below (the rest: weights, the broadcast).
 constexpr int accumulator_registers(int isa_lanes) { return isa_lanes == 16 ? 28 : 12; }
 
