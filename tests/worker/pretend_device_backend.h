@@ -109,6 +109,17 @@ class PretendDeviceBackend final : public Backend {
                      Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) override {
     inner_->norm_backward(g, x, dy, gamma, beta, save_mean, save_var, workspace, dx, dgamma, dbeta);
   }
+  bool has_norm_max_pool(const NormGeometry& g) override { return inner_->has_norm_max_pool(g); }
+  void norm_max_pool_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y,
+                                      Tensor save_mean, Tensor save_var, Tensor running_mean, Tensor running_var,
+                                      float momentum) override {
+    inner_->norm_max_pool_forward_training(g, x, gamma, beta, y, save_mean, save_var, running_mean, running_var,
+                                           momentum);
+  }
+  void norm_max_pool_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
+                              Tensor save_var, Tensor dx, Tensor dgamma, Tensor dbeta) override {
+    inner_->norm_max_pool_backward(g, x, dy, gamma, beta, save_mean, save_var, dx, dgamma, dbeta);
+  }
   void relu_forward(Tensor x, Tensor y) override { inner_->relu_forward(x, y); }
   void relu_backward(Tensor y, Tensor dy, Tensor dx) override { inner_->relu_backward(y, dy, dx); }
   void add(Tensor a, Tensor b, Tensor y, Activation act) override { inner_->add(a, b, y, act); }
