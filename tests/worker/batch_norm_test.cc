@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/util/error.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/backend/math.h"
 
@@ -211,6 +212,14 @@ TEST(HandBatchNormChoice, NarrowNhwcOnlyWideAndBlockedStayOnOneDnn) {
   EXPECT_TRUE(batch_norm_max_pool_by_hand({.n = 2, .h = 2, .w = 2, .c = 16}));
   EXPECT_FALSE(batch_norm_max_pool_by_hand({.n = 2, .h = 1, .w = 4, .c = 16}));  // no window fits
   EXPECT_FALSE(batch_norm_max_pool_by_hand({.n = 2, .h = 4, .w = 4, .c = 64}));
+  // Asked anyway, the backend refuses rather than running the NHWC loops on another layout.
+  auto backend = make_cpu_backend(1);
+  const NormGeometry wide{.n = 1, .h = 2, .w = 2, .c = 64};
+  std::vector<float> buf(256);
+  const Tensor t(buf.data(), {256});
+  EXPECT_FALSE(backend->has_norm_max_pool(wide));
+  EXPECT_THROW(backend->norm_max_pool_forward_training(wide, t, t, t, t, t, t, t, t, 0.1f), InvalidArgument);
+  EXPECT_THROW(backend->norm_max_pool_backward(wide, t, t, t, t, t, t, t, t, t), InvalidArgument);
 }
 
 }  // namespace

@@ -176,10 +176,16 @@ class CpuBackend final : public Backend {
   }
 
   bool has_norm_max_pool(const NormGeometry& g) override { return batch_norm_max_pool_by_hand(g); }
+  static void expect_norm_max_pool(const NormGeometry& g) {
+    if (!batch_norm_max_pool_by_hand(g))
+      throw InvalidArgument("cpu backend: batch norm + max pool of " + g.shape().str() +
+                            " is not offered (has_norm_max_pool: NHWC of at most 32 channels, at least 2x2)");
+  }
 
   void norm_max_pool_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y,
                                       Tensor save_mean, Tensor save_var, Tensor running_mean, Tensor running_var,
                                       float momentum) override {
+    expect_norm_max_pool(g);
     expect_elements(x, g.shape().numel(), "batch norm input");
     expect_elements(y, g.n * (g.h / 2) * (g.w / 2) * g.c, "batch norm + max pool output");
     batch_norm_max_pool_forward_training(g, x.f32(), gamma.f32(), beta.f32(), y.f32(), save_mean.f32(),
@@ -189,6 +195,7 @@ class CpuBackend final : public Backend {
 
   void norm_max_pool_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
                               Tensor save_var, Tensor dx, Tensor dgamma, Tensor dbeta) override {
+    expect_norm_max_pool(g);
     expect_elements(dy, g.n * (g.h / 2) * (g.w / 2) * g.c, "batch norm + max pool output gradient");
     expect_elements(dx, g.shape().numel(), "batch norm input gradient");
     batch_norm_max_pool_backward(g, x.f32(), dy.f32(), gamma.f32(), beta.f32(), save_mean.f32(), save_var.f32(),
