@@ -48,6 +48,7 @@ struct NormGeometry {
   Activation activation = Activation::kNone;  // fused after the normalization
   Shape shape() const { return {n, h, w, c}; }
   int64_t rows() const { return n * h * w; }  // the positions each channel is normalized over
+  Shape max_pooled_shape() const { return {n, h / 2, w / 2, c}; }  // after norm_max_pool's 2x2 stride-2 pool
   auto operator<=>(const NormGeometry&) const = default;
 };
 

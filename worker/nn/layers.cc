@@ -116,7 +116,7 @@ Tensor BatchNorm2d::forward(Tensor x) {
   fused_ = pool_ != nullptr && ctx_.mode == Mode::kTrain && x.dtype() == DType::kF32 &&
            ctx_.backend.has_norm_max_pool(g);
   if (fused_) {
-    Tensor y = y_.get(ctx_.backend, {g.n, g.h / 2, g.w / 2, c_}, ctx_.activation_dtype);
+    Tensor y = y_.get(ctx_.backend, g.max_pooled_shape(), ctx_.activation_dtype);
     ctx_.backend.norm_max_pool_forward_training(g, x, gamma, beta, y, mean_.get(ctx_.backend, {c_}),
                                                 var_.get(ctx_.backend, {c_}), rm, rv, momentum_);
     return y;

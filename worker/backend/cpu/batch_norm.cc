@@ -167,13 +167,11 @@ template <int64_t kC, int V, bool kRelu, Pass kPass>
     if constexpr (kPass == Pass::kPoolGradInput) {
       // Inputs outside every window (dy = 0): the last column of both rows, and after the last window row of an
       // image of odd height, its last row. (A loop, not a lambda: a lambda would not inherit the ISA's target.)
-      const int64_t last_row = j.h % 2 != 0 && oh == oh_n - 1 ? 2 * oh + 2 : -1;
-      for (int64_t r = 2 * oh; r <= 2 * oh + 2; ++r) {
-        if (r == 2 * oh + 2 && r != last_row) break;
-        const int64_t from = r == last_row ? 0 : (j.w % 2 != 0 ? j.w - 1 : j.w);
-        const float* xr = j.x + (n * j.h + r) * row_floats;
-        float* dxr = j.out + (n * j.h + r) * row_floats;
-        for (int64_t col = from; col < j.w; ++col)
+      const int64_t rows = j.h % 2 != 0 && oh == oh_n - 1 ? 3 : 2;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x0 + r * row_floats;
+        float* dxr = j.out + (n * j.h + 2 * oh + r) * row_floats;
+        for (int64_t col = r < 2 ? 2 * ow_n : 0; col < j.w; ++col)
           for (int64_t i = 0; i < k; ++i)
             store<V>(dxr + col * c + i * V, cx[i] * (load<V>(xr + col * c + i * V) - m[i]) + c0[i]);
       }
@@ -336,8 +334,9 @@ void batch_norm_max_pool_forward_training(const NormGeometry& g, const float* x,
   moments(g, x, save_mean, save_var);
   affine(g, gamma, beta, save_mean, save_var, a, b);
   const bool relu = g.activation == Activation::kRelu;
-  run({Pass::kPoolForward, relu, g.c, x, nullptr, y, nullptr, a, b, nullptr, nullptr, g.h, g.w}, g.n * (g.h / 2),
-      nullptr, nullptr);
+  const int64_t out_rows = g.n * (g.h / 2);
+  run({Pass::kPoolForward, relu, g.c, x, nullptr, y, nullptr, a, b, nullptr, nullptr, g.h, g.w}, out_rows, nullptr,
+      nullptr);
 }
 
 void batch_norm_max_pool_backward(const NormGeometry& g, const float* x, const float* dy, const float* gamma,

@@ -187,7 +187,7 @@ class CpuBackend final : public Backend {
                                       float momentum) override {
     expect_norm_max_pool(g);
     expect_elements(x, g.shape().numel(), "batch norm input");
-    expect_elements(y, g.n * (g.h / 2) * (g.w / 2) * g.c, "batch norm + max pool output");
+    expect_elements(y, g.max_pooled_shape().numel(), "batch norm + max pool output");
     batch_norm_max_pool_forward_training(g, x.f32(), gamma.f32(), beta.f32(), y.f32(), save_mean.f32(),
                                          save_var.f32());
     update_running(g, save_mean, save_var, running_mean, running_var, momentum);
@@ -196,7 +196,7 @@ class CpuBackend final : public Backend {
   void norm_max_pool_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
                               Tensor save_var, Tensor dx, Tensor dgamma, Tensor dbeta) override {
     expect_norm_max_pool(g);
-    expect_elements(dy, g.n * (g.h / 2) * (g.w / 2) * g.c, "batch norm + max pool output gradient");
+    expect_elements(dy, g.max_pooled_shape().numel(), "batch norm + max pool output gradient");
     expect_elements(dx, g.shape().numel(), "batch norm input gradient");
     batch_norm_max_pool_backward(g, x.f32(), dy.f32(), gamma.f32(), beta.f32(), save_mean.f32(), save_var.f32(),
                                  dx.f32(), dgamma.f32(), dbeta.f32());
