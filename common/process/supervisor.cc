@@ -285,14 +285,14 @@ std::vector<Termination> Supervisor::stop_all(std::chrono::milliseconds grace) {
     if (auto t = wait_any(left)) out.push_back(*t);
   }
   signal_all(SIGKILL);
-  while (running() > 0 || !finished_.empty()) {
+  while (running() > 0) {
     if (auto t = wait_any(std::chrono::milliseconds(1000))) out.push_back(*t);
   }
   return out;
 }
 
 size_t Supervisor::running() const {
-  size_t n = 0;
+  size_t n = finished_.size();
   for (const auto& c : children_) n += c.running ? 1 : 0;
   return n;
 }

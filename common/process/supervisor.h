@@ -66,6 +66,8 @@ class Supervisor {
   // SIGTERM to all, then SIGKILL to whatever is left after `grace`; reaps everything. Returns the terminations.
   std::vector<Termination> stop_all(std::chrono::milliseconds grace);
 
+  // Children whose end wait_any() has not returned yet: those running and those reaped but not yet returned.
+  // One poll can reap several children, so a loop on `running() > 0` sees every termination.
   size_t running() const;
   pid_t pid(size_t index) const;
 

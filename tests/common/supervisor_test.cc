@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <map>
 #include <mutex>
 
 namespace torus::process {
@@ -75,6 +77,31 @@ TEST(Supervisor, WaitAnyTimesOutWhileChildrenRun) {
   sup.start(sh("exec sleep 60"));
   EXPECT_FALSE(sup.wait_any(milliseconds(50)).has_value());
   EXPECT_EQ(sup.running(), 1u);
+}
+
+// Blocks until `pid` has exited, leaving it unreaped (WNOWAIT), so the supervisor's next poll still sees it.
+void wait_exited_unreaped(pid_t pid) {
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);
+}
+
+// Two children that end before one poll: that poll reaps both, wait_any returns one, and running() still
+// counts the other, so a caller's `while (running() > 0)` loop gets both (the CI failure of stop 24 was a test
+// loop that lost the second pod's exit code this way).
+TEST(Supervisor, RunningCountsTerminationsReapedButNotYetReturned) {
+  Supervisor sup(nullptr);
+  const pid_t a = sup.pid(sup.start(sh("exit 3")));
+  const pid_t b = sup.pid(sup.start(sh("exit 4")));
+  wait_exited_unreaped(a);
+  wait_exited_unreaped(b);
+  std::map<size_t, int> codes;
+  while (sup.running() > 0) {
+    auto t = sup.wait_any(milliseconds(10000));
+    ASSERT_TRUE(t.has_value());
+    codes[t->index] = t->exit_code;
+    EXPECT_EQ(sup.running(), 2u - codes.size());
+  }
+  EXPECT_EQ(codes, (std::map<size_t, int>{{0, 3}, {1, 4}}));
 }
 
 TEST(Supervisor, StopAllEscalatesToKillForChildrenIgnoringTerm) {
