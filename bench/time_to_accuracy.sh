@@ -12,6 +12,7 @@
 #   bench/time_to_accuracy.sh                          # RUNS=2 of each side, the example's 4 epochs and 92%
 #   RUNS=3 bench/time_to_accuracy.sh
 #   EPOCHS=1 TARGET=0.80 RUNS=1 bench/time_to_accuracy.sh   # smoke run (a few minutes): both sides' plumbing
+#   CPU_ISA=avx2 bench/time_to_accuracy.sh             # what an AVX2 machine runs, both sides (bench/cpu_isa.sh)
 # Last line: RESULT time_to_accuracy_ratio_vs_pytorch=X torus_s=.. pytorch_s=.. (medians; ours / theirs, lower is
 # better; nan when the median run of a side did not reach the target).
 set -euo pipefail
@@ -29,6 +30,10 @@ cmake --build "$BUILD_DIR" --target torus torus-worker >/dev/null
 TORUS="$BUILD_DIR/bin/torus"
 PEER="$ROOT/bench/time_to_accuracy/fashion_mnist_ddp.py"
 export TORUS_LOOPBACK_ONLY=1
+# shellcheck source=bench/cpu_isa.sh
+source "$ROOT/bench/cpu_isa.sh"
+bench_cpu_isa
+echo "# vector ISA, both sides: $ISA (CPU_ISA=avx2 runs what an AVX2 machine runs)"
 
 field() { awk -v k="$1" '/^RESULT / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v = kv[2] } }
                          END { print (v == "") ? "nan" : v }' "$2"; }
@@ -96,4 +101,4 @@ ratio="$(awk -v a="$ours" -v b="$theirs" 'BEGIN { print (a == "nan" || b == "nan
 echo "RESULT time_to_accuracy_ratio_vs_pytorch=$ratio torus_s=$ours pytorch_s=$theirs" \
   "torus_accuracy=$(median 2 "$WORK/torus.tsv") pytorch_accuracy=$(median 2 "$WORK/pytorch.tsv")" \
   "torus_images_per_s=$(median 3 "$WORK/torus.tsv") pytorch_images_per_s=$(median 3 "$WORK/pytorch.tsv")" \
-  "runs=$RUNS target=$TARGET epochs=$EPOCHS"
+  "runs=$RUNS target=$TARGET epochs=$EPOCHS isa=$ISA"

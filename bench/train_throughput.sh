@@ -19,6 +19,7 @@
 #   bench/train_throughput.sh
 #   THREADS=4 STEPS=20 REPEATS=3 bench/train_throughput.sh
 #   STEPS=2 WARMUP=1 REPEATS=1 PROFILE=0 bench/train_throughput.sh   # smoke run
+#   CPU_ISA=avx2 bench/train_throughput.sh       # what an AVX2 machine runs, both sides (bench/cpu_isa.sh)
 # Last line: RESULT train_throughput_ratio_vs_pytorch=X (2 processes x 1 thread, ours / theirs, geometric mean over
 # the configurations) ratio_1proc_<THREADS>threads=Y (the secondary figure) and each configuration's ratio.
 set -euo pipefail
@@ -42,6 +43,10 @@ fi
 PEER="$ROOT/bench/train_throughput/pytorch_peer.py"
 DDP_PEER="$ROOT/bench/time_to_accuracy/fashion_mnist_ddp.py"
 export TORUS_LOOPBACK_ONLY=1
+# shellcheck source=bench/cpu_isa.sh
+source "$ROOT/bench/cpu_isa.sh"
+bench_cpu_isa
+echo "# vector ISA, both sides: $ISA (CPU_ISA=avx2 runs what an AVX2 machine runs)"
 
 # name|arch|widths|stem|pool|in channels|image|batch (one process: its batch; 2 processes: the global batch)
 CONFIGS=(
@@ -149,4 +154,4 @@ for entry in "${CONFIGS[@]}"; do
   one_names+=("1proc_${name%%-*}=$r")
 done
 echo "RESULT train_throughput_ratio_vs_pytorch=$(geomean "${ddp_ratios[@]}")" \
-  "ratio_1proc_${THREADS}threads=$(geomean "${one_ratios[@]}") ${ddp_names[*]} ${one_names[*]}"
+  "ratio_1proc_${THREADS}threads=$(geomean "${one_ratios[@]}") ${ddp_names[*]} ${one_names[*]} isa=$ISA"
