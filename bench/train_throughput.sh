@@ -8,16 +8,20 @@
 # synthetic TrainingJob (2 workers, threadsPerProcess 1, ring all-reduce with 25 MiB buckets as in
 # examples/fashion-mnist.yaml) vs PyTorch DDP over Gloo, 2 processes x 1 thread
 # (bench/time_to_accuracy/fashion_mnist_ddp.py --synthetic). Global batch 256 for ResNet-9 (the example's, 128 per
-# rank) and 128 for ResNet-18 (64 per rank). Each side trains 2 epochs of STEPS global batches; the images/s of the
-# second epoch count (torus: `images_per_s` of `torus run`'s RESULT line; PyTorch: the peer's), the first is warm-up.
+# rank) and 128 for ResNet-18 (64 per rank). Each side trains 2 epochs of global batches, 6 x STEPS for ResNet-9 and
+# STEPS for ResNet-18 (a ResNet-9 step is ~25x shorter: 10 of them, half a second, measured mostly noise); the
+# images/s of the second epoch count (torus: `images_per_s` of `torus run`'s RESULT line; PyTorch: the peer's), the
+# first is warm-up.
 #
 # Secondary (the old figure): one process with THREADS threads, no all-reduce: torus-train-bench (oneDNN CPU
 # backend) vs bench/train_throughput/pytorch_peer.py, batch 256 (ResNet-9) and 64 (ResNet-18), WARMUP then STEPS
 # steps; ours then runs once more with a per-op profile (where the time goes; PROFILE=0 skips it).
 #
-# Both run ours and theirs alternately REPEATS times and keep each side's best (the machine is shared).
+# Both run ours and theirs REPEATS times in rounds (odd rounds start with ours, even ones with theirs); a
+# configuration's ratio is the median of the rounds' ratios, and its images/s the medians of each side (this VM's
+# speed drifts by 20-30% from minute to minute: a round's two runs see the same machine, a side's best does not).
 #   bench/train_throughput.sh
-#   THREADS=4 STEPS=20 REPEATS=3 bench/train_throughput.sh
+#   THREADS=4 STEPS=20 REPEATS=5 bench/train_throughput.sh
 #   STEPS=2 WARMUP=1 REPEATS=1 PROFILE=0 bench/train_throughput.sh   # smoke run
 #   CPU_ISA=avx2 bench/train_throughput.sh       # what an AVX2 machine runs, both sides (bench/cpu_isa.sh)
 # Last line: RESULT train_throughput_ratio_vs_pytorch=X (2 processes x 1 thread, ours / theirs, geometric mean over
@@ -29,7 +33,7 @@ PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
 THREADS="${THREADS:-2}"
 STEPS="${STEPS:-10}"
 WARMUP="${WARMUP:-3}"
-REPEATS="${REPEATS:-2}"
+REPEATS="${REPEATS:-3}"
 PROFILE="${PROFILE:-1}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
@@ -48,19 +52,19 @@ source "$ROOT/bench/cpu_isa.sh"
 bench_cpu_isa
 echo "# vector ISA, both sides: $ISA (CPU_ISA=avx2 runs what an AVX2 machine runs)"
 
-# name|arch|widths|stem|pool|in channels|image|batch (one process: its batch; 2 processes: the global batch)
+# name|arch|widths|stem|pool|in channels|image|batch (one process)|global batch (2 processes)|2-process steps per STEPS
 CONFIGS=(
-  "resnet9-narrow-28x28x1|resnet9|8,16,32,64|cifar|max|1|28|256|256"
-  "resnet18-32x32x3|resnet18|64,128,256,512|cifar|avg|3|32|64|128"
+  "resnet9-narrow-28x28x1|resnet9|8,16,32,64|cifar|max|1|28|256|256|6"
+  "resnet18-32x32x3|resnet18|64,128,256,512|cifar|avg|3|32|64|128|1"
 )
 
 ips() { awk '/^RESULT / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "images_per_second" ||
                                                           kv[1] == "images_per_s") print kv[2] } }'; }
-best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b) ? a : b }'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 geomean() { printf '%s\n' "$@" | awk '{ s += log($1); n++ } END { printf "%.3f", exp(s / n) }'; }
 
-torus_job() {  # torus_job FILE NAME ARCH WIDTHS STEM POOL CHANNELS IMAGE GLOBAL_BATCH: 2 epochs of STEPS batches
+torus_job() {  # torus_job FILE NAME ARCH WIDTHS STEM POOL CHANNELS IMAGE GLOBAL_BATCH STEPS: 2 epochs of STEPS batches
   cat >"$1" <<YAML
 apiVersion: torus.dev/v1alpha1
 kind: TrainingJob
@@ -72,7 +76,7 @@ spec:
   data:
     dataset: synthetic
     imageSize: $8
-    synthetic: {trainImages: $((STEPS * $9)), validationImages: $9, numClasses: 10}
+    synthetic: {trainImages: $((${10} * $9)), validationImages: $9, numClasses: 10}
   training:
     epochs: 2
     batchSize: $9
@@ -93,9 +97,9 @@ ddp_torus() {  # ddp_torus JOB -> images/s of the second epoch
   grep '^RESULT' "$log" | ips
 }
 
-ddp_pytorch() {  # ddp_pytorch ARCH WIDTHS STEM POOL CHANNELS IMAGE GLOBAL_BATCH -> images/s of the second epoch
+ddp_pytorch() {  # ddp_pytorch ARCH WIDTHS STEM POOL CHANNELS IMAGE GLOBAL_BATCH STEPS -> images/s of the second epoch
   local log="$WORK/pytorch.log"
-  if ! "$PYTHON" "$DDP_PEER" --synthetic $((STEPS * $7)) --epochs 2 --batch "$7" --arch "$1" --widths "$2" \
+  if ! "$PYTHON" "$DDP_PEER" --synthetic $(($8 * $7)) --epochs 2 --batch "$7" --arch "$1" --widths "$2" \
     --stem "$3" --pool "$4" --in-channels "$5" --image "$6" --lr-peak 0.01 --warmup-epochs 0 --flip 0 --target 0 \
     --world 2 --threads 1 --port $((20000 + RANDOM % 20000)) >"$log" 2>&1; then
     tail -20 "$log" >&2
@@ -108,20 +112,25 @@ ddp_pytorch() {  # ddp_pytorch ARCH WIDTHS STEM POOL CHANNELS IMAGE GLOBAL_BATCH
 ddp_ratios=()
 ddp_names=()
 for entry in "${CONFIGS[@]}"; do
-  IFS='|' read -r name arch widths stem pool channels image _ global <<<"$entry"
+  IFS='|' read -r name arch widths stem pool channels image _ global factor <<<"$entry"
+  steps=$((STEPS * factor))
   job="$WORK/$name.yaml"
-  torus_job "$job" "${name%%-*}" "$arch" "$widths" "$stem" "$pool" "$channels" "$image" "$global"
-  ours=0
-  theirs=0
+  torus_job "$job" "${name%%-*}" "$arch" "$widths" "$stem" "$pool" "$channels" "$image" "$global" "$steps"
+  ours=() theirs=() rounds=()
   for ((r = 0; r < REPEATS; r++)); do
-    o="$(ddp_torus "$job")"
-    t="$(ddp_pytorch "$arch" "$widths" "$stem" "$pool" "$channels" "$image" "$global")"
-    echo "$name, 2 processes x 1 thread, global batch $global: torus $o img/s, pytorch ddp $t img/s"
-    ours="$(best "$ours" "$o")"
-    theirs="$(best "$theirs" "$t")"
+    if ((r % 2 == 0)); then
+      o="$(ddp_torus "$job")"
+      t="$(ddp_pytorch "$arch" "$widths" "$stem" "$pool" "$channels" "$image" "$global" "$steps")"
+    else
+      t="$(ddp_pytorch "$arch" "$widths" "$stem" "$pool" "$channels" "$image" "$global" "$steps")"
+      o="$(ddp_torus "$job")"
+    fi
+    ours+=("$o") theirs+=("$t") rounds+=("$(ratio "$o" "$t")")
+    echo "$name, 2 processes x 1 thread, global batch $global, $steps steps an epoch: torus $o img/s, pytorch ddp $t img/s, ratio ${rounds[-1]}"
   done
-  r="$(ratio "$ours" "$theirs")"
-  echo "== $name: torus run $ours img/s, pytorch ddp-2 $theirs img/s, ratio $r (2 processes x 1 thread)"
+  r="$(printf '%.3f' "$(median "${rounds[@]}")")"
+  echo "== $name: torus run $(median "${ours[@]}") img/s, pytorch ddp-2 $(median "${theirs[@]}") img/s (medians)," \
+    "ratio $r (median of the rounds'; 2 processes x 1 thread)"
   ddp_ratios+=("$r")
   ddp_names+=("ddp2_${name%%-*}=$r")
 done
@@ -129,23 +138,21 @@ done
 one_ratios=()
 one_names=()
 for entry in "${CONFIGS[@]}"; do
-  IFS='|' read -r name arch widths stem pool channels image batch _ <<<"$entry"
+  IFS='|' read -r name arch widths stem pool channels image batch _ _ <<<"$entry"
   args=(--arch "$arch" --widths "$widths" --stem "$stem" --pool "$pool" --in-channels "$channels" --image "$image"
     --batch "$batch" --threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP")
-  ours=0
-  theirs=0
+  ours=() theirs=() rounds=()
   for ((r = 0; r < REPEATS; r++)); do
-    out="$("$BENCH" "${args[@]}" 2>/dev/null)"
-    echo "$out" | grep -v '^RESULT'
-    o="$(echo "$out" | ips)"
-    out="$("$PYTHON" "$PEER" "${args[@]}")"
-    echo "$out" | grep -v '^RESULT'
-    t="$(echo "$out" | ips)"
-    ours="$(best "$ours" "$o")"
-    theirs="$(best "$theirs" "$t")"
+    for side in $( ((r % 2 == 0)) && echo "torus pytorch" || echo "pytorch torus"); do
+      if [[ "$side" == torus ]]; then out="$("$BENCH" "${args[@]}" 2>/dev/null)"; else out="$("$PYTHON" "$PEER" "${args[@]}")"; fi
+      echo "$out" | grep -v '^RESULT'
+      if [[ "$side" == torus ]]; then o="$(echo "$out" | ips)"; else t="$(echo "$out" | ips)"; fi
+    done
+    ours+=("$o") theirs+=("$t") rounds+=("$(ratio "$o" "$t")")
   done
-  r="$(ratio "$ours" "$theirs")"
-  echo "== $name: torus $ours img/s, pytorch $theirs img/s, ratio $r (1 process x $THREADS threads)"
+  r="$(printf '%.3f' "$(median "${rounds[@]}")")"
+  echo "== $name: torus $(median "${ours[@]}") img/s, pytorch $(median "${theirs[@]}") img/s (medians), ratio $r" \
+    "(median of the rounds'; 1 process x $THREADS threads)"
   if [[ "$PROFILE" == 1 ]]; then
     echo "== $name: where our time goes"
     "$BENCH" "${args[@]}" --profile 2>/dev/null | grep -v '^RESULT'
