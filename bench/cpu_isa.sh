@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the CPU benchmarks (time_to_accuracy.sh, train_throughput.sh): which vector ISA both sides run.
 #
 # Machines differ (AVX-512 or AVX2), and so do the ratios: on AVX2 oneDNN has no Winograd convolutions and half the
