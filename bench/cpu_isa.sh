@@ -11,11 +11,13 @@
 # Sets the environment for CPU_ISA (avx2, avx512 or empty: the machine's own) and ISA to what both sides run. Called
 # in the benchmark's own shell (not in $(...)), so the exports reach both sides' processes.
 bench_cpu_isa() {
+  local native=avx2
+  if grep -qw avx512f /proc/cpuinfo; then native=avx512; fi
   case "${CPU_ISA:-}" in
-    "" | native) ;;
+    "") ;;
     avx2) export ONEDNN_MAX_CPU_ISA=AVX2 ;;
     avx512)
-      if ! grep -qw avx512f /proc/cpuinfo; then
+      if [[ "$native" != avx512 ]]; then
         echo "CPU_ISA=avx512: this CPU has no AVX-512 (/proc/cpuinfo)" >&2
         return 2
       fi
@@ -27,7 +29,7 @@ bench_cpu_isa() {
       ;;
   esac
   case "${ONEDNN_MAX_CPU_ISA:-}" in
-    "") if grep -qw avx512f /proc/cpuinfo; then ISA=avx512; else ISA=avx2; fi ;;
+    "") ISA="$native" ;;
     AVX2 | avx2) ISA=avx2 ;;
     AVX512* | avx512*) ISA=avx512 ;;
     *)

@@ -135,6 +135,20 @@ for entry in "${CONFIGS[@]}"; do
   ddp_names+=("ddp2_${name%%-*}=$r")
 done
 
+# One process, the configuration in `args`: prints the run's lines and sets o (ours) or t (theirs) to its images/s.
+one_torus() {
+  local out
+  out="$("$BENCH" "${args[@]}" 2>/dev/null)"
+  echo "$out" | grep -v '^RESULT'
+  o="$(echo "$out" | ips)"
+}
+one_pytorch() {
+  local out
+  out="$("$PYTHON" "$PEER" "${args[@]}")"
+  echo "$out" | grep -v '^RESULT'
+  t="$(echo "$out" | ips)"
+}
+
 one_ratios=()
 one_names=()
 for entry in "${CONFIGS[@]}"; do
@@ -143,11 +157,13 @@ for entry in "${CONFIGS[@]}"; do
     --batch "$batch" --threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP")
   ours=() theirs=() rounds=()
   for ((r = 0; r < REPEATS; r++)); do
-    for side in $( ((r % 2 == 0)) && echo "torus pytorch" || echo "pytorch torus"); do
-      if [[ "$side" == torus ]]; then out="$("$BENCH" "${args[@]}" 2>/dev/null)"; else out="$("$PYTHON" "$PEER" "${args[@]}")"; fi
-      echo "$out" | grep -v '^RESULT'
-      if [[ "$side" == torus ]]; then o="$(echo "$out" | ips)"; else t="$(echo "$out" | ips)"; fi
-    done
+    if ((r % 2 == 0)); then
+      one_torus
+      one_pytorch
+    else
+      one_pytorch
+      one_torus
+    fi
     ours+=("$o") theirs+=("$t") rounds+=("$(ratio "$o" "$t")")
   done
   r="$(printf '%.3f' "$(median "${rounds[@]}")")"

@@ -86,8 +86,8 @@ void wait_exited_unreaped(pid_t pid) {
 }
 
 // Two children that end before one poll: that poll reaps both, wait_any returns one, and running() still
-// counts the other, so a caller's `while (running() > 0)` loop gets both (the CI failure of stop 24 was a test
-// loop that lost the second pod's exit code this way).
+// counts the other, so a caller's `while (running() > 0)` loop gets both (with a count of live children only, such
+// a loop lost the second of two pods that ended together).
 TEST(Supervisor, RunningCountsTerminationsReapedButNotYetReturned) {
   Supervisor sup(nullptr);
   const pid_t a = sup.pid(sup.start(sh("exit 3")));
