@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # All-reduce bus bandwidth (nccl-tests definition: algBw * 2(n-1)/n) of Torus' algorithms next to torch.distributed
-# all_reduce over Gloo (Debian python3-torch via /usr/bin/python3), in the same run, on this machine.
+# all_reduce over Gloo (the newest torch from PyPI, bench/peer.sh), in the same run, on this machine.
 #   bench/allreduce.sh                 # full sweep: 4 KiB .. 256 MiB, worlds 1x2, 1x4, 2x2 (simulated nodes)
 #   QUICK=1 bench/allreduce.sh         # 64 KiB .. 64 MiB, world 1x2 only
 # Last line: RESULT allreduce_busbw_ratio_vs_torch_gloo=X  (64 MiB, 2 ranks on one host, Torus auto vs torch Gloo)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+# shellcheck source=bench/peer.sh
+source "$ROOT/bench/peer.sh"
+bench_peer_python  # PYTHON, PEER_VERSION: the newest torch from PyPI (PEER=debian: Debian's)
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 
@@ -43,4 +45,4 @@ ours=$(pick "$OUT/torus.txt" auto 2 1 $((64 << 20)))
 theirs=$(pick "$OUT/torch.txt" torch_gloo 2 1 $((64 << 20)))
 echo "# 64 MiB, 2 ranks, one host: torus auto busbw ${ours} GB/s, torch gloo busbw ${theirs} GB/s"
 ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')
-echo "RESULT allreduce_busbw_ratio_vs_torch_gloo=$ratio torus_busbw_gbps=$ours torch_gloo_busbw_gbps=$theirs"
+echo "RESULT allreduce_busbw_ratio_vs_torch_gloo=$ratio torus_busbw_gbps=$ours torch_gloo_busbw_gbps=$theirs peer=torch-$PEER_VERSION"

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Data loading speed: Fashion-MNIST training epochs (60k 28x28x1, batch 256, shuffle, per-sample normalize and
 # random horizontal flip) through Torus' prefetching loader and through PyTorch's DataLoader with the same work
-# (Debian python3-torch via /usr/bin/python3; no torchvision), in the same run, for 1 and 2 loader threads/workers.
+# (the newest torch from PyPI, bench/peer.sh; no torchvision), in the same run, for 1 and 2 loader threads/workers.
 #   bench/data_loader.sh               # 3 epochs each
 #   EPOCHS=5 JPEGS=1000 bench/data_loader.sh
 # Last line: RESULT data_loader_ratio_vs_pytorch=X  (images/s, ours / theirs, 2 threads vs 2 workers)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+# shellcheck source=bench/peer.sh
+source "$ROOT/bench/peer.sh"
+bench_peer_python  # PYTHON, PEER_VERSION: the newest torch from PyPI (PEER=debian: Debian's)
 EPOCHS="${EPOCHS:-3}"
 DATA_DIR="${DATA_DIR:-/usr/share/datasets/fashion-mnist}"
 OUT="$(mktemp -d)"
@@ -78,4 +80,4 @@ theirs=$(pick "$OUT/torch.txt" workers=2)
 ours1=$(pick "$OUT/torus.txt" threads=1)
 theirs1=$(pick "$OUT/torch.txt" workers=1)
 ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')
-echo "RESULT data_loader_ratio_vs_pytorch=$ratio torus_img_per_s=$ours pytorch_img_per_s=$theirs torus_1thread_img_per_s=$ours1 pytorch_1worker_img_per_s=$theirs1"
+echo "RESULT data_loader_ratio_vs_pytorch=$ratio torus_img_per_s=$ours pytorch_img_per_s=$theirs torus_1thread_img_per_s=$ours1 pytorch_1worker_img_per_s=$theirs1 peer=torch-$PEER_VERSION"

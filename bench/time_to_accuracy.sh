@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Time to accuracy of the job users run first: `torus run examples/fashion-mnist.yaml --workers 2` (2 ranks x 1 thread,
 # ResNet-9 8-16-32-64, batch 256, 4 epochs, target 92%) next to its PyTorch DDP-2 peer of the same recipe
-# (bench/time_to_accuracy/fashion_mnist_ddp.py: torch.distributed over Gloo, 2 processes x 1 thread, Debian's
-# python3-torch via /usr/bin/python3), both on the dataset-fashion-mnist IDX files, alternating in one run.
+# (bench/time_to_accuracy/fashion_mnist_ddp.py: torch.distributed over Gloo, 2 processes x 1 thread, the newest torch
+# from PyPI, bench/peer.sh), both on the dataset-fashion-mnist IDX files, alternating in one run.
 #
 # Time to target, both sides: from the start of the first training step (data loaded, model built, ranks joined) to
 # the end of the first validation pass at or above the target accuracy (evaluations and per-epoch checkpoints in
@@ -18,7 +18,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+# shellcheck source=bench/peer.sh
+source "$ROOT/bench/peer.sh"
+bench_peer_python  # PYTHON, PEER_VERSION: the newest torch from PyPI (PEER=debian: Debian's)
 JOB="${JOB:-$ROOT/examples/fashion-mnist.yaml}"
 RUNS="${RUNS:-2}"
 EPOCHS="${EPOCHS:-4}"    # the example's spec.training.epochs
@@ -101,4 +103,4 @@ ratio="$(awk -v a="$ours" -v b="$theirs" 'BEGIN { print (a == "nan" || b == "nan
 echo "RESULT time_to_accuracy_ratio_vs_pytorch=$ratio torus_s=$ours pytorch_s=$theirs" \
   "torus_accuracy=$(median 2 "$WORK/torus.tsv") pytorch_accuracy=$(median 2 "$WORK/pytorch.tsv")" \
   "torus_images_per_s=$(median 3 "$WORK/torus.tsv") pytorch_images_per_s=$(median 3 "$WORK/pytorch.tsv")" \
-  "runs=$RUNS target=$TARGET epochs=$EPOCHS isa=$ISA"
+  "runs=$RUNS target=$TARGET epochs=$EPOCHS isa=$ISA peer=torch-$PEER_VERSION"

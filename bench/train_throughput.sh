@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training throughput (forward + backward + SGD update, images/s) of the same ResNets in Torus and in PyTorch CPU
-# (Debian python3-torch via /usr/bin/python3, channels_last), side by side in one run, on synthetic data:
+# (the newest torch from PyPI, bench/peer.sh, channels_last), side by side in one run, on synthetic data:
 #   - narrow ResNet-9 (widths 8-16-32-64, Fashion-MNIST shape 28x28x1, global max pool)
 #   - ResNet-18 (CIFAR stem, 32x32x3, global avg pool)
 #
@@ -29,7 +29,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+# shellcheck source=bench/peer.sh
+source "$ROOT/bench/peer.sh"
+bench_peer_python  # PYTHON, PEER_VERSION: the newest torch from PyPI (PEER=debian: Debian's)
 THREADS="${THREADS:-2}"
 STEPS="${STEPS:-10}"
 WARMUP="${WARMUP:-3}"
@@ -177,4 +179,4 @@ for entry in "${CONFIGS[@]}"; do
   one_names+=("1proc_${name%%-*}=$r")
 done
 echo "RESULT train_throughput_ratio_vs_pytorch=$(geomean "${ddp_ratios[@]}")" \
-  "ratio_1proc_${THREADS}threads=$(geomean "${one_ratios[@]}") ${ddp_names[*]} ${one_names[*]} isa=$ISA"
+  "ratio_1proc_${THREADS}threads=$(geomean "${one_ratios[@]}") ${ddp_names[*]} ${one_names[*]} isa=$ISA peer=torch-$PEER_VERSION"
