@@ -6,7 +6,8 @@
 //                [--kubeconfig PATH] [--tls-dir DIR] [--no-auth]
 //                [--run-pods DIR [--pod-command NAME=PATH]... [--pod-env NAME=VALUE]...]
 //
-// --run-pods runs every pod the kubelet starts as local processes (tests/apiserver/process_kubelet.h), with a folder
+// --run-pods runs every pod the kubelet starts as local processes (tests/apiserver/process_kubelet.h), each container
+// in its own mount namespace and private root (pod_root.h; the stand-in must run as root), with a folder
 // per pod under DIR; --pod-command maps a container's command to a program (torus-worker=build/bin/torus-worker),
 // --pod-env adds a variable to every container.
 //

@@ -166,6 +166,29 @@ std::optional<Cause> forbidden_pod_update(const json& before, const json& after)
                "spec"};
 }
 
+std::vector<Cause> validate_claim(const json& claim) {
+  std::vector<Cause> causes;
+  const json& spec = claim.value("spec", json::object());
+  const json modes = spec.value("accessModes", json::array());
+  if (!modes.is_array() || modes.empty()) {
+    causes.push_back({"FieldValueRequired", "Required value: at least 1 access mode is required", "spec.accessModes"});
+  }
+  const json requests = spec.value("resources", json::object()).value("requests", json::object());
+  if (!requests.is_object() || !requests.contains("storage")) {
+    causes.push_back({"FieldValueRequired", "Required value", "spec.resources[storage]"});
+  }
+  return causes;
+}
+
+void bind_claim(json& claim) {
+  json& spec = claim["spec"];
+  if (!spec.contains("volumeMode")) spec["volumeMode"] = "Filesystem";
+  if (!spec.contains("volumeName")) spec["volumeName"] = "pvc-" + claim["metadata"].value("uid", random_uid());
+  claim["status"] = {{"phase", "Bound"},
+                     {"accessModes", spec["accessModes"]},
+                     {"capacity", {{"storage", spec["resources"]["requests"]["storage"]}}}};
+}
+
 void default_secret(json& secret) {
   if (!secret.contains("type")) secret["type"] = "Opaque";
   if (secret.contains("stringData") && secret["stringData"].is_object()) {

@@ -28,6 +28,10 @@ std::vector<Cause> validate_pod(const json& pod);
 // Pod specs are immutable but for a few fields (containers' images, activeDeadlineSeconds, added tolerations).
 std::optional<Cause> forbidden_pod_update(const json& before, const json& after);
 // Opaque by default; stringData folded into base64 data.
+// PersistentVolumeClaims: accessModes and a storage request are required; a valid claim is bound at once (as by a
+// default StorageClass that provisions immediately): status.phase Bound, capacity = the request.
+std::vector<Cause> validate_claim(const json& claim);
+void bind_claim(json& claim);
 void default_secret(json& secret);
 std::vector<Cause> validate_secret(const json& secret);
 

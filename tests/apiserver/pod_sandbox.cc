@@ -1,5 +1,7 @@
 #include "tests/apiserver/pod_sandbox.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <regex>
@@ -7,13 +9,11 @@
 #include "common/util/base64.h"
 #include "common/util/error.h"
 #include "tests/apiserver/api_error.h"
+#include "tests/apiserver/pod_root.h"
 
 namespace torus::standin {
 namespace fs = std::filesystem;
 namespace {
-
-// mountPath -> the folder standing in for it.
-using Mounts = std::map<std::string, fs::path>;
 
 std::optional<ObjectPtr> find(const Store& store, const char* resource, const std::string& ns,
                               const std::string& name) {
@@ -58,38 +58,76 @@ std::map<std::string, std::string> data_of(const json& object, Encoding encoding
   return out;
 }
 
-// Writes volume `v` under `dir`; a reason to wait when its ConfigMap or Secret does not exist yet.
-std::optional<Waiting> write_volume(const Store& store, const std::string& ns, const json& v, const fs::path& dir) {
-  const std::string name = v.value("name", "");
+// Where a volume's data lives, as the container mounts it.
+struct VolumeSource {
+  RootMount::Kind kind = RootMount::Kind::kBind;
+  fs::path host;            // kBind
+  uint64_t size_bytes = 0;  // kTmpfs
+  RootMount::Access access = RootMount::Access::kReadWrite;
+};
+using Volumes = std::map<std::string, VolumeSource>;
+
+fs::path shared_folder(const fs::path& base, const std::string& path) {
+  const fs::path dir = base / fs::path(path).relative_path();
   fs::create_directories(dir);
+  return dir;
+}
+
+VolumeSource files_volume(const fs::path& dir, const json& source, const std::map<std::string, std::string>& data) {
+  fs::create_directories(dir);
+  write_keys(dir, source, data);
+  return VolumeSource{RootMount::Kind::kBind, dir, 0, RootMount::Access::kReadOnly};
+}
+
+VolumeSource empty_dir(const json& e, const fs::path& dir, const std::string& name) {
+  if (e.value("medium", "") == "Memory") {
+    const std::string limit = e.value("sizeLimit", "");
+    const std::string field = "spec.volumes[" + name + "].emptyDir.sizeLimit";
+    return VolumeSource{RootMount::Kind::kTmpfs, {}, limit.empty() ? 0 : parse_quantity(limit, field)};
+  }
+  fs::create_directories(dir);
+  return VolumeSource{RootMount::Kind::kBind, dir};
+}
+
+// Volume `v` of the pod: its files written or its folder made, or a reason to wait (a ConfigMap, Secret or claim
+// that does not exist yet).
+std::variant<VolumeSource, Waiting> prepare_volume(const Store& store, const json& pod, const json& v,
+                                                   const SandboxOptions& options, const fs::path& pod_folder) {
+  const std::string ns = namespace_of(pod);
+  const std::string name = v.value("name", "");
+  const fs::path own = pod_folder / "volumes" / name;
   if (v.contains("configMap")) {
     const std::string cm = v["configMap"].value("name", "");
     auto object = find(store, "configmaps", ns, cm);
     if (!object) return Waiting{"configmap \"" + cm + "\" not found (volume " + name + ")"};
-    write_keys(dir, v["configMap"], data_of(**object, Encoding::kPlain));
-  } else if (v.contains("secret")) {
+    return files_volume(own, v["configMap"], data_of(**object, Encoding::kPlain));
+  }
+  if (v.contains("secret")) {
     const std::string secret = v["secret"].value("secretName", "");
     auto object = find(store, "secrets", ns, secret);
     if (!object) return Waiting{"secret \"" + secret + "\" not found (volume " + name + ")"};
-    write_keys(dir, v["secret"], data_of(**object, Encoding::kBase64));
-  } else if (!v.contains("emptyDir")) {
-    throw InvalidArgument("spec.volumes[" + name +
-                          "]: the process kubelet runs configMap, secret and emptyDir volumes");
+    return files_volume(own, v["secret"], data_of(**object, Encoding::kBase64));
   }
-  return std::nullopt;
-}
-
-// "/etc/torus/job/job.json" -> "<dir>/volumes/torus-job/job.json" when /etc/torus/job is a mount.
-std::string map_path(const Mounts& mounts, const std::string& value) {
-  const Mounts::value_type* best = nullptr;
-  for (const auto& m : mounts) {
-    const std::string& path = m.first;
-    const bool under = value == path || (value.rfind(path, 0) == 0 && value.size() > path.size() &&
-                                         (value[path.size()] == '/' || path.back() == '/'));
-    if (under && (best == nullptr || path.size() > best->first.size())) best = &m;
+  if (v.contains("emptyDir")) return empty_dir(v["emptyDir"], own, name);
+  if (v.contains("hostPath")) {
+    const fs::path node = options.root / "_nodes" / pod["spec"].value("nodeName", "");
+    return VolumeSource{RootMount::Kind::kBind, shared_folder(node, v["hostPath"].value("path", ""))};
   }
-  if (best == nullptr) return value;
-  return best->second.string() + value.substr(best->first.size());
+  if (v.contains("persistentVolumeClaim")) {
+    const json& c = v["persistentVolumeClaim"];
+    const std::string claim = c.value("claimName", "");
+    if (!find(store, "persistentvolumeclaims", ns, claim))
+      return Waiting{"persistentvolumeclaim \"" + claim + "\" not found (volume " + name + ")"};
+    return VolumeSource{RootMount::Kind::kBind, shared_folder(options.root / "_claims" / ns, claim), 0,
+                        c.value("readOnly", false) ? RootMount::Access::kReadOnly : RootMount::Access::kReadWrite};
+  }
+  if (v.contains("nfs")) {
+    const fs::path server = options.root / "_nfs" / v["nfs"].value("server", "");
+    return VolumeSource{RootMount::Kind::kBind, shared_folder(server, v["nfs"].value("path", "/"))};
+  }
+  throw InvalidArgument("spec.volumes[" + name +
+                        "]: the process kubelet runs configMap, secret, emptyDir, hostPath, persistentVolumeClaim "
+                        "and nfs volumes");
 }
 
 // The pod IP behind a headless-service DNS name, "" when `value` is no such name; a reason to wait when the pod
@@ -123,7 +161,7 @@ std::string field_value(const json& pod, const std::string& path, const std::str
 
 // One container's environment; a reason to wait for DNS.
 std::variant<std::map<std::string, std::string>, Waiting> container_env(const Store& store, const json& pod,
-                                                                        const json& container, const Mounts& mounts) {
+                                                                        const json& container) {
   std::map<std::string, std::string> env;
   for (const json& e : container.value("env", json::array())) {
     const std::string name = e.value("name", "");
@@ -134,7 +172,7 @@ std::variant<std::map<std::string, std::string>, Waiting> container_env(const St
       env[name] = field_value(pod, e["valueFrom"]["fieldRef"].value("fieldPath", ""), where);
       continue;
     }
-    const std::string value = map_path(mounts, e.value("value", ""));
+    const std::string value = e.value("value", "");
     auto resolved = resolve_dns(store, value);
     if (auto* waiting = std::get_if<Waiting>(&resolved)) return *waiting;
     const std::string& ip = std::get<std::string>(resolved);
@@ -143,17 +181,49 @@ std::variant<std::map<std::string, std::string>, Waiting> container_env(const St
   return env;
 }
 
-std::vector<std::string> container_argv(const json& container, const Mounts& mounts, const SandboxOptions& options) {
+std::vector<std::string> container_command(const json& container, const SandboxOptions& options) {
   std::vector<std::string> argv;
-  for (const json& a : container.value("command", json::array()))
-    argv.push_back(map_path(mounts, a.get<std::string>()));
+  for (const json& a : container.value("command", json::array())) argv.push_back(a.get<std::string>());
   if (argv.empty())
     throw InvalidArgument("spec.containers[" + container.value("name", "") +
                           "].command: required by the process kubelet (it has no image to take an entrypoint from)");
-  for (const json& a : container.value("args", json::array())) argv.push_back(map_path(mounts, a.get<std::string>()));
+  for (const json& a : container.value("args", json::array())) argv.push_back(a.get<std::string>());
   auto it = options.commands.find(argv[0]);
   if (it != options.commands.end()) argv[0] = it->second;
   return argv;
+}
+
+// Docker's and containerd's default /dev/shm: what a pod gets unless it mounts a volume there.
+constexpr uint64_t kDefaultShmBytes = 64ull << 20;
+
+// The container's root: the base (system folders, the mapped programs, /dev, /proc, /sys, /tmp, /dev/shm), its
+// HOME as an empty folder, then its volume mounts, parents first.
+RootPlan container_root(const json& c, const Volumes& volumes, const SandboxOptions& options, const fs::path& dir) {
+  const std::string where = "spec.containers[" + c.value("name", "") + "]";
+  std::vector<std::string> programs;
+  for (const auto& [command, program] : options.commands) programs.push_back(program);
+  RootPlan plan{dir / "root" / c.value("name", ""), base_mounts(programs, kDefaultShmBytes), c.value("workingDir", "/")};
+  if (const char* home = std::getenv("HOME"); home != nullptr && fs::path(home).is_absolute())
+    plan.mounts.push_back({RootMount::Kind::kDirectory, "", home});
+  std::vector<json> mounts = c.value("volumeMounts", json::array()).get<std::vector<json>>();
+  std::stable_sort(mounts.begin(), mounts.end(), [](const json& a, const json& b) {
+    return a.value("mountPath", "").size() < b.value("mountPath", "").size();
+  });
+  for (const json& m : mounts) {
+    auto it = volumes.find(m.value("name", ""));
+    if (it == volumes.end())
+      throw InvalidArgument(where + ".volumeMounts[" + m.value("name", "") + "]: no such volume");
+    const std::string target = m.value("mountPath", "");
+    if (!fs::path(target).is_absolute())
+      throw InvalidArgument(where + ".volumeMounts[" + m.value("name", "") + "].mountPath: must be absolute");
+    const VolumeSource& v = it->second;
+    RootMount mount{v.kind, v.host.string(), target, v.access, v.size_bytes};
+    if (m.value("readOnly", false)) mount.access = RootMount::Access::kReadOnly;
+    if (const std::string sub = m.value("subPath", ""); !sub.empty() && v.kind == RootMount::Kind::kBind)
+      mount.source = shared_folder(v.host, sub).string();
+    plan.mounts.push_back(std::move(mount));
+  }
+  return plan;
 }
 
 }  // namespace
@@ -166,25 +236,21 @@ std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod
   PodLaunch launch;
   launch.dir = pod_dir(options.root, pod);
   fs::create_directories(launch.dir);
-  std::map<std::string, fs::path> volume_dirs;
+  Volumes volumes;
   for (const json& v : pod["spec"].value("volumes", json::array())) {
-    const fs::path dir = launch.dir / "volumes" / v.value("name", "");
-    if (auto waiting = write_volume(store, namespace_of(pod), v, dir)) return *waiting;
-    volume_dirs[v.value("name", "")] = dir;
+    auto prepared = prepare_volume(store, pod, v, options, launch.dir);
+    if (auto* waiting = std::get_if<Waiting>(&prepared)) return *waiting;
+    volumes[v.value("name", "")] = std::get<VolumeSource>(prepared);
   }
   for (const json& c : pod["spec"].value("containers", json::array())) {
-    Mounts mounts;
-    for (const json& m : c.value("volumeMounts", json::array())) {
-      auto it = volume_dirs.find(m.value("name", ""));
-      if (it == volume_dirs.end())
-        throw InvalidArgument("spec.containers[" + c.value("name", "") + "].volumeMounts[" + m.value("name", "") +
-                              "]: no such volume");
-      mounts[m.value("mountPath", "")] = it->second;
-    }
-    auto env = container_env(store, pod, c, mounts);
+    auto env = container_env(store, pod, c);
     if (auto* waiting = std::get_if<Waiting>(&env)) return *waiting;
-    ContainerLaunch container{c.value("name", ""), container_argv(c, mounts, options),
-                              std::get<std::map<std::string, std::string>>(env)};
+    const std::string name = c.value("name", "");
+    const fs::path plan_file = launch.dir / (name + ".root.json");
+    write_file(plan_file, to_json(container_root(c, volumes, options, launch.dir)).dump(2));
+    std::vector<std::string> argv = {options.exec_helper, plan_file.string(), "--"};
+    for (std::string& a : container_command(c, options)) argv.push_back(std::move(a));
+    ContainerLaunch container{name, std::move(argv), std::get<std::map<std::string, std::string>>(env)};
     for (const auto& [k, v] : options.env) container.env.emplace(k, v);
     launch.containers.push_back(std::move(container));
   }

@@ -1,13 +1,19 @@
 #pragma once
-// What the process kubelet (process_kubelet.h) needs to run a bound pod's containers as local processes: a folder
-// per pod holding its ConfigMap, Secret and emptyDir volumes, and per container the command line and environment a
-// kubelet would give it, with:
+// What the process kubelet (process_kubelet.h) needs to run a bound pod's containers as local processes, isolated
+// as a container runtime would: a folder per pod holding its ConfigMap, Secret and emptyDir volumes, and per
+// container its own filesystem (pod_root.h: a private root with the system folders read-only and only the volumes
+// the container mounts), its command line and the environment a kubelet would give it, with:
 //   - downward API values filled in (fieldRef metadata.name, metadata.namespace, metadata.uid, spec.nodeName,
 //     spec.serviceAccountName, status.podIP, status.hostIP);
-//   - mount paths mapped: an env value or argument that names a volume's mountPath (or a file under it) names the
-//     volume's folder instead;
 //   - cluster DNS simulated: an env value that is a pod's headless-service name
 //     (<hostname>.<subdomain>.<namespace>.svc[.cluster.local]) becomes that pod's IP (a 127.x.y.z address).
+// Volumes and where their data lives on the host (under SandboxOptions::root):
+//   configMap, secret           <pod dir>/volumes/<name>, written from the object, mounted read-only
+//   emptyDir                    <pod dir>/volumes/<name>; medium Memory: a tmpfs of sizeLimit (one per container)
+//   hostPath                    _nodes/<node>/<path>: one folder per node, shared by that node's pods
+//   persistentVolumeClaim       _claims/<namespace>/<claim>: outlives pods (the claim must exist, else the pod waits)
+//   nfs                         _nfs/<server>/<path>: shared by every pod
+// A path the container did not mount is in its private root: visible to it alone, and lost when it ends.
 #include <filesystem>
 #include <map>
 #include <string>
@@ -20,12 +26,14 @@ namespace torus::standin {
 
 struct ContainerLaunch {
   std::string name;
-  std::vector<std::string> argv;  // command + args; argv[0] mapped through SandboxOptions::commands
+  // exec_helper, the root plan's file, "--", then command + args (argv[0] mapped through SandboxOptions::commands)
+  std::vector<std::string> argv;
   std::map<std::string, std::string> env;
 };
 
 struct PodLaunch {
-  std::filesystem::path dir;  // <root>/<namespace>/<name>-<uid>: volumes/, <container>.log, <container>.pid
+  // <root>/<namespace>/<name>-<uid>: volumes/, <container>.log, <container>.pid, <container>.root.json (the plan)
+  std::filesystem::path dir;
   std::vector<ContainerLaunch> containers;
 };
 
@@ -39,6 +47,8 @@ struct SandboxOptions {
   std::filesystem::path root;
   std::map<std::string, std::string> commands;  // container command[0] -> the program to run (e.g. a built binary)
   std::map<std::string, std::string> env;       // added to every container (e.g. OMP_WAIT_POLICY)
+  // The program that enters a container's root and execs its command (pod_exec_main.cc); the build's by default.
+  std::string exec_helper = TORUS_STANDIN_POD_EXEC;
 };
 
 // The pod's folder under `root` (also where the runner writes logs and pid files).

@@ -284,6 +284,9 @@ WriteResult Store::create_locked(const ResourceType& type, const std::string& ns
   } else if (gr == "secrets") {
     default_secret(object);
     causes = validate_secret(object);
+  } else if (gr == "persistentvolumeclaims") {
+    causes = validate_claim(object);
+    if (causes.empty()) bind_claim(object);
   } else if (gr == "namespaces") {
     object["status"] = {{"phase", "Active"}};
     if (!m.contains("labels")) m["labels"] = json::object();

@@ -1,6 +1,7 @@
-// The process kubelet (tests/apiserver/process_kubelet.h): pods run as real local processes with their downward API
-// values, ConfigMap and Secret volumes at mapped paths, headless-service names resolved to pod IPs, exit codes
-// written back to the pod status, and SIGTERM then SIGKILL on deletion.
+// The process kubelet (tests/apiserver/process_kubelet.h): pods run as real local processes, each container in its
+// own filesystem (pod_root.h) with its downward API values, ConfigMap and Secret volumes, claims, hostPath and
+// emptyDir volumes at their mount paths, headless-service names resolved to pod IPs, exit codes written back to
+// the pod status, and SIGTERM then SIGKILL on deletion.
 #include "tests/apiserver/process_kubelet.h"
 
 #include <gmock/gmock.h>
@@ -120,6 +121,66 @@ TEST_F(ProcessKubeletTest, APodWithoutACommandCannotRun) {
                  "  containers: [{name: main, image: busybox}]\n")});
   ok({"wait", "--for=jsonpath={.status.phase}=Failed", "pod/nocmd", "--timeout=30s"});
   EXPECT_EQ(pod("nocmd")["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "ContainerCannotRun");
+}
+
+// What a pod did not mount is its own and goes with it; a claim outlives pods; hostPath is per node; emptyDir is per
+// pod (medium Memory: a tmpfs of its sizeLimit); /dev/shm is private.
+TEST_F(ProcessKubeletTest, EachPodSeesOnlyWhatItMountsAndAClaimOutlivesIt) {
+  ok({"apply", "-f",
+      write_file("claim.yaml",
+                 "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\nspec:\n"
+                 "  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n")});
+  EXPECT_EQ(get_json({"get", "pvc", "data", "-o", "json"})["status"]["phase"], "Bound");
+  const std::string volumes =
+      "  volumes:\n"
+      "  - {name: claim, persistentVolumeClaim: {claimName: data}}\n"
+      "  - {name: scratch, emptyDir: {}}\n"
+      "  - {name: fast, emptyDir: {medium: Memory, sizeLimit: 2Mi}}\n";
+  const std::string mounts =
+      "    volumeMounts:\n"
+      "    - {name: claim, mountPath: /ckpt}\n"
+      "    - {name: scratch, mountPath: /scratch}\n"
+      "    - {name: fast, mountPath: /fast}\n";
+  // The writer leaves files in each place; the test's own folder on the host is not there for it.
+  const std::string writer =
+      "echo kept > /ckpt/step-4; echo lost > /var/private; echo pod > /scratch/s; echo shm > /dev/shm/s; "
+      "test -e " + dir_ + " && echo host-visible; df -k /fast | tail -1; echo written";
+  ok({"apply", "-f", write_file("writer.yaml", pod_yaml("writer", writer, volumes, mounts))});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/writer", "--timeout=30s"});
+  const std::string log = log_of("writer");
+  EXPECT_THAT(log, HasSubstr("written"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("host-visible")));
+  EXPECT_THAT(log, ::testing::ContainsRegex("tmpfs +2048 ")) << "medium Memory: a tmpfs of its sizeLimit";
+  EXPECT_FALSE(std::filesystem::exists("/var/private")) << "a write outside the volumes reached the host";
+  const std::string reader =
+      "cat /ckpt/step-4; for f in /var/private /scratch/s /dev/shm/s; do test -e $f && echo still-there $f; done; "
+      "echo read";
+  ok({"apply", "-f", write_file("reader.yaml", pod_yaml("reader", reader, volumes, mounts))});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/reader", "--timeout=30s"});
+  EXPECT_THAT(log_of("reader"), HasSubstr("kept\nread")) << "only the claim's file outlives the writer";
+}
+
+TEST_F(ProcessKubeletTest, AHostPathIsTheNodesFolderAndAPodWaitsForItsClaim) {
+  const std::string spec = "  nodeName: node-1\n  volumes:\n  - {name: host, hostPath: {path: /var/lib/cache}}\n";
+  const std::string mount = "    volumeMounts:\n    - {name: host, mountPath: /cache}\n";
+  ok({"apply", "-f", write_file("a.yaml", pod_yaml("host-a", "echo a > /cache/a", spec, mount))});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/host-a", "--timeout=30s"});
+  ok({"apply", "-f", write_file("b.yaml", pod_yaml("host-b", "cat /cache/a", spec, mount))});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/host-b", "--timeout=30s"});
+  EXPECT_THAT(log_of("host-b"), HasSubstr("a"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/pods/_nodes/node-1/var/lib/cache/a"));
+  // A claim that does not exist yet keeps the pod from starting, as ContainerCreating does.
+  const std::string claim = "  volumes:\n  - {name: c, persistentVolumeClaim: {claimName: later}}\n";
+  ok({"apply", "-f",
+      write_file("w.yaml", pod_yaml("waits", "echo started", claim, "    volumeMounts: [{name: c, mountPath: /c}]\n"))});
+  ok({"wait", "--for=condition=Ready", "pod/waits", "--timeout=30s"});
+  EXPECT_THAT(log_of("waits"), ::testing::Not(HasSubstr("started")));
+  ok({"apply", "-f",
+      write_file("later.yaml",
+                 "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: later\nspec:\n"
+                 "  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n")});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/waits", "--timeout=30s"});
+  EXPECT_THAT(log_of("waits"), HasSubstr("started"));
 }
 
 }  // namespace

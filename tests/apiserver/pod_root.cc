@@ -1,0 +1,216 @@
+#include "tests/apiserver/pod_root.h"
+
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "common/util/error.h"
+
+namespace torus::standin {
+namespace fs = std::filesystem;
+namespace {
+
+using Kind = RootMount::Kind;
+using Access = RootMount::Access;
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::kBind:
+      return "bind";
+    case Kind::kTmpfs:
+      return "tmpfs";
+    case Kind::kSymlink:
+      return "symlink";
+    case Kind::kDirectory:
+      return "directory";
+    case Kind::kMirror:
+      return "mirror";
+  }
+  return "";
+}
+
+Kind kind_of(const std::string& name) {
+  for (Kind k : {Kind::kBind, Kind::kTmpfs, Kind::kSymlink, Kind::kDirectory, Kind::kMirror}) {
+    if (name == kind_name(k)) return k;
+  }
+  throw InvalidArgument("pod root plan: mounts[].kind: expected bind, tmpfs, symlink, directory or mirror, got \"" + name +
+                        "\"");
+}
+
+void check(int rc, const std::string& what) {
+  if (rc != 0) throw_errno("pod root: " + what);
+}
+
+// A folder, or for a bind of a file an empty file, to mount on.
+void make_mount_point(const fs::path& at, bool directory) {
+  std::error_code ec;
+  if (directory) {
+    fs::create_directories(at, ec);
+  } else {
+    fs::create_directories(at.parent_path(), ec);
+    std::ofstream touch(at, std::ios::app);
+  }
+  if (!fs::exists(at)) throw SystemError("pod root: cannot make mount point " + at.string());
+}
+
+void bind_read_only(const std::string& source, const fs::path& at, const std::string& target) {
+  make_mount_point(at, fs::is_directory(source));
+  check(::mount(source.c_str(), at.c_str(), nullptr, MS_BIND | MS_REC, nullptr), "bind " + source + " at " + target);
+  check(::mount(nullptr, at.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr),
+        "read-only remount of " + target);
+}
+
+void mirror(const fs::path& root, const RootMount& m, const fs::path& at) {
+  const std::string hidden = "/.host" + m.source;
+  bind_read_only(m.source, root / fs::path(hidden).relative_path(), hidden);
+  fs::create_directories(at);
+  for (const auto& entry : fs::directory_iterator(m.source)) {
+    const fs::path name = entry.path().filename();
+    // A link keeps its own target (/etc/mtab -> ../proc/self/mounts), anything else points into the bind.
+    const fs::path target = entry.is_symlink() ? fs::read_symlink(entry.path()) : fs::path(hidden) / name;
+    fs::create_symlink(target, at / name);
+  }
+}
+
+void apply(const fs::path& root, const RootMount& m) {
+  const fs::path at = root / fs::path(m.target).relative_path();
+  switch (m.kind) {
+    case Kind::kMirror:
+      return mirror(root, m, at);
+    case Kind::kSymlink:
+      fs::create_directories(at.parent_path());
+      fs::create_symlink(m.source, at);
+      return;
+    case Kind::kDirectory:
+      fs::create_directories(at);
+      return;
+    case Kind::kTmpfs: {
+      make_mount_point(at, true);
+      std::string options = "mode=1777";
+      if (m.size_bytes > 0) options += ",size=" + std::to_string(m.size_bytes);
+      check(::mount("tmpfs", at.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()), "tmpfs at " + m.target);
+      break;
+    }
+    case Kind::kBind:
+      make_mount_point(at, fs::is_directory(m.source));
+      check(::mount(m.source.c_str(), at.c_str(), nullptr, MS_BIND | MS_REC, nullptr),
+            "bind " + m.source + " at " + m.target);
+      break;
+  }
+  if (m.access == Access::kReadOnly) {
+    check(::mount(nullptr, at.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr),
+          "read-only remount of " + m.target);
+  }
+}
+
+}  // namespace
+
+nlohmann::json to_json(const RootPlan& plan) {
+  nlohmann::json mounts = nlohmann::json::array();
+  for (const RootMount& m : plan.mounts) {
+    mounts.push_back({{"kind", kind_name(m.kind)},
+                      {"source", m.source},
+                      {"target", m.target},
+                      {"readOnly", m.access == Access::kReadOnly},
+                      {"sizeBytes", m.size_bytes}});
+  }
+  return {{"root", plan.root.string()}, {"workingDir", plan.working_dir}, {"mounts", mounts}};
+}
+
+RootPlan root_plan_from_json(const nlohmann::json& doc) {
+  RootPlan plan;
+  try {
+    plan.root = doc.at("root").get<std::string>();
+    plan.working_dir = doc.value("workingDir", "/");
+    for (const auto& m : doc.at("mounts")) {
+      RootMount mount;
+      mount.kind = kind_of(m.at("kind").get<std::string>());
+      mount.source = m.value("source", "");
+      mount.target = m.at("target").get<std::string>();
+      mount.access = m.value("readOnly", false) ? Access::kReadOnly : Access::kReadWrite;
+      mount.size_bytes = m.value("sizeBytes", uint64_t{0});
+      if (!fs::path(mount.target).is_absolute())
+        throw InvalidArgument("pod root plan: mounts[].target: must be absolute, got \"" + mount.target + "\"");
+      plan.mounts.push_back(std::move(mount));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(std::string("pod root plan: ") + e.what());
+  }
+  return plan;
+}
+
+std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uint64_t shm_bytes) {
+  std::vector<RootMount> out;
+  static const char* kSystem[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"};
+  // Where pods mount volumes of their own (/etc/torus/job): folders of links, not binds.
+  static const std::string kMirrored[] = {"/etc", "/opt"};
+  // Merged-/usr systems have /bin -> usr/bin: the link, not a second bind.
+  for (const char* dir : kSystem) {
+    std::error_code ec;
+    const auto status = fs::symlink_status(dir, ec);
+    if (ec || !fs::exists(status)) continue;
+    if (fs::is_symlink(status)) {
+      out.push_back({Kind::kSymlink, fs::read_symlink(dir).string(), dir});
+    } else if (std::find(std::begin(kMirrored), std::end(kMirrored), dir) != std::end(kMirrored)) {
+      out.push_back({Kind::kMirror, dir, dir});
+    } else {
+      out.push_back({Kind::kBind, dir, dir, Access::kReadOnly});
+    }
+  }
+  for (const std::string& program : programs) {
+    const std::string dir = fs::path(program).parent_path().string();
+    const bool system = std::any_of(std::begin(kSystem), std::end(kSystem), [&](const char* s) {
+      return dir == s || dir.starts_with(std::string(s) + "/");
+    });
+    if (fs::path(program).is_absolute() && !system) out.push_back({Kind::kBind, dir, dir, Access::kReadOnly});
+  }
+  out.push_back({Kind::kBind, "/dev", "/dev"});
+  out.push_back({Kind::kBind, "/proc", "/proc"});
+  out.push_back({Kind::kBind, "/sys", "/sys", Access::kReadOnly});
+  out.push_back({Kind::kTmpfs, "", "/dev/shm", Access::kReadWrite, shm_bytes});
+  out.push_back({Kind::kTmpfs, "", "/tmp"});
+  return out;
+}
+
+void enter_root(const RootPlan& plan) {
+  check(::unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)");
+  // Nothing mounted from here on reaches the host, and nothing the host mounts later reaches us.
+  check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), "making / private");
+  fs::create_directories(plan.root);
+  check(::mount("tmpfs", plan.root.c_str(), "tmpfs", MS_NOSUID, "mode=0755"), "tmpfs root at " + plan.root.string());
+  for (const RootMount& m : plan.mounts) apply(plan.root, m);
+  check(::chdir(plan.root.c_str()), "chdir " + plan.root.string());
+  fs::create_directories(".host");
+  check(static_cast<int>(::syscall(SYS_pivot_root, ".", ".host")), "pivot_root");
+  check(::chdir("/"), "chdir /");
+  check(::umount2("/.host", MNT_DETACH), "detaching the host's root");
+  ::rmdir("/.host");
+  check(::chdir(plan.working_dir.c_str()), "chdir " + plan.working_dir);
+}
+
+uint64_t parse_quantity(const std::string& text, const std::string& field) {
+  static const std::pair<const char*, uint64_t> kSuffixes[] = {
+      {"Ki", 1ull << 10}, {"Mi", 1ull << 20}, {"Gi", 1ull << 30}, {"Ti", 1ull << 40}, {"k", 1000},
+      {"M", 1000000},     {"G", 1000000000},  {"T", 1000000000000ull}, {"", 1}};
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used > 0 && value >= 0) {
+    const std::string suffix = text.substr(used);
+    for (const auto& [name, scale] : kSuffixes) {
+      if (suffix == name) return static_cast<uint64_t>(value * static_cast<double>(scale));
+    }
+  }
+  throw InvalidArgument(field + ": expected a quantity such as 64Mi or 1Gi, got \"" + text + "\"");
+}
+
+}  // namespace torus::standin

@@ -1,0 +1,51 @@
+#pragma once
+// The filesystem a container of the process kubelet sees, as a container runtime would give it: a private mount
+// namespace whose root is a fresh tmpfs (writes outside the pod's volumes are private and lost with the container),
+// holding only
+//   - the host's system folders (/usr, /lib...; /etc and /opt as folders of links) and the programs the stand-in maps
+//     commands to, read-only;
+//   - /dev, /proc and /sys of the host (devices, process info), with a private tmpfs at /dev/shm and at /tmp;
+//   - the pod's volumes at their mountPaths (bind mounts of host folders, or a sized tmpfs for medium Memory).
+// The stand-in writes a RootPlan per container (pod_sandbox.cc); `standin-pod-exec PLAN -- PROGRAM ARGS...`
+// (pod_exec_main.cc) enters it and execs the program, keeping its pid (so signals and pid files still name it).
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace torus::standin {
+
+struct RootMount {
+  // kMirror: a folder of the root whose entries are links into the host's folder `source` (bound read-only at
+  // /.host<source>), so volumes can be mounted under it (/etc/torus/job) without touching the host's.
+  enum class Kind { kBind, kTmpfs, kSymlink, kDirectory, kMirror };
+  enum class Access { kReadWrite, kReadOnly };
+  Kind kind = Kind::kBind;
+  std::string source;  // kBind: the host path; kSymlink: the link's target; else unused
+  std::string target;  // absolute, inside the container
+  Access access = Access::kReadWrite;
+  uint64_t size_bytes = 0;  // kTmpfs; 0: the kernel's default (half the memory)
+};
+
+struct RootPlan {
+  std::filesystem::path root;  // an empty host folder the new root is mounted on (inside the namespace only)
+  std::vector<RootMount> mounts;  // applied in order: parents before what is mounted under them
+  std::string working_dir = "/";
+};
+
+nlohmann::json to_json(const RootPlan& plan);
+RootPlan root_plan_from_json(const nlohmann::json& doc);  // throws InvalidArgument naming the field
+
+// The host's system folders and `programs`' folders read-only, /dev, /proc, /sys, a private /tmp and /dev/shm of
+// `shm_bytes`: every container's base, before its volumes.
+std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uint64_t shm_bytes);
+
+// In the calling process (which must be alone in its thread group, as after fork): a new mount namespace with
+// `plan`'s root, then pivot_root into it. Throws SystemError naming the path that failed.
+void enter_root(const RootPlan& plan);
+
+// A Kubernetes quantity ("64Mi", "1Gi", "500M", "1024") in bytes; throws InvalidArgument naming `field`.
+uint64_t parse_quantity(const std::string& text, const std::string& field);
+
+}  // namespace torus::standin
