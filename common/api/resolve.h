@@ -50,7 +50,7 @@ struct StepPosition {
 StepPosition locate_step(const std::vector<ResolvedPhase>& phases, int64_t train_images, int64_t step);
 int64_t total_steps(const std::vector<ResolvedPhase>& phases, int64_t train_images);
 
-// The learning rate is the worker's (worker/optim/schedule.h through worker/train/job_config.h) and the torus grid the
+// The learning rate is the worker's (worker/optim/schedule.h through worker/app/job_config.h) and the torus grid the
 // communicator's (comm::torus_grid): one formula each, not repeated here.
 
 // validationImageSize, else the last phase's image size.

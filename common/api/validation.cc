@@ -165,6 +165,12 @@ void check_model(Checker& c, const ModelSpec& m, const DataSpec& d) {
     c.add("spec.model.inputChannels", "must be 3 for " + std::string(to_string(*d.dataset)) +
                                           " (its images are decoded as RGB), got " + show(*m.input_channels));
   }
+  // Synthetic labels run to synthetic.numClasses - 1: a narrower head would fail in every rank after the gang started.
+  if (*d.dataset == Dataset::kSynthetic && m.num_classes && d.synthetic.num_classes &&
+      *m.num_classes < *d.synthetic.num_classes) {
+    c.add("spec.model.numClasses", "must be at least data.synthetic.numClasses (" + show(*d.synthetic.num_classes) +
+                                       "), got " + show(*m.num_classes));
+  }
   const bool ten_classes = *d.dataset == Dataset::kFashionMnist || *d.dataset == Dataset::kCifar10;
   if (ten_classes && m.num_classes && *m.num_classes != 10) {
     c.add("spec.model.numClasses",
@@ -373,6 +379,18 @@ void check_cross(Checker& c, const TrainingJobSpec& s) {
     c.add("spec.training.precision", "the CPU engine trains in fp32 (it has no " +
                                          std::string(to_string(*s.training.precision)) +
                                          " path): use fp32, or gang.device gpu");
+  }
+  // GPU gradients are averaged by NCCL over one communicator (ncclAllReduce picks its own ring or tree): the host
+  // algorithms and their grid do not act there, so a job asking for them is refused rather than silently ignored.
+  if (s.all_reduce.algorithm && s.gang.device == Device::kGpu && *s.all_reduce.algorithm != AllReduceAlgorithm::kAuto &&
+      *s.all_reduce.algorithm != AllReduceAlgorithm::kRing) {
+    c.add("spec.allReduce.algorithm", "GPU workers average gradients with NCCL, which runs its own ring or tree; " +
+                                          std::string(to_string(*s.all_reduce.algorithm)) +
+                                          " acts on gang.device cpu only: use auto or ring");
+  }
+  if (s.gang.threads_per_process && s.gang.device == Device::kGpu) {
+    c.add("spec.gang.threadsPerProcess", "sets the CPU engine's math threads; a GPU rank computes on its device: unset "
+                                         "it for gang.device gpu, got " + show(*s.gang.threads_per_process));
   }
   if (s.all_reduce.compression && *s.all_reduce.compression != Compression::kNone && s.gang.device == Device::kGpu) {
     c.add("spec.allReduce.compression",

@@ -141,6 +141,17 @@ const Case kCases[] = {
      R"({"spec": {"gang": {"device": "gpu"}, "allReduce": {"compression": "fp16"}}})",
      {"spec.allReduce.compression: GPU workers all-reduce fp32 gradients with NCCL; compression applies to "
       "gang.device cpu, got fp16"}},
+    {"host_algorithm_on_gpu",
+     R"({"spec": {"gang": {"device": "gpu"}, "allReduce": {"algorithm": "hierarchical"}}})",
+     {"spec.allReduce.algorithm: GPU workers average gradients with NCCL, which runs its own ring or tree; "
+      "hierarchical acts on gang.device cpu only: use auto or ring"}},
+    {"threads_on_gpu",
+     R"({"spec": {"gang": {"device": "gpu", "threadsPerProcess": 4}}})",
+     {"spec.gang.threadsPerProcess: sets the CPU engine's math threads; a GPU rank computes on its device: unset it "
+      "for gang.device gpu, got 4"}},
+    {"head_narrower_than_synthetic_labels",
+     R"({"spec": {"model": {"numClasses": 4}, "data": {"synthetic": {"numClasses": 10}}}})",
+     {"spec.model.numClasses: must be at least data.synthetic.numClasses (10), got 4"}},
     {"torus_needs_two_by_two",
      R"({"spec": {"gang": {"workers": 4, "processesPerWorker": 1}, "allReduce": {"algorithm": "torus2d"}}})",
      {"spec.allReduce.grid: torus2d needs at least 2 x 2 ranks (x along the fast dimension, y rows), got 1 x 4; use "

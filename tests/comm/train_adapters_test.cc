@@ -1,6 +1,6 @@
 // The training loop's hooks over a World (train_adapters.h), two ranks as threads: metrics, broadcasts and barriers
 // through Collectives, gradients averaged through GradientSync.
-#include "worker/comm/train_adapters.h"
+#include "worker/app/train_adapters.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@ TEST(TrainAdapters, CollectivesAndGradientSyncServeTheTrainingLoop) {
   TcpStoreServer server("127.0.0.1", 0, "test-secret");
   testing::run_ranks(2, [&](int rank) {
     auto world = make_world(testing::sim_env(rank, 1, 2, server.port(), testing::test_name()), testing::test_options());
-    CommCollectives coll(world->comm());
+    worker::app::CommCollectives coll(world->comm());
     worker::train::Collectives& c = coll;
     EXPECT_EQ(c.world_size(), 2);
     std::vector<double> metrics = {1.5 * (rank + 1), 10.0};
@@ -28,7 +28,7 @@ TEST(TrainAdapters, CollectivesAndGradientSyncServeTheTrainingLoop) {
     c.barrier();
 
     std::vector<float> arena(10, static_cast<float>(rank * 2));  // ranks hold 0 and 2: the mean is 1
-    CommGradientSync sync(world->comm(), arena, {{0, 4}, {4, 6}}, ReducerOptions{});
+    worker::app::CommGradientSync sync(world->comm(), arena, {{0, 4}, {4, 6}}, ReducerOptions{});
     worker::train::GradientSync& g = sync;
     g.begin_step();
     g.grad_ready(1);

@@ -180,7 +180,8 @@ TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
   ASSERT_EQ(out.exit_code, 0) << out.text();
   for (const char* line : {
            "world: 2 rank(s)",
-           "model: resnet9, widths [8, 8, 16, 16], stem cifar, pooling avg, zero-init residual off, classes 4",
+           "model: resnet9, widths [8, 8, 16, 16], stem cifar, pooling avg, zero-init residual off, classes 4, "
+           "activations f32",
            "data: synthetic (64 training and 32 validation images, 1 channel(s)), loader threads 1, flip off, crop pad "
            "2 "
            "and crop, validation image 12",
@@ -188,10 +189,9 @@ TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
            "learning rate through (epoch, lr): (0, 0.02) (1, 0.2) (2, 0.001), times the phase's global batch / 8; "
            "stop at top-1 1",
            "phase 0: epochs [0, 1), per-rank batch 16, image 8", "phase 1: epochs [1, 2), per-rank batch 4, image 12",
-           "engine: cpu, precision fp32, threads 1",
+           "engine: cpu-onednn, host memory, 1 thread(s), activations f32",
            "precision: fp32 (activations f32, fp32 master weights, no loss scaling)",
-           "seed: 3 (weights and data order)",
-           "buckets 0.5 MiB first then 2 MiB", "collective timeout 30000 ms",
+           "seed: 3 (weights and data order)", "buckets 0.5 MiB first then 2 MiB", "collective timeout 30000 ms",
            "finished: 2 epochs, 10 steps",  // 64 images: 2 global batches of 32, then 8 of 2 x 4
        }) {
     EXPECT_TRUE(has(out, line)) << "rank 0 did not say \"" << line << "\"\n" << out.text();

@@ -18,6 +18,7 @@
 
 #include "tests/gpu/gpu_training.h"
 #include "tests/support/run_ranks.h"
+#include "worker/app/train_adapters.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
 #include "worker/comm/nccl/nccl_gradient_sync.h"
@@ -99,7 +100,8 @@ TEST(GpuDataParallel, TwoRanksWithNcclGradientsMatchOneGpuAveragingBothHalves) {
     comm::NcclGradientSync sync(std::move(nccl), backend->compute_stream(), all.f32(), static_cast<size_t>(all.numel()),
                                 std::move(spans), small);
     buckets[static_cast<size_t>(rank)] = sync.buckets().size();
-    TrainStep step(model, optim::SgdConfig{}, 0.1f, &sync);
+    worker::app::GradientSyncOf<comm::NcclGradientSync> hooks(sync);
+    TrainStep step(model, optim::SgdConfig{}, 0.1f, &hooks);
     Shard shard(*backend, batch, rank);
     for (int s = 0; s < kSteps; ++s) {
       const double loss = step.run(shard.x, shard.y, kLr);

@@ -14,6 +14,7 @@
 #include "tests/gpu/gpu_training.h"
 #include "tests/support/run_ranks.h"
 #include "tests/support/train_config_builder.h"
+#include "worker/app/train_adapters.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
 #include "worker/comm/nccl/nccl_gradient_sync.h"
@@ -195,7 +196,8 @@ TEST_F(GpuPrecision, Fp16OverflowOnOneRankSkipsThatStepOnEveryRank) {
     const Tensor all = grads.all();
     comm::NcclGradientSync nccl_sync(std::move(nccl), backend->compute_stream(), all.f32(),
                                      static_cast<size_t>(all.numel()), std::move(spans), comm::BucketOptions{});
-    OverflowingSync sync(nccl_sync, *backend, grads, rank, kOverflowStep);
+    worker::app::GradientSyncOf<comm::NcclGradientSync> hooks(nccl_sync);
+    OverflowingSync sync(hooks, *backend, grads, rank, kOverflowStep);
     TrainStep step(model, optim::SgdConfig{}, 0.1f, &sync, plan.loss_scaling);
     Batch batch(*backend, plan.activations, rank);
     const auto r = static_cast<size_t>(rank);

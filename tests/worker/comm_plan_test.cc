@@ -1,6 +1,6 @@
 // The job's communication knobs (CommRunOptions) -> the comm layer's options, with the developer tunables beside
 // them; and the plan rank 0 logs: the algorithm each bucket size runs with, and why.
-#include "worker/train/comm_plan.h"
+#include "worker/app/comm_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
 
 using std::chrono::milliseconds;
@@ -76,4 +76,4 @@ TEST(CommPlan, AutoReportsTheCostModelsChoiceAndEveryPrediction) {
 }
 
 }  // namespace
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

@@ -1,16 +1,18 @@
 // TrainingJob -> TrainConfig: the fields the worker reads, and the per-rank batch.
-#include "worker/train/job_config.h"
+#include "worker/app/job_config.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "common/api/defaults.h"
 #include "tests/worker/synthetic_job.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
 
-using testing::synthetic_job;
+using train::TrainConfig;
+using train::testing::synthetic_job;
 
 TEST(JobConfig, MapsTheTrainingJobFields) {
   const api::TrainingJob job = synthetic_job();
@@ -44,5 +46,20 @@ TEST(JobConfig, PerRankBatchDividesTheGlobalBatch) {
   EXPECT_EQ(to_train_config(spec, 2).phases[0].per_rank_batch, 16);
 }
 
+TEST(JobConfig, EveryEpochsIsOneOnlyWhenEveryStepsIsUnset) {
+  api::TrainingJob job = synthetic_job();
+  job.spec.training.checkpoint.dir = "/ckpt";
+  job.spec.training.checkpoint.every_epochs.reset();
+  job.spec.training.checkpoint.every_steps = 50;
+  EXPECT_EQ(to_train_config(api::with_defaults(job).spec, 1).checkpoint.every_epochs, 0) << "everySteps alone";
+  job.spec.training.checkpoint.every_steps.reset();
+  EXPECT_EQ(to_train_config(api::with_defaults(job).spec, 1).checkpoint.every_epochs, 1) << "neither set";
+  job.spec.training.checkpoint.every_steps = 50;
+  job.spec.training.checkpoint.every_epochs = 2;
+  const TrainConfig both = to_train_config(api::with_defaults(job).spec, 1);
+  EXPECT_EQ(both.checkpoint.every_epochs, 2);
+  EXPECT_EQ(both.checkpoint.every_steps, 50);
+}
+
 }  // namespace
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

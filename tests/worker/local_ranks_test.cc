@@ -1,8 +1,8 @@
-// The in-pod supervisor (worker/train/local_ranks.h) with real torus-worker processes, each started the way a pod
+// The in-pod supervisor (worker/app/local_ranks.h) with real torus-worker processes, each started the way a pod
 // of processesPerWorker = 2 starts it (the launch contract without RANK): two such pods form a world of four and
 // train; a local rank that dies ends its pod with that rank's code; SIGTERM makes every local rank checkpoint and
 // stop.
-#include "worker/train/local_ranks.h"
+#include "worker/app/local_ranks.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include "tests/support/temp_dir.h"
 #include "worker/comm/socket.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
 
 namespace fs = std::filesystem;
@@ -177,4 +177,4 @@ TEST(PodExitCode, TheFirstFailureIsThePods) {
 }
 
 }  // namespace
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

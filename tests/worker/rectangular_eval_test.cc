@@ -18,10 +18,11 @@
 #include "tests/support/job_builder.h"
 #include "tests/support/temp_dir.h"
 #include "tests/worker/thread_collectives.h"
+#include "worker/app/job_config.h"
+#include "worker/app/run_options.h"
+#include "worker/app/worker_main.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/data/jpeg_folder.h"
-#include "worker/train/job_config.h"
-#include "worker/train/worker_main.h"
 
 namespace torus::worker::train {
 namespace {
@@ -96,20 +97,20 @@ class RectangularEval : public ::testing::Test {
 };
 
 TEST_F(RectangularEval, TheSpecFieldReachesTheTrainConfig) {
-  const TrainConfig on = to_train_config(load_job(folder_.root(), true).spec, 1);
+  const TrainConfig on = app::to_train_config(load_job(folder_.root(), true).spec, 1);
   EXPECT_EQ(on.data.rectangular_validation, data::Rectangular::kOn);
   EXPECT_EQ(on.data.validation_image_size, 16);
-  EXPECT_EQ(to_train_config(load_job(folder_.root(), false).spec, 1).data.rectangular_validation,
+  EXPECT_EQ(app::to_train_config(load_job(folder_.root(), false).spec, 1).data.rectangular_validation,
             data::Rectangular::kOff);
   // Evaluation batches hold a rank's largest training batch: 4 alone, 2 each for two ranks.
   EXPECT_EQ(on.eval_batch_size, 4);
   api::TrainingJobSpec two = load_job(folder_.root(), true).spec;
   two.gang.workers = 2;
-  EXPECT_EQ(to_train_config(two, 2).eval_batch_size, 2);
+  EXPECT_EQ(app::to_train_config(two, 2).eval_batch_size, 2);
 }
 
 TEST_F(RectangularEval, NeedsAValidationImageSize) {
-  TrainConfig config = to_train_config(load_job(folder_.root(), true).spec, 1);
+  TrainConfig config = app::to_train_config(load_job(folder_.root(), true).spec, 1);
   config.data.validation_image_size = 0;  // "native size": no shorter side to scale batches to
   try {
     validate(config);
@@ -123,7 +124,7 @@ TEST_F(RectangularEval, SquareAndRectangularBothEvaluateEveryImageOnce) {
   const int64_t n = static_cast<int64_t>(kValSizes.size());
   for (const bool rectangular : {false, true}) {
     SCOPED_TRACE(rectangular ? "rectangular" : "square");
-    const TrainConfig config = to_train_config(load_job(folder_.root(), rectangular).spec, 1);
+    const TrainConfig config = app::to_train_config(load_job(folder_.root(), rectangular).spec, 1);
     auto backend = cpu::make_cpu_backend(1);
     LocalCollectives alone;
     Trainer trainer(*backend, config, load_datasets(config.data, config.seed), alone);
@@ -159,7 +160,7 @@ TEST_F(RectangularEval, SquareAndRectangularBothEvaluateEveryImageOnce) {
 }
 
 TEST_F(RectangularEval, TwoRanksShareTheBatchesRoundRobinAndAgreeWithOneRank) {
-  const TrainConfig config = to_train_config(load_job(folder_.root(), true).spec, 1);
+  const TrainConfig config = app::to_train_config(load_job(folder_.root(), true).spec, 1);
   const Datasets data = load_datasets(config.data, config.seed);
   EvalResult alone_result;
   {
@@ -211,9 +212,11 @@ class Evaluations final : public TrainObserver {
 
 TEST_F(RectangularEval, ATrainingJobEvaluatesItsEpochOnRectangularBatches) {
   const api::TrainingJob job = load_job(folder_.root(), true);
+  const app::RunOptions run = app::run_options(job.spec, launch::RankEnv{}, tunables::Snapshot{});
+  const auto backend = app::make_backend(run);
   LocalCollectives alone;
   Evaluations seen;
-  const RunResult r = train_job(job, alone, nullptr, &seen);
+  const RunResult r = app::train_job(run, *backend, {.collectives = &alone, .observer = &seen});
   EXPECT_EQ(r.epochs_completed, 1);
   EXPECT_EQ(r.steps, static_cast<int64_t>(kTrainSizes.size()) / 4);
   EXPECT_EQ(r.last_eval.samples, static_cast<int64_t>(kValSizes.size()));

@@ -1,6 +1,6 @@
 // TrainingJob -> RunOptions: every communicator and engine knob comes from the spec; an environment override replaces
 // a job value only when declared, and is recorded for the rank's log.
-#include "worker/train/run_options.h"
+#include "worker/app/run_options.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,14 @@
 #include "tests/api/corpus.h"
 #include "worker/optim/schedule.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
+
+launch::RankEnv ranks(int world_size) {
+  launch::RankEnv e;
+  e.world_size = world_size;
+  return e;
+}
 
 api::TrainingJob example(const char* name) {
   return api::load_job_file((api::testing::source_dir() / "examples" / name).string());
@@ -29,7 +35,7 @@ TEST(RunOptions, CommunicatorAndEngineComeFromTheSpec) {
   job.spec.all_reduce.bucket_size_mb = 4;
   job.spec.training.seed = 7;
   job.spec.gang.threads_per_process = 3;
-  const RunOptions r = run_options(job.spec, 2, tunables::Snapshot{});
+  const RunOptions r = run_options(job.spec, ranks(2), tunables::Snapshot{});
   EXPECT_EQ(r.comm.algorithm, api::AllReduceAlgorithm::kTorus2d);
   EXPECT_EQ(r.comm.grid_x, 2);
   EXPECT_EQ(r.comm.timeout, std::chrono::milliseconds(2000));
@@ -43,22 +49,29 @@ TEST(RunOptions, CommunicatorAndEngineComeFromTheSpec) {
   EXPECT_TRUE(r.overrides.empty());
 }
 
-TEST(RunOptions, PrecisionReachesTheTrainerAndTheEffectiveConfiguration) {
+// The trainer's own config carries the job's precision (WorkerMain.TheJobsPrecisionIsWhatTheTrainerBuildsAndExports
+// runs it); the launch contract gives the rank, the local GPU and the metrics port.
+TEST(RunOptions, PrecisionRankAndTelemetryComeFromTheJobAndTheLaunchContract) {
   api::TrainingJob job = example("fashion-mnist.yaml");
   job.spec.gang.device = api::Device::kGpu;
-  const std::pair<api::Precision, const char*> cases[] = {
-      {api::Precision::kFp32, "precision: fp32 (activations f32, fp32 master weights, no loss scaling)"},
-      {api::Precision::kBf16, "precision: bf16 (activations bf16, fp32 master weights, no loss scaling)"},
-      {api::Precision::kFp16,
-       "precision: fp16 (activations f16, fp32 master weights, dynamic loss scaling: initial 65536, x2 after 2000 "
-       "finite steps, x0.5 and the step skipped on inf/NaN, within [1, 1.67772e+07])"}};
-  for (const auto& [precision, line] : cases) {
+  job.spec.gang.processes_per_worker = 2;
+  for (const api::Precision precision : {api::Precision::kFp32, api::Precision::kBf16, api::Precision::kFp16}) {
     job.spec.training.precision = precision;
-    const RunOptions r = run_options(job.spec, 2, tunables::Snapshot{});
+    launch::RankEnv e = ranks(4);
+    e.rank = 3;
+    e.local_rank = 1;
+    e.metrics_port = 9400;
+    e.job_name = "j";
+    const RunOptions r = run_options(job.spec, e, tunables::Snapshot{});
     EXPECT_EQ(r.engine.precision, precision);
-    EXPECT_EQ(r.train.precision, precision) << "the trainer acts on it";
-    const std::vector<std::string> block = describe(r, 2);
-    EXPECT_NE(std::find(block.begin(), block.end(), line), block.end()) << line;
+    EXPECT_EQ(r.train.precision, precision);
+    EXPECT_EQ(r.rank, 3);
+    EXPECT_EQ(r.world_size, 4);
+    EXPECT_EQ(r.engine.local_rank, 1);
+    EXPECT_EQ(r.engine.ranks_per_worker, 2);
+    EXPECT_EQ(r.telemetry.rank, 3);
+    EXPECT_EQ(r.telemetry.job, "j");
+    EXPECT_EQ(r.telemetry.metrics_port, uint16_t{9400});
   }
 }
 
@@ -66,7 +79,7 @@ TEST(RunOptions, EnvironmentOverridesAreRecorded) {
   const api::TrainingJob job = example("fashion-mnist.yaml");  // algorithm: ring, timeoutSeconds default 300
   const auto env =
       tunables::Snapshot::of({{"TORUS_ALLREDUCE_ALGO", "hierarchical"}, {"TORUS_COMM_TIMEOUT_MS", "1500"}});
-  const RunOptions r = run_options(job.spec, 2, env);
+  const RunOptions r = run_options(job.spec, ranks(2), env);
   EXPECT_EQ(r.comm.algorithm, api::AllReduceAlgorithm::kHierarchical);
   EXPECT_EQ(r.comm.timeout, std::chrono::milliseconds(1500));
   ASSERT_EQ(r.overrides.size(), 2u);
@@ -75,16 +88,17 @@ TEST(RunOptions, EnvironmentOverridesAreRecorded) {
   EXPECT_EQ(describe(r.overrides[1]),
             "TORUS_COMM_TIMEOUT_MS=1500 overrides spec.allReduce.timeoutSeconds (job: 300 s)");
   EXPECT_EQ(r.tunables, (std::vector<std::string>{"TORUS_ALLREDUCE_ALGO=hierarchical", "TORUS_COMM_TIMEOUT_MS=1500"}));
-  const std::vector<std::string> block = describe(r, 2);
+  const std::vector<std::string> block = describe(r);
   EXPECT_NE(std::find(block.begin(), block.end(), "environment override: " + describe(r.overrides[0])), block.end());
-  EXPECT_THROW(run_options(job.spec, 2, tunables::Snapshot::of({{"TORUS_ALLREDUCE_ALGO", "tree"}})), InvalidArgument);
+  EXPECT_THROW(run_options(job.spec, ranks(2), tunables::Snapshot::of({{"TORUS_ALLREDUCE_ALGO", "tree"}})),
+               InvalidArgument);
   EXPECT_THROW(tunables::Snapshot::of({{"TORUS_COMM_TIMEOUT_MS", "soon"}}), InvalidArgument);
   EXPECT_THROW(tunables::Snapshot::of({{"TORUS_NOT_DECLARED", "1"}}), InvalidArgument);
 }
 
 TEST(RunOptions, TheWorkersScheduleIsTheOneLearningRateFormula) {
   // ImageNet's piecewise-linear schedule is per 256 images: the trainer scales it by the phase's global batch.
-  const RunOptions r = run_options(example("imagenet-resnet50.yaml").spec, 128, tunables::Snapshot{});
+  const RunOptions r = run_options(example("imagenet-resnet50.yaml").spec, ranks(128), tunables::Snapshot{});
   const optim::LrSchedule lr(r.train.lr_points);
   EXPECT_NEAR(lr.at(3), 0.06, 1e-12);
   EXPECT_NEAR(lr.at(18.999), 0.1, 1e-9);
@@ -98,9 +112,9 @@ TEST(RunOptions, UnsetNumClassesOnAnImageFolderIsLearnedFromTheData) {
   job.spec.data.dataset = api::Dataset::kImageFolder;
   job.spec.data.path = "/data/folders";
   job.spec.model.num_classes.reset();
-  EXPECT_EQ(run_options(job.spec, 2, tunables::Snapshot{}).train.model.num_classes, 0)
+  EXPECT_EQ(run_options(job.spec, ranks(2), tunables::Snapshot{}).train.model.num_classes, 0)
       << "0: the trainer takes the class folders' count";
 }
 
 }  // namespace
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

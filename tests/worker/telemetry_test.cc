@@ -1,10 +1,15 @@
 // Telemetry: what the loop's events become in the rank's metrics.
-#include "worker/train/telemetry.h"
+#include "worker/app/telemetry.h"
 
 #include <gtest/gtest.h>
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
+
+using train::EventKind;
+using train::ProgressEvent;
+using train::StepExecution;
+using train::StepUpdate;
 
 ProgressEvent step_event(int64_t step, int64_t images) {
   ProgressEvent e;
@@ -74,4 +79,4 @@ TEST(Telemetry, Fp16StepsSetTheLossScaleAndCountTheSkippedOnes) {
 }
 
 }  // namespace
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

@@ -1,9 +1,9 @@
-#include "worker/train/comm_plan.h"
+#include "worker/app/comm_plan.h"
 
 #include <cmath>
 #include <sstream>
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
 
 std::string predictions(const comm::Planner& planner, size_t bytes) {
@@ -57,4 +57,4 @@ std::vector<std::string> describe_plan(const comm::Planner& planner, const CommR
   return out;
 }
 
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

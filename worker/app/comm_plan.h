@@ -5,12 +5,12 @@
 #include <vector>
 
 #include "common/util/tunables.h"
+#include "worker/app/run_options.h"
 #include "worker/comm/bucketing.h"
 #include "worker/comm/topology.h"
 #include "worker/comm/world.h"
-#include "worker/train/run_options.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 
 // The job's knobs from `c`, the developer tunables from `env`.
 comm::WorldOptions world_options(const CommRunOptions& c, const tunables::Snapshot& env);
@@ -18,4 +18,4 @@ comm::ReducerOptions reducer_options(const CommRunOptions& c);
 // Per bucket size: the algorithm that runs and why ("the job asks for ring", or the cost model's predictions).
 std::vector<std::string> describe_plan(const comm::Planner& planner, const CommRunOptions& c);
 
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

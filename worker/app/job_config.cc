@@ -1,4 +1,4 @@
-#include "worker/train/job_config.h"
+#include "worker/app/job_config.h"
 
 #include <algorithm>
 
@@ -6,8 +6,11 @@
 #include "common/util/error.h"
 #include "worker/backend/cpu/cpu_backend.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
+
+using train::DataConfig;
+using train::TrainConfig;
 
 template <typename T>
 T need(const std::optional<T>& v, const char* field) {
@@ -102,10 +105,12 @@ TrainConfig to_train_config(const api::TrainingJobSpec& spec, int world_size) {
   c.seed = static_cast<uint64_t>(t.seed.value_or(0));
   c.model.seed = c.seed;  // the weights' initialization as well as the data order
   c.checkpoint.dir = t.checkpoint.dir;
-  if (t.checkpoint.every_epochs) c.checkpoint.every_epochs = *t.checkpoint.every_epochs;
+  // Unset means never (apply_defaults sets 1 only when everySteps is unset too): everySteps alone must not also
+  // checkpoint at every epoch's end.
+  c.checkpoint.every_epochs = t.checkpoint.every_epochs.value_or(0);
   if (t.checkpoint.every_steps) c.checkpoint.every_steps = *t.checkpoint.every_steps;
   if (t.checkpoint.keep) c.checkpoint.keep = *t.checkpoint.keep;
   return c;
 }
 
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

@@ -1,4 +1,4 @@
-#include "worker/train/local_ranks.h"
+#include "worker/app/local_ranks.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -9,7 +9,7 @@
 #include "common/log/log.h"
 #include "common/util/error.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -113,4 +113,4 @@ int run_local_ranks(const launch::RankEnv& pod, const LocalRanksOptions& options
   return pod_exit_code(ended);
 }
 
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

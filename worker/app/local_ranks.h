@@ -13,7 +13,7 @@
 #include "common/launch/rank_env.h"
 #include "common/process/supervisor.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 
 struct LocalRanksOptions {
   std::string worker_binary;                    // the torus-worker each local rank runs (this executable)
@@ -28,4 +28,4 @@ int run_local_ranks(const launch::RankEnv& pod, const LocalRanksOptions& options
 // the first failure's, 128 + N for a signal, as a container's exit code reads.
 int pod_exit_code(const std::vector<process::Termination>& ended);
 
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

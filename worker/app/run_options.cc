@@ -1,13 +1,12 @@
-#include "worker/train/run_options.h"
+#include "worker/app/run_options.h"
 
 #include <sstream>
 
 #include "common/api/resolve.h"
 #include "common/util/error.h"
-#include "worker/train/job_config.h"
-#include "worker/train/precision.h"
+#include "worker/app/job_config.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
 
 size_t mebibytes(double mb) { return static_cast<size_t>(mb * (1 << 20)); }
@@ -78,58 +77,36 @@ std::string mib(size_t bytes) {
   return os.str();
 }
 
-std::string number(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-std::string model_line(const nn::ModelConfig& m) {
-  std::string widths;
-  for (int64_t w : m.widths) widths += (widths.empty() ? "" : ", ") + std::to_string(w);
-  return "model: " + std::string(api::to_string(m.arch)) + ", widths [" + widths + "], stem " +
-         std::string(api::to_string(m.stem)) + ", pooling " + (m.head_pool == PoolKind::kAvg ? "avg" : "max") +
-         ", zero-init residual " + (m.zero_init_residual == nn::ZeroInitResidual::kOn ? "on" : "off") + ", classes " +
-         (m.num_classes > 0 ? std::to_string(m.num_classes) : std::string("one per class folder"));
-}
-
-std::string data_line(const DataConfig& d) {
-  const data::Transform& t = d.transform;
-  std::string crop = "none";
-  if (t.train_crop == data::TrainCrop::kPadCrop) crop = "pad " + std::to_string(t.pad) + " and crop";
-  if (t.train_crop == data::TrainCrop::kRandomResizedCrop) crop = "random-resized, min scale " + number(t.scale_min);
-  const std::string synthetic = d.dataset == api::Dataset::kSynthetic
-                                    ? " (" + std::to_string(d.synthetic_train) + " training and " +
-                                          std::to_string(d.synthetic_val) + " validation images, " +
-                                          std::to_string(d.synthetic_channels) + " channel(s))"
-                                    : "";
-  return "data: " + std::string(api::to_string(d.dataset)) + synthetic + ", loader threads " +
-         std::to_string(d.loader_threads) + ", flip " + (t.flip == data::Flip::kHorizontal ? "on" : "off") + ", crop " +
-         crop + ", validation image " +
-         (d.validation_image_size > 0 ? std::to_string(d.validation_image_size) : std::string("native")) +
-         (d.rectangular_validation == data::Rectangular::kOn ? " (rectangular)" : "");
-}
-
-std::string optimizer_line(const TrainConfig& t) {
-  return "optimizer: sgd, momentum " + number(t.sgd.momentum) + ", nesterov " +
-         (t.sgd.nesterov == math::Nesterov::kOn ? "on" : "off") + ", weight decay " + number(t.sgd.weight_decay) +
-         (t.sgd.decay_scope == optim::DecayScope::kWeightsOnly ? " (conv and linear weights only)" : " (all)") +
-         ", label smoothing " + number(t.label_smoothing);
-}
-
-std::string lr_line(const TrainConfig& t) {
-  std::string out = "learning rate through (epoch, lr):";
-  for (const optim::LrPoint& p : t.lr_points) out += " (" + number(p.epoch) + ", " + number(p.lr) + ")";
-  if (t.lr_reference_batch > 0) out += ", times the phase's global batch / " + std::to_string(t.lr_reference_batch);
-  if (t.target_accuracy > 0) out += "; stop at top-1 " + number(t.target_accuracy);
-  return out;
+// The telemetry's share: who this rank is (launch contract) and what the run plans (the job).
+TelemetryOptions telemetry_options(const api::TrainingJobSpec& spec, const launch::RankEnv& rank_env) {
+  TelemetryOptions o;
+  o.job = rank_env.job_name;
+  o.ns = rank_env.ns;
+  o.rank = rank_env.rank;
+  o.world_size = rank_env.world_size;
+  o.attempt = rank_env.attempt;
+  o.epochs = spec.training.epochs.value_or(0);
+  const auto phases = api::resolve_phases(spec);
+  if (!phases.empty()) {
+    o.global_batch = phases.front().global_batch;
+    o.per_rank_batch = phases.front().per_rank_batch;
+    o.image_size = phases.front().image_size;
+  }
+  if (auto n = api::known_train_images(spec.data)) o.total_steps = api::total_steps(phases, *n);
+  o.target_accuracy = spec.training.target_accuracy.value_or(0);
+  if (!rank_env.bind_address.empty()) o.metrics_host = rank_env.bind_address;
+  const int port = rank_env.metrics_port.value_or(spec.metrics_port.value_or(-1));
+  if (port >= 0) o.metrics_port = static_cast<uint16_t>(port);
+  return o;
 }
 
 }  // namespace
 
-RunOptions run_options(const api::TrainingJobSpec& spec, int world_size, const tunables::Snapshot& env) {
+RunOptions run_options(const api::TrainingJobSpec& spec, const launch::RankEnv& rank, const tunables::Snapshot& env) {
   RunOptions r;
-  r.train = to_train_config(spec, world_size);
+  r.rank = rank.rank;
+  r.world_size = rank.world_size;
+  r.train = to_train_config(spec, rank.world_size);
   Overrider overrider(env, r.overrides);
   r.comm = comm_options(spec.all_reduce, overrider);
   r.engine.device = spec.gang.device.value_or(api::Device::kCpu);
@@ -137,6 +114,9 @@ RunOptions run_options(const api::TrainingJobSpec& spec, int world_size, const t
   r.train.precision = r.engine.precision;
   r.engine.threads = spec.gang.threads_per_process.value_or(0);
   r.engine.seed = r.train.seed;
+  r.engine.local_rank = rank.local_rank;
+  r.engine.ranks_per_worker = spec.gang.processes_per_worker.value_or(1);
+  r.telemetry = telemetry_options(spec, rank);
   r.tunables = env.describe();
   return r;
 }
@@ -145,36 +125,15 @@ std::string describe(const AppliedOverride& o) {
   return o.variable + "=" + o.value + " overrides " + o.field + " (job: " + o.job_value + ")";
 }
 
-std::vector<std::string> describe(const RunOptions& run, int world_size) {
-  const TrainConfig& t = run.train;
+std::vector<std::string> describe(const RunOptions& run) {
   std::vector<std::string> out;
-  out.push_back("world: " + std::to_string(world_size) + " rank(s)");
-  out.push_back(model_line(t.model));
-  out.push_back(data_line(t.data));
-  out.push_back(optimizer_line(t));
-  out.push_back(lr_line(t));
-  for (size_t i = 0; i < t.phases.size(); ++i) {
-    const api::ResolvedPhase& p = t.phases[i];
-    out.push_back("phase " + std::to_string(i) + ": epochs [" + std::to_string(p.from_epoch) + ", " +
-                  std::to_string(p.to_epoch) + "), per-rank batch " + std::to_string(p.per_rank_batch) + ", image " +
-                  std::to_string(p.image_size));
+  out.push_back("world: " + std::to_string(run.world_size) + " rank(s)");
+  if (run.world_size > 1) {
+    out.push_back("all-reduce: " + std::string(api::to_string(run.comm.algorithm)) + ", compression " +
+                  std::string(api::to_string(run.comm.compression)) + ", buckets " + mib(run.comm.first_bucket_bytes) +
+                  " first then " + mib(run.comm.bucket_cap_bytes) + ", collective timeout " +
+                  std::to_string(run.comm.timeout.count()) + " ms");
   }
-  out.push_back("engine: " + std::string(api::to_string(run.engine.device)) + ", precision " +
-                std::string(api::to_string(run.engine.precision)) + ", threads " +
-                (run.engine.threads > 0 ? std::to_string(run.engine.threads) : std::string("automatic")));
-  out.push_back("precision: " + describe(precision_plan(t.precision)));
-  out.push_back("seed: " + std::to_string(run.engine.seed) + " (weights and data order)");
-  out.push_back("checkpoints: " +
-                (t.checkpoint.dir.empty()
-                     ? std::string("off")
-                     : t.checkpoint.dir + ", every " +
-                           (t.checkpoint.every_steps > 0 ? std::to_string(t.checkpoint.every_steps) + " steps"
-                                                         : std::to_string(t.checkpoint.every_epochs) + " epoch(s)") +
-                           ", keep " + std::to_string(t.checkpoint.keep)));
-  out.push_back("all-reduce: " + std::string(api::to_string(run.comm.algorithm)) + ", compression " +
-                std::string(api::to_string(run.comm.compression)) + ", buckets " + mib(run.comm.first_bucket_bytes) +
-                " first then " + mib(run.comm.bucket_cap_bytes) + ", collective timeout " +
-                std::to_string(run.comm.timeout.count()) + " ms");
   if (run.overrides.empty()) out.push_back("environment overrides: none");
   for (const AppliedOverride& o : run.overrides) out.push_back("environment override: " + describe(o));
   if (!run.tunables.empty()) {
@@ -185,4 +144,4 @@ std::vector<std::string> describe(const RunOptions& run, int world_size) {
   return out;
 }
 
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

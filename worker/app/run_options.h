@@ -1,18 +1,21 @@
 #pragma once
-// TrainingJob -> everything a rank runs with, as one pure function: the training loop's TrainConfig
-// (to_train_config), the communicator's knobs and the engine's. The job file is the only channel for job knobs;
-// a developer override from the environment (common/util/tunables.h) replaces a job value only here, and is
-// recorded so that the rank logs it.
+// (TrainingJob, launch contract, developer tunables) -> everything a rank runs with, computed once by one pure
+// function: the training loop's TrainConfig (to_train_config), the communicator's knobs, the engine's and the
+// telemetry's. The composition root (worker_main.cc) hands each component its part of this one value and nothing
+// else. The job file is the only channel for job knobs; a developer override from the environment
+// (common/util/tunables.h) replaces a job value only here, and is recorded so that the rank logs it.
 #include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
 
 #include "common/api/training_job.h"
+#include "common/launch/rank_env.h"
 #include "common/util/tunables.h"
+#include "worker/app/telemetry.h"
 #include "worker/train/config.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 
 struct CommRunOptions {
   api::AllReduceAlgorithm algorithm = api::AllReduceAlgorithm::kAuto;
@@ -26,8 +29,10 @@ struct CommRunOptions {
 struct EngineRunOptions {
   api::Device device = api::Device::kCpu;
   api::Precision precision = api::Precision::kFp32;
-  int threads = 0;  // CPU math threads per rank; 0: TORUS_NUM_THREADS, else the CPUs the rank may use
+  int threads = 0;  // CPU math threads per rank (spec.gang.threadsPerProcess); 0: TORUS_NUM_THREADS, else the cgroup's
   uint64_t seed = 0;
+  int local_rank = 0;        // GPU ranks: which of the host's devices
+  int ranks_per_worker = 1;  // spec.gang.processesPerWorker
 };
 
 // An environment variable that replaced a job value.
@@ -39,22 +44,26 @@ struct AppliedOverride {
 };
 
 struct RunOptions {
-  TrainConfig train;
+  int rank = 0;
+  int world_size = 1;
+  train::TrainConfig train;
   CommRunOptions comm;
   EngineRunOptions engine;
+  TelemetryOptions telemetry;
   std::vector<AppliedOverride> overrides;
   std::vector<std::string> tunables;  // every developer tunable set ("TORUS_SHM=0"), overriding a job field or not
 };
 
-// `spec` is defaulted and valid; world_size is the gang's rank count; `env` the developer overrides.
-// Throws InvalidArgument naming the field (or variable) that cannot be honoured.
-RunOptions run_options(const api::TrainingJobSpec& spec, int world_size, const tunables::Snapshot& env);
+// `spec` is defaulted and valid; `rank` this process's launch contract (world size, rank, metrics port, ...); `env`
+// the developer overrides. Throws InvalidArgument naming the field (or variable) that cannot be honoured.
+RunOptions run_options(const api::TrainingJobSpec& spec, const launch::RankEnv& rank, const tunables::Snapshot& env);
 
 // "TORUS_ALLREDUCE_ALGO=ring overrides spec.allReduce.algorithm (job: auto)".
 std::string describe(const AppliedOverride& o);
 
-// The effective configuration, one "key: value" line each (world, batches per phase, precision, seed, checkpoints,
-// timeouts, overrides): what rank 0 logs at start. The communicator adds its algorithm choices.
-std::vector<std::string> describe(const RunOptions& run, int world_size);
+// What no component acting on it describes itself: the world, the all-reduce knobs, the environment overrides and the
+// developer tunables, one "key: value" line each. Rank 0 logs them with what the trainer, the backend and the
+// communicator say they run (worker_main.cc).
+std::vector<std::string> describe(const RunOptions& run);
 
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

@@ -1,12 +1,18 @@
-#include "worker/train/telemetry.h"
+#include "worker/app/telemetry.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "common/process/worker_events.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
+
+using train::EventKind;
+using train::ProgressEvent;
+using train::RunResult;
+using train::StepExecution;
+using train::StepUpdate;
 
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -37,6 +43,17 @@ Telemetry::~Telemetry() = default;
 std::optional<uint16_t> Telemetry::metrics_port() const {
   if (!exporter_) return std::nullopt;
   return exporter_->port();
+}
+
+void Telemetry::run_info(const RunInfo& info) {
+  registry_
+      .gauge("torus_worker_run_info",
+             "What this rank runs: the trainer's precision and activation dtype, the backend, "
+             "the all-reduce algorithm (always 1).",
+             {"job", "namespace", "rank", "attempt", "precision", "activations", "backend", "algorithm"})
+      .labels({options_.job, options_.ns, std::to_string(options_.rank), std::to_string(options_.attempt),
+               info.precision, info.activations, info.backend, info.algorithm})
+      .set(1);
 }
 
 void Telemetry::started(int64_t resumed_step) {
@@ -200,4 +217,4 @@ void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::strin
   process::emit_event(event);
 }
 
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

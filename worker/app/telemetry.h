@@ -17,7 +17,7 @@
 #include "worker/train/observer.h"
 #include "worker/train/trainer.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 
 // Cumulative all-reduce counters of one (algorithm, level) as the comm layer keeps them; level "global" is the
 // whole all-reduce, other levels its phases (e.g. "inner_reduce_scatter").
@@ -46,7 +46,7 @@ struct TelemetryOptions {
   std::chrono::milliseconds event_interval{500};  // progress event lines at most this often
 };
 
-class Telemetry final : public TrainObserver {
+class Telemetry final : public train::TrainObserver {
  public:
   explicit Telemetry(const TelemetryOptions& options);
   ~Telemetry() override;
@@ -55,9 +55,20 @@ class Telemetry final : public TrainObserver {
 
   // Emits the "started" event (rank, world, attempt, metrics port, resumed step).
   void started(int64_t resumed_step);
-  void on_event(const ProgressEvent& event) override;
+  void on_event(const train::ProgressEvent& event) override;
   // Emits the "finished" event with the run's totals.
-  void finished(const RunResult& result, double busbw_gbps, const std::string& algorithm);
+  void finished(const train::RunResult& result, double busbw_gbps, const std::string& algorithm);
+
+  // torus_worker_run_info{precision, activations, backend, algorithm} 1: what this rank runs, labelled by the
+  // components that act (the trainer's plan and model, the backend, the communicator), set once before training.
+  struct RunInfo {
+    std::string precision;    // the trainer's plan: "fp16"
+    std::string activations;  // the dtype the model's layers were built with: "f16"
+    std::string backend;      // Backend::name(): "cuda-cudnn"
+    std::string algorithm;    // all-reduce: "ring", "auto", "nccl"; "none" for one rank
+  };
+  void run_info(const RunInfo& info);
+  const metrics::Registry& registry() const { return registry_; }
 
   // Where all-reduce counters come from (the comm layer); sampled at most once a second while training.
   void set_collective_sampler(std::function<std::vector<CollectiveSample>()> sampler) { sampler_ = std::move(sampler); }
@@ -70,8 +81,8 @@ class Telemetry final : public TrainObserver {
   std::optional<uint16_t> metrics_port() const;
 
  private:
-  void on_step(const ProgressEvent& e);
-  void on_evaluation(const ProgressEvent& e);
+  void on_step(const train::ProgressEvent& e);
+  void on_evaluation(const train::ProgressEvent& e);
   void sample_collectives();
 
   TelemetryOptions options_;
@@ -92,4 +103,4 @@ class Telemetry final : public TrainObserver {
   std::string main_algorithm_;
 };
 
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

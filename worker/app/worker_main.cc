@@ -1,4 +1,4 @@
-#include "worker/train/worker_main.h"
+#include "worker/app/worker_main.h"
 
 #include <signal.h>
 
@@ -13,30 +13,36 @@
 #include "common/process/interrupt_fd.h"
 #include "common/util/error.h"
 #include "common/util/tunables.h"
+#include "worker/app/local_ranks.h"
+#include "worker/app/run_options.h"
+#include "worker/app/telemetry.h"
 #include "worker/backend/cpu/cpu_backend.h"
-#include "worker/train/job_config.h"
-#include "worker/train/local_ranks.h"
-#include "worker/train/run_options.h"
-#include "worker/train/telemetry.h"
 
 #if defined(TORUS_HAVE_CUDA)
 #include "worker/backend/cuda/cuda_backend.h"
 #endif
 
 #if defined(TORUS_WITH_COMM)
+#include "worker/app/comm_plan.h"
+#include "worker/app/train_adapters.h"
 #include "worker/comm/bucketing.h"
 #include "worker/comm/traffic.h"
-#include "worker/comm/train_adapters.h"
 #include "worker/comm/world.h"
-#include "worker/train/comm_plan.h"
 #endif
 
 #if defined(TORUS_WITH_NCCL)
 #include "worker/comm/nccl/nccl_gradient_sync.h"
 #endif
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 namespace {
+
+using train::EventKind;
+using train::GradientSync;
+using train::GradientSyncFactory;
+using train::ProgressEvent;
+using train::RunResult;
+using train::TrainObserver;
 
 constexpr const char* kUsage =
     "usage: torus-worker [--job FILE]  (default $TORUS_JOB_FILE; rank from RANK / WORLD_SIZE / MASTER_ADDR / ...)";
@@ -81,39 +87,6 @@ void install_stop_handler() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-std::unique_ptr<Backend> make_backend(const api::TrainingJobSpec& spec, [[maybe_unused]] int local_rank) {
-  if (spec.gang.device.value_or(api::Device::kCpu) == api::Device::kCpu)
-    return cpu::make_cpu_backend(threads_for(spec));
-#if defined(TORUS_HAVE_CUDA)
-  return cuda::make_cuda_backend(cuda::cuda_options_for_rank(local_rank, spec.gang.processes_per_worker.value_or(1)));
-#else
-  throw InvalidArgument("spec.gang.device: gpu was asked for, but this torus-worker was built without CUDA");
-#endif
-}
-
-TelemetryOptions telemetry_options(const api::TrainingJob& job, const launch::RankEnv& rank_env) {
-  const api::TrainingJobSpec& spec = job.spec;
-  TelemetryOptions o;
-  o.job = rank_env.job_name;
-  o.ns = rank_env.ns;
-  o.rank = rank_env.rank;
-  o.world_size = rank_env.world_size;
-  o.attempt = rank_env.attempt;
-  o.epochs = spec.training.epochs.value_or(0);
-  const auto phases = api::resolve_phases(spec);
-  if (!phases.empty()) {
-    o.global_batch = phases.front().global_batch;
-    o.per_rank_batch = phases.front().per_rank_batch;
-    o.image_size = phases.front().image_size;
-  }
-  if (auto n = api::known_train_images(spec.data)) o.total_steps = api::total_steps(phases, *n);
-  o.target_accuracy = spec.training.target_accuracy.value_or(0);
-  if (!rank_env.bind_address.empty()) o.metrics_host = rank_env.bind_address;
-  const int port = rank_env.metrics_port.value_or(spec.metrics_port.value_or(-1));
-  if (port >= 0) o.metrics_port = static_cast<uint16_t>(port);
-  return o;
-}
-
 // A pod of several processes: this torus-worker supervises the pod's local ranks (each one more torus-worker).
 int run_pod_of_local_ranks(const launch::RankEnv& pod) {
   const process::InterruptFd interrupt;
@@ -139,7 +112,7 @@ GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, cons
                                           [[maybe_unused]] const std::shared_ptr<comm::TrafficCounter>& nccl_traffic) {
   if (backend.memory_space() == MemorySpace::kHost) {
     return [&w, reducer](const Arena& grads) -> std::unique_ptr<GradientSync> {
-      return std::make_unique<comm::CommGradientSync>(w.comm(), grads.all().span(), param_spans(grads), reducer);
+      return std::make_unique<CommGradientSync>(w.comm(), grads.all().span(), param_spans(grads), reducer);
     };
   }
 #if defined(TORUS_WITH_NCCL)
@@ -150,9 +123,9 @@ GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, cons
                                                          "nccl/gradients/id");
     nccl->set_watchdog(w.shared_watchdog());
     const Tensor all = grads.all();
-    return std::make_unique<comm::NcclGradientSync>(std::move(nccl), gpu.compute_stream(), all.f32(),
-                                                    static_cast<size_t>(all.numel()), param_spans(grads),
-                                                    reducer.buckets, nccl_traffic);
+    return std::make_unique<GradientSyncOf<comm::NcclGradientSync>>(std::make_unique<comm::NcclGradientSync>(
+        std::move(nccl), gpu.compute_stream(), all.f32(), static_cast<size_t>(all.numel()), param_spans(grads),
+        reducer.buckets, nccl_traffic));
   };
 #else
   throw InvalidArgument("spec.gang.device: gpu with WORLD_SIZE=" + std::to_string(w.size()) +
@@ -161,14 +134,22 @@ GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, cons
 }
 #endif
 
-// Every rank that runs with a developer override says so; rank 0 logs the effective configuration in one block.
-void log_run_options(const RunOptions& run, int rank, int world, const std::vector<std::string>& plan) {
+// Every rank that runs with a developer override says so; rank 0 logs the effective configuration in one block, as
+// the components that act describe themselves.
+std::vector<std::string> log_effective_configuration(const RunOptions& run, const train::Trainer& trainer,
+                                                     const Backend& backend, const std::vector<std::string>& plan) {
   for (const AppliedOverride& o : run.overrides) TLOG(Warn) << "environment override: " << describe(o);
-  if (rank != 0) return;
-  std::string block = "effective configuration:";
-  for (const std::string& line : describe(run, world)) block += "\n  " + line;
-  for (const std::string& line : plan) block += "\n  " + line;
-  TLOG(Info) << block;
+  std::vector<std::string> lines = describe(run);
+  lines.insert(lines.begin() + 1, "engine: " + backend.describe());
+  const std::vector<std::string> trained = trainer.describe();
+  lines.insert(lines.begin() + 2, trained.begin(), trained.end());
+  lines.insert(lines.end(), plan.begin(), plan.end());
+  if (run.rank == 0) {
+    std::string block = "effective configuration:";
+    for (const std::string& line : lines) block += "\n  " + line;
+    TLOG(Info) << block;
+  }
+  return lines;
 }
 
 }  // namespace
@@ -194,21 +175,32 @@ std::string job_file_of(const WorkerOptions& options, const launch::RankEnv& ran
   throw InvalidArgument(std::string("torus-worker: no job file: give --job FILE or set TORUS_JOB_FILE; ") + kUsage);
 }
 
-RunResult train_job(const api::TrainingJob& job, Collectives& collectives, const GradientSyncFactory& sync_factory,
-                    TrainObserver* observer, Telemetry* telemetry) {
-  auto backend = make_backend(job.spec, 0);
-  return train_job(job, *backend, collectives, sync_factory, observer, telemetry);
+std::unique_ptr<Backend> make_backend(const RunOptions& run) {
+  if (run.engine.device == api::Device::kCpu)
+    return cpu::make_cpu_backend(run.engine.threads > 0 ? run.engine.threads : cpu::default_threads());
+#if defined(TORUS_HAVE_CUDA)
+  return cuda::make_cuda_backend(cuda::cuda_options_for_rank(run.engine.local_rank, run.engine.ranks_per_worker));
+#else
+  throw InvalidArgument("spec.gang.device: gpu was asked for, but this torus-worker was built without CUDA");
+#endif
 }
 
-RunResult train_job(const api::TrainingJob& job, Backend& backend, Collectives& collectives,
-                    const GradientSyncFactory& sync_factory, TrainObserver* observer, Telemetry* telemetry) {
-  const api::TrainingJobSpec& spec = job.spec;
-  TrainConfig config = to_train_config(spec, collectives.world_size());
-  Trainer trainer(backend, config, load_datasets(config.data, config.seed), collectives, sync_factory, observer);
+RunResult train_job(const RunOptions& run, Backend& backend, const RankWiring& wiring,
+                    std::vector<std::string>* described) {
+  if (wiring.collectives == nullptr) throw InvalidArgument("train_job: the rank's collectives are required");
+  const train::TrainConfig& config = run.train;
+  train::Trainer trainer(backend, config, train::load_datasets(config.data, config.seed), *wiring.collectives,
+                         wiring.sync_factory, wiring.observer);
+  const std::vector<std::string> lines = log_effective_configuration(run, trainer, backend, wiring.comm_plan);
+  if (described != nullptr) *described = lines;
   if (trainer.resume_latest()) {
     TLOG(Info) << "resuming at step " << trainer.step();
   }
-  if (telemetry != nullptr) telemetry->started(trainer.step());
+  if (wiring.telemetry != nullptr) {
+    wiring.telemetry->run_info({std::string(api::to_string(trainer.precision().precision)),
+                                dtype_name(trainer.activation_dtype()), backend.name(), wiring.algorithm});
+    wiring.telemetry->started(trainer.step());
+  }
   trainer.set_stop_flag(&g_stop_requested);
   RunResult r = trainer.run();
   TLOG(Info) << "finished: " << r.epochs_completed << " epochs, " << r.steps << " steps, top-1 "
@@ -221,27 +213,37 @@ int run_worker(const WorkerOptions& options) {
   const api::TrainingJob job = api::load_job_file(job_file_of(options, rank_env));
   if (rank_env.launch == launch::Launch::kLocalRanks) return run_pod_of_local_ranks(rank_env);
   install_stop_handler();
-  const int world = rank_env.world_size;
+  const tunables::Snapshot env = tunables::process_snapshot();
+  const RunOptions run = run_options(job.spec, rank_env, env);
   LogObserver log_observer;
-  Telemetry telemetry(telemetry_options(job, rank_env));
+  Telemetry telemetry(run.telemetry);
   FanOut observers(log_observer, telemetry);
-  const RunOptions run = run_options(job.spec, world, tunables::process_snapshot());
   RunResult r;
-  if (world == 1) {
-    log_run_options(run, rank_env.rank, world, {});
-    LocalCollectives alone;
-    r = train_job(job, alone, nullptr, &observers, &telemetry);
+  if (run.world_size == 1) {
+    train::LocalCollectives alone;
+    auto backend = make_backend(run);
+    r = train_job(run, *backend, {.collectives = &alone, .observer = &observers, .telemetry = &telemetry});
     telemetry.finished(r, 0, "");
   } else {
 #if defined(TORUS_WITH_COMM)
-    auto w = comm::make_world(rank_env, world_options(run.comm, tunables::process_snapshot()));
+    auto w = comm::make_world(rank_env, world_options(run.comm, env));
     log::set_tag("rank " + std::to_string(w->rank()));
-    log_run_options(run, w->rank(), world, describe_plan(w->comm().planner(), run.comm));
-    comm::CommCollectives collectives(w->comm());
-    const comm::ReducerOptions reducer = reducer_options(run.comm);
-    auto backend = make_backend(job.spec, rank_env.local_rank);
+    CommCollectives collectives(w->comm());
+    auto backend = make_backend(run);
     auto nccl_traffic = std::make_shared<comm::TrafficCounter>();
-    const GradientSyncFactory factory = gradient_sync_factory(*w, *backend, reducer, nccl_traffic);
+    RankWiring wiring{.collectives = &collectives,
+                      .sync_factory = gradient_sync_factory(*w, *backend, reducer_options(run.comm), nccl_traffic),
+                      .observer = &observers,
+                      .telemetry = &telemetry};
+    if (backend->memory_space() == MemorySpace::kHost) {
+      wiring.comm_plan = describe_plan(w->comm().planner(), run.comm);
+      wiring.algorithm = std::string(api::to_string(run.comm.algorithm));
+    } else {
+      wiring.comm_plan = {
+          "all-reduce of the gradients: nccl (ncclAvg per bucket; spec.allReduce.algorithm and grid "
+          "do not apply to GPU gradients)"};
+      wiring.algorithm = "nccl";
+    }
     telemetry.set_collective_sampler([&w, nccl_traffic] {
       std::vector<CollectiveSample> out;
       for (const auto& [key, s] : w->comm().stats()) {
@@ -254,10 +256,10 @@ int run_worker(const WorkerOptions& options) {
       }
       return out;
     });
-    r = train_job(job, *backend, collectives, factory, &observers, &telemetry);
+    r = train_job(run, *backend, wiring);
     telemetry.finished(r, telemetry.bus_bandwidth_gbps(), telemetry.main_algorithm());
 #else
-    throw InvalidArgument("WORLD_SIZE=" + std::to_string(world) +
+    throw InvalidArgument("WORLD_SIZE=" + std::to_string(run.world_size) +
                           ": this torus-worker was built without the communication layer (worker/comm)");
 #endif
   }
@@ -268,4 +270,4 @@ int run_worker(const WorkerOptions& options) {
   return 0;
 }
 
-}  // namespace torus::worker::train
+}  // namespace torus::worker::app

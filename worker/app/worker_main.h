@@ -1,12 +1,19 @@
 #pragma once
-// The body of torus-worker: one rank of a TrainingJob. Kept out of main.cc so tests can run it in-process.
+// The body of torus-worker, its composition root: one rank of a TrainingJob. run_options() is computed once from
+// (job, launch contract, tunables); the backend, the communicator, the trainer and the telemetry are each built from
+// their part of it, here and nowhere else. Kept out of main.cc so tests can run it in-process.
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/api/training_job.h"
 #include "common/launch/rank_env.h"
+#include "worker/app/run_options.h"
+#include "worker/app/telemetry.h"
+#include "worker/backend/backend.h"
 #include "worker/train/trainer.h"
 
-namespace torus::worker::train {
+namespace torus::worker::app {
 
 struct WorkerOptions {
   std::string job_file;  // empty: the launch contract's TORUS_JOB_FILE
@@ -19,17 +26,27 @@ std::string job_file_of(const WorkerOptions& options, const launch::RankEnv& ran
 
 // Reads the launch contract (common/launch/rank_env.h), loads and validates the job, trains this rank (alone when
 // WORLD_SIZE is 1 or unset) and returns the exit code: 0 when the run finished (target reached or all epochs done).
-// A pod of several local ranks (no RANK, LOCAL_WORLD_SIZE > 1) starts them instead (worker/train/local_ranks.h).
+// A pod of several local ranks (no RANK, LOCAL_WORLD_SIZE > 1) starts them instead (worker/app/local_ranks.h).
 int run_worker(const WorkerOptions& options);
 
-class Telemetry;
+// The backend run.engine names: the oneDNN CPU engine with its threads, or the GPU of this local rank.
+std::unique_ptr<Backend> make_backend(const RunOptions& run);
 
-// The same for an already loaded job, with the collectives and gradient averaging of this rank. `telemetry`, when
-// given, announces the start (with the step resumed from) to the supervisor.
-RunResult train_job(const api::TrainingJob& job, Collectives& collectives, const GradientSyncFactory& sync_factory,
-                    TrainObserver* observer, Telemetry* telemetry = nullptr);
-// The same on a backend the caller made (the gradient averaging may need it: NCCL on the backend's device and stream).
-RunResult train_job(const api::TrainingJob& job, Backend& backend, Collectives& collectives,
-                    const GradientSyncFactory& sync_factory, TrainObserver* observer, Telemetry* telemetry = nullptr);
+// What the composition root wires around the trainer of one rank. `comm_plan`: the communicator's description of
+// its algorithm per bucket size (empty for one rank); `algorithm`: the run-info label of the gradient path.
+struct RankWiring {
+  train::Collectives* collectives = nullptr;  // required
+  train::GradientSyncFactory sync_factory;    // null: one rank
+  train::TrainObserver* observer = nullptr;
+  Telemetry* telemetry = nullptr;  // announces the start (with the step resumed from) and the run info
+  std::vector<std::string> comm_plan;
+  std::string algorithm = "none";
+};
 
-}  // namespace torus::worker::train
+// Trains this rank as `run` says on `backend`: builds the trainer from run.train, resumes from the newest valid
+// checkpoint, logs (rank 0) the effective configuration as the trainer, the backend and the communicator describe
+// themselves, and runs. The trainer's description lands in `described` when given (tests).
+train::RunResult train_job(const RunOptions& run, Backend& backend, const RankWiring& wiring,
+                           std::vector<std::string>* described = nullptr);
+
+}  // namespace torus::worker::app

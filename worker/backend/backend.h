@@ -47,7 +47,7 @@ struct NormGeometry {
   float eps = 1e-5f;
   Activation activation = Activation::kNone;  // fused after the normalization
   Shape shape() const { return {n, h, w, c}; }
-  int64_t rows() const { return n * h * w; }  // the positions each channel is normalized over
+  int64_t rows() const { return n * h * w; }                       // the positions each channel is normalized over
   Shape max_pooled_shape() const { return {n, h / 2, w / 2, c}; }  // after norm_max_pool's 2x2 stride-2 pool
   auto operator<=>(const NormGeometry&) const = default;
 };
@@ -130,6 +130,15 @@ class Backend {
   virtual std::string name() const = 0;
   virtual int threads() const = 0;
   virtual MemorySpace memory_space() const = 0;
+  // What this backend runs with, as rank 0's effective configuration shows it: "cpu-onednn, host memory, 2 thread(s),
+  // activations f32". Told by the backend, so the log cannot say more than what computes.
+  virtual std::string describe() const {
+    std::string activations;
+    for (DType d : {DType::kF32, DType::kBF16, DType::kF16})
+      if (supports_activations(d)) activations += std::string(activations.empty() ? "" : "/") + dtype_name(d);
+    return name() + (memory_space() == MemorySpace::kHost ? ", host memory, " : ", device memory, ") +
+           std::to_string(threads()) + " thread(s), activations " + activations;
+  }
 
   // --- memory -----------------------------------------------------------------------------------------
   virtual Buffer allocate(size_t bytes) = 0;  // zero-filled, backend memory
@@ -178,9 +187,8 @@ class Backend {
   // no, the layer runs the two ops (the defaults throw).
   virtual bool has_norm_max_pool(const NormGeometry& /*g*/) { return false; }
   virtual void norm_max_pool_forward_training(const NormGeometry& /*g*/, Tensor /*x*/, Tensor /*gamma*/,
-                                              Tensor /*beta*/, Tensor /*y*/, Tensor /*save_mean*/,
-                                              Tensor /*save_var*/, Tensor /*running_mean*/, Tensor /*running_var*/,
-                                              float /*momentum*/) {
+                                              Tensor /*beta*/, Tensor /*y*/, Tensor /*save_mean*/, Tensor /*save_var*/,
+                                              Tensor /*running_mean*/, Tensor /*running_var*/, float /*momentum*/) {
     throw std::logic_error(name() + " backend: norm_max_pool_forward_training() is not offered");
   }
   virtual void norm_max_pool_backward(const NormGeometry& /*g*/, Tensor /*x*/, Tensor /*dy*/, Tensor /*gamma*/,

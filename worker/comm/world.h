@@ -19,7 +19,7 @@ namespace torus::comm {
 // Who serves the rendezvous store: rank 0's process (production), or someone else (tests, an external launcher).
 enum class StoreServing { kRankZero, kExternal };
 
-// The job's knobs (timeout, algorithm, torus_x) come from the TrainingJob (worker/train/run_options.h); the rest are
+// The job's knobs (timeout, algorithm, torus_x) come from the TrainingJob (worker/app/run_options.h); the rest are
 // developer tunables (common/util/tunables.h).
 struct WorldOptions {
   // Per-collective timeout (watchdog and backends): spec.allReduce.timeoutSeconds.

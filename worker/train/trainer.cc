@@ -130,7 +130,7 @@ void Trainer::setup_device(bool gradient_sync) {
   device_plan_ =
       train::device_plan(backend_.memory_space(), backend_.training_offers(), config_, *data_.train, gradient_sync);
   if (collectives_.rank() == 0) {
-    for (const std::string& line : describe(device_plan_)) TLOG(Info) << line;
+    for (const std::string& line : train::describe(device_plan_)) TLOG(Info) << line;
   }
   if (device_plan_.staging != Staging::kPinned) return;
   int64_t max_pixels = 0, max_batch = 0;

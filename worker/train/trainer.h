@@ -4,16 +4,15 @@
 // checkpoints (save / resume exactly where a run stopped). On a device backend, batches are staged, augmented and
 // stepped as device_plan.h decides (trainer_device.cc). Files: trainer.cc (construction, the run), trainer_step.cc
 // (a step's bookkeeping, events, the end of an epoch), trainer_device.cc (the device path), trainer_state.cc
-// (evaluation, arena collectives, checkpoints).
+// (evaluation, arena collectives, checkpoints), trainer_describe.cc (what it runs, in words).
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "worker/backend/backend.h"
 #include "worker/data/dataset.h"
@@ -83,6 +82,11 @@ class Trainer {
   std::string model_signature() const;
 
   const PrecisionPlan& precision() const { return precision_; }
+  // The dtype the model's layers were built with (what the precision plan made of spec.training.precision).
+  DType activation_dtype() const { return model_->config().activation_dtype; }
+  // What this trainer runs, one "key: value" line each (model, data, optimizer, learning rate, phases, precision plan,
+  // seed, checkpoint rule), from the config and plan it acts on: what rank 0 logs (trainer_describe.cc).
+  std::vector<std::string> describe() const;
   // How batches reach the backend and how steps run (device_plan.h); logged by rank 0 at construction.
   const DevicePlan& device_plan() const { return device_plan_; }
   // Captured steps: how many captures (one per epoch) and replays (every captured step) so far.

@@ -1,5 +1,7 @@
 #pragma once
-// Gradient averaging for GPU ranks (worker/train/sync.h) over NCCL, without a host synchronization in the step.
+// Gradient averaging for GPU ranks over NCCL, without a host synchronization in the step. Its begin_step / grad_ready /
+// finish_step are the training loop's GradientSync calls (worker/app/train_adapters.h plugs it in: the comm layer
+// does not include the training loop).
 // The device gradient arena is bucketed exactly like the CPU reducer (BucketSchedule, bucketing.h). As backward
 // announces gradients, each complete bucket's ncclAllReduce(ncclAvg) is enqueued, in bucket order, on the
 // communicator's stream after the work queued on the compute stream so far (an event); finish_step() enqueues the
@@ -26,11 +28,10 @@
 #include "worker/comm/bucketing.h"
 #include "worker/comm/nccl/nccl_communicator.h"
 #include "worker/comm/traffic.h"
-#include "worker/train/sync.h"
 
 namespace torus::comm {
 
-class NcclGradientSync final : public worker::train::GradientSync {
+class NcclGradientSync final {
  public:
   static constexpr size_t kStepsInFlight = 2;
 
@@ -40,13 +41,16 @@ class NcclGradientSync final : public worker::train::GradientSync {
   NcclGradientSync(std::unique_ptr<NcclCommunicator> comm, cudaStream_t compute, float* arena, size_t arena_elements,
                    std::vector<ParamSpan> params, const BucketOptions& buckets,
                    std::shared_ptr<TrafficCounter> traffic = nullptr);
-  ~NcclGradientSync() override;
+  ~NcclGradientSync();
   NcclGradientSync(const NcclGradientSync&) = delete;
   NcclGradientSync& operator=(const NcclGradientSync&) = delete;
 
-  void begin_step() override;
-  void grad_ready(size_t param_index) override;
-  void finish_step() override;
+  // Before the forward pass of a step.
+  void begin_step();
+  // Parameter `param_index`'s gradient is final (backward order): enqueues the buckets it completes.
+  void grad_ready(size_t param_index);
+  // Enqueues the rest; the compute stream waits for the averages (no host wait).
+  void finish_step();
 
   const std::vector<Bucket>& buckets() const { return schedule_.buckets(); }
   NcclCommunicator& communicator() { return *comm_; }
