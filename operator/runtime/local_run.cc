@@ -316,6 +316,25 @@ void apply_set(nlohmann::json& document, const std::string& assignment, api::Fie
   }
 }
 
+std::vector<std::string> operator_only_fields(const api::TrainingJobSpec& spec) {
+  std::vector<std::string> out;
+  auto note = [&out](bool set, const char* path) {
+    if (set) out.emplace_back(path);
+  };
+  note(!spec.gang.image.empty(), "spec.gang.image");
+  note(!spec.gang.resources.is_null(), "spec.gang.resources");
+  note(!spec.gang.pod_template.is_null(), "spec.gang.template");
+  const api::RunPolicy& r = spec.run_policy;
+  note(r.running_deadline_seconds.has_value(), "spec.runPolicy.runningDeadlineSeconds");
+  note(r.ttl_seconds_after_finished.has_value(), "spec.runPolicy.ttlSecondsAfterFinished");
+  note(r.clean_pod_policy.has_value(), "spec.runPolicy.cleanPodPolicy");
+  note(r.scheduling_policy != api::SchedulingPolicy{}, "spec.runPolicy.schedulingPolicy");
+  note(r.topology != api::TopologySpec{}, "spec.runPolicy.topology");
+  note(spec.metrics_port.has_value(), "spec.metricsPort");
+  note(spec.rendezvous_port.has_value(), "spec.rendezvousPort");
+  return out;
+}
+
 LoadedJob load_local_job(const LocalRunOptions& options) {
   LoadedJob out;
   std::ifstream in(options.job_file);
@@ -342,6 +361,15 @@ LoadedJob load_local_job(const LocalRunOptions& options) {
   decoded.sources = std::move(sources);
   const api::FieldErrors found = api::check_decoded(decoded);
   out.errors.insert(out.errors.end(), found.begin(), found.end());
+  // Another controller (e.g. Kueue's MultiKueue) runs a job it manages; running it here too would train it twice.
+  const std::string& managed_by = decoded.job.spec.run_policy.managed_by;
+  if (!managed_by.empty() && managed_by != api::kDefaultManagedBy) {
+    out.errors.push_back({"spec.runPolicy.managedBy",
+                          "names another controller (" + managed_by + "), which runs this job; torus run runs jobs " +
+                              "managed by " + std::string(api::kDefaultManagedBy) + " (or unset): --set " +
+                              "spec.runPolicy.managedBy=" + std::string(api::kDefaultManagedBy) + " to run it here"});
+  }
+  out.not_applied = operator_only_fields(decoded.job.spec);
   if (out.errors.empty()) out.job = api::with_defaults(decoded.job);
   return out;
 }
@@ -353,6 +381,11 @@ int run_local(const LocalRunOptions& options) {
     return 1;
   }
   const api::TrainingJob& job = loaded.job;
+  if (!loaded.not_applied.empty()) {
+    std::string fields;
+    for (const std::string& f : loaded.not_applied) fields += (fields.empty() ? "" : ", ") + f;
+    std::fprintf(stderr, "torus run: not applied here (the operator applies them to pods): %s\n", fields.c_str());
+  }
   if (job.spec.run_policy.suspend.value_or(false)) return say_suspended(job);
   const int world = api::world_size(job.spec);
   const RunDir run_dir(job);

@@ -31,12 +31,19 @@ struct LocalRunOptions {
 void apply_set(nlohmann::json& document, const std::string& assignment, api::FieldErrors& errors,
                api::SourceMap* sources = nullptr);
 
-// Reads, overrides, defaults and validates the job: the job to run, or every error (nothing is started).
+// Reads, overrides, defaults and validates the job: the job to run, or every error (nothing is started). A job whose
+// spec.runPolicy.managedBy names another controller is an error: that controller runs it.
 struct LoadedJob {
   api::TrainingJob job;
   api::FieldErrors errors;
+  std::vector<std::string> not_applied;  // operator_only_fields of the job as written
 };
 LoadedJob load_local_job(const LocalRunOptions& options);
+
+// The fields `spec` (as written, before defaults) sets that only the operator applies: pod image, resources and
+// template, ports, scheduling and topology, the deadline before Running, TTL and pod clean-up. `torus run` says once
+// that it does not apply them.
+std::vector<std::string> operator_only_fields(const api::TrainingJobSpec& spec);
 
 // What the ranks of one local attempt share.
 struct LocalGang {

@@ -173,11 +173,17 @@ struct StandinSession {
   }
 };
 
+// The worker container mounts a hostPath at /ckpt (spec.gang.template, four-space indented): checkpoints on storage
+// that outlives pods, which the operator requires of a job that restarts (operator/controller/checkpoint_storage.h).
+inline const std::string kCheckpointHostPath =
+    "    template:\n      spec:\n        containers: [{name: worker, volumeMounts: [{name: ckpt, mountPath: /ckpt}]}]\n"
+    "        volumes: [{name: ckpt, hostPath: {path: /var/lib/torus/ckpt}}]\n";
+
 // A tiny 1-epoch CPU job on synthetic data (restartPolicy ExitCode); `run_policy_extra` goes under spec.runPolicy.
 inline std::string job_yaml(const std::string& name, int workers, const std::string& run_policy_extra = "") {
   return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
          "\nspec:\n  gang:\n    workers: " + std::to_string(workers) +
-         "\n    device: cpu\n  model:\n    arch: resnet9\n  data:\n    dataset: synthetic\n"
+         "\n    device: cpu\n" + kCheckpointHostPath + "  model:\n    arch: resnet9\n  data:\n    dataset: synthetic\n"
          "  training:\n    epochs: 1\n    batchSize: " +
          std::to_string(32 * workers) +
          "\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "tests/support/temp_dir.h"
 
@@ -71,6 +73,50 @@ TEST(LoadLocalJob, UnreadableFileIsAnError) {
   auto loaded = load_local_job(o);
   ASSERT_EQ(loaded.errors.size(), 1u);
   EXPECT_NE(loaded.errors[0].message.find("/nonexistent/job.yaml"), std::string::npos);
+}
+
+TEST(LoadLocalJob, AJobManagedByAnotherControllerIsRefusedNamingTheField) {
+  LocalRunOptions o;
+  o.job_file = kExample;
+  o.sets = {"spec.runPolicy.managedBy=kueue.x-k8s.io/multikueue"};
+  const auto refused = load_local_job(o);
+  ASSERT_EQ(refused.errors.size(), 1u);
+  EXPECT_EQ(refused.errors[0].path, "spec.runPolicy.managedBy");
+  EXPECT_NE(refused.errors[0].message.find("kueue.x-k8s.io/multikueue"), std::string::npos);
+  o.sets = {"spec.runPolicy.managedBy=torus.dev/operator"};
+  EXPECT_TRUE(load_local_job(o).errors.empty()) << "the operator's own name: torus run stands in for it";
+}
+
+TEST(LoadLocalJob, OperatorOnlyFieldsAreListed) {
+  LocalRunOptions o;
+  o.job_file = kExample;
+  EXPECT_EQ(load_local_job(o).not_applied, std::vector<std::string>{"spec.runPolicy.cleanPodPolicy"})
+      << "the example's one operator-only field";
+  o.sets = {"spec.gang.image=registry.example/torus:1", "spec.runPolicy.ttlSecondsAfterFinished=60",
+            "spec.runPolicy.schedulingPolicy={queue: team-a}", "spec.metricsPort=9090"};
+  EXPECT_EQ(load_local_job(o).not_applied,
+            (std::vector<std::string>{"spec.gang.image", "spec.runPolicy.ttlSecondsAfterFinished",
+                                      "spec.runPolicy.cleanPodPolicy", "spec.runPolicy.schedulingPolicy",
+                                      "spec.metricsPort"}));
+}
+
+TEST(RunLocal, SaysOnceWhichOperatorOnlyFieldsItDoesNotApply) {
+  LocalRunOptions o;
+  o.job_file = kExample;
+  o.worker_binary = "/nonexistent/torus-worker";  // nothing starts: the job is suspended
+  o.sets = {"spec.gang.image=registry.example/torus:1", "spec.runPolicy.suspend=true"};
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  const int code = run_local(o);
+  const std::string err = testing::internal::GetCapturedStderr();
+  testing::internal::GetCapturedStdout();
+  EXPECT_EQ(code, 0);
+  const std::string note =
+      "torus run: not applied here (the operator applies them to pods): spec.gang.image, "
+      "spec.runPolicy.cleanPodPolicy\n";
+  const size_t at = err.find(note);
+  ASSERT_NE(at, std::string::npos) << err;
+  EXPECT_EQ(err.find(note, at + 1), std::string::npos) << "once: " << err;
 }
 
 TEST(GangPolicyOf, MapsTheRunPolicy) {
