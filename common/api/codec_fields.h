@@ -148,6 +148,7 @@ void describe(V& v, S& x) {
   v("everyEpochs", x.every_epochs);
   v("everySteps", x.every_steps);
   v("keep", x.keep);
+  v("volumeClaimTemplate", x.volume_claim_template);
 }
 
 template <class V, class S>

@@ -231,6 +231,9 @@ struct CheckpointSpec {
   std::optional<int32_t> every_epochs;
   std::optional<int64_t> every_steps;
   std::optional<int32_t> keep;
+  // A PersistentVolumeClaim template ({metadata, spec}, opaque): the operator creates the claim, owned by the job,
+  // and mounts it at `dir` in the workers (rank 0 reads and writes the checkpoints).
+  nlohmann::json volume_claim_template;
   bool operator==(const CheckpointSpec&) const = default;
 };
 

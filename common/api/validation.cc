@@ -275,6 +275,27 @@ void check_phases(Checker& c, const TrainingSpec& t, std::optional<int32_t> worl
   }
 }
 
+// The claim the operator makes and mounts at checkpoint.dir: a mount path, and a spec a claim can be made from.
+void check_claim_template(Checker& c, const CheckpointSpec& k) {
+  const std::string p = "spec.training.checkpoint.volumeClaimTemplate";
+  const nlohmann::json& t = k.volume_claim_template;
+  if (k.dir.empty() || k.dir.front() != '/') {
+    c.add("spec.training.checkpoint.dir", "must be an absolute path when volumeClaimTemplate is set (the claim is "
+                                          "mounted there), got \"" + k.dir + "\"");
+  }
+  if (!t.is_object() || !t.contains("spec") || !t["spec"].is_object()) {
+    c.add(p + ".spec", "is required: a PersistentVolumeClaim spec (accessModes, resources.requests.storage)");
+    return;
+  }
+  const nlohmann::json& spec = t["spec"];
+  const auto resources = spec.find("resources");
+  const bool sized = resources != spec.end() && resources->is_object() && resources->contains("requests") &&
+                     (*resources)["requests"].is_object() && (*resources)["requests"].contains("storage");
+  if (!sized) {
+    c.add(p + ".spec.resources.requests.storage", "is required: the claim's size, e.g. 10Gi");
+  }
+}
+
 void check_checkpoint(Checker& c, const CheckpointSpec& k, RestartPolicy restart) {
   const std::string p = "spec.training.checkpoint";
   c.int_range(k.every_epochs, p + ".everyEpochs", 1);
@@ -287,6 +308,7 @@ void check_checkpoint(Checker& c, const CheckpointSpec& k, RestartPolicy restart
   if (k.dir.empty() && (k.every_epochs || k.every_steps || k.keep)) {
     c.add(p + ".dir", "is required when checkpoint.everyEpochs, everySteps or keep is set");
   }
+  if (!k.volume_claim_template.is_null()) check_claim_template(c, k);
 }
 
 void check_training(Checker& c, const TrainingSpec& t, const TrainingSpec& given, std::optional<int32_t> world,

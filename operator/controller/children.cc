@@ -3,6 +3,7 @@
 #include "common/api/codec.h"
 #include "common/api/defaults.h"
 #include "common/api/resolve.h"
+#include "operator/controller/checkpoint_storage.h"
 #include "operator/controller/labels.h"
 #include "operator/controller/spec_edits.h"
 
@@ -239,6 +240,7 @@ json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const
   // The user's template fills in everything else (node selectors, tolerations, volumes, env...); for the fields
   // the gang contract depends on, ours win.
   pod["spec"] = merge_objects(user.value("spec", json::object()), ours);
+  mount_checkpoint_claim(job, index, pod["spec"]);
   return pod;
 }
 

@@ -34,6 +34,8 @@ const kube::Resource& resource_of(ChildKind kind) {
       return res::kSecrets;
     case ChildKind::kPodGroup:
       return res::kCoschedulingPodGroups;  // create_pod_group picks by apiVersion
+    case ChildKind::kClaim:
+      return res::kPersistentVolumeClaims;
   }
   return res::kPods;
 }
@@ -424,6 +426,8 @@ std::optional<RefusedChild> Controller::create_children(const json& job, const s
     try {
       if (c.kind == ChildKind::kPodGroup) {
         create_pod_group(job, ns, c.object);
+      } else if (c.kind == ChildKind::kClaim) {
+        create_claim(ns, c.object);
       } else {
         create_child(c.kind, ns, c.object);
       }
@@ -449,6 +453,15 @@ void Controller::warn_failed_create(const json& job, const CreateAction& create,
     last = message;
   }
   record_event(job, {EventType::kWarning, "FailedCreate", message});
+}
+
+// Not cached by an informer: made again with each missing worker 0, where "already exists" is the usual answer.
+void Controller::create_claim(const std::string& ns, const json& claim) {
+  try {
+    client_.create_unread(res::kPersistentVolumeClaims, ns, claim);
+  } catch (const kube::ApiError& e) {
+    if (!e.already_exists()) throw;
+  }
 }
 
 void Controller::create_pod_group(const json& job, const std::string& ns, const json& group) {

@@ -83,6 +83,7 @@ class Controller {
   // A PodGroup the cluster does not serve (its scheduler is not installed) or RBAC forbids is a warning event on
   // the job, not an error: the pods are created anyway, and their Pending reason says the rest.
   void create_pod_group(const json& job, const std::string& ns, const json& group);
+  void create_claim(const std::string& ns, const json& claim);
   // A 409 re-reads the job into the cache before it is rethrown, so the retried pass plans from fresh state.
   void write_status(const json& job, json status, const std::string& ns);
   void cache_job(json stored, const std::string& ns);

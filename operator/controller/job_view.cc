@@ -2,6 +2,7 @@
 
 #include "common/api/codec.h"
 #include "common/api/defaults.h"
+#include "operator/controller/checkpoint_storage.h"
 #include "operator/controller/spec_edits.h"
 
 namespace torus::controller {
@@ -35,6 +36,8 @@ std::shared_ptr<const JobView> view_job(const json& job) {
   view->errors = api::check_decoded(decoded);
   view->job = api::with_defaults(decoded.job);
   if (view->errors.empty()) view->errors = api::validate(view->job);
+  // The operator path's own rule: checkpoints on storage that outlives pods (checkpoint_storage.h).
+  if (view->errors.empty()) view->errors = checkpoint_storage_errors(view->job);
   view->spec_hash = attempt_spec_hash(api::to_json(view->job)["spec"]);
   return view;
 }

@@ -1,3 +1,4 @@
+#include "operator/controller/checkpoint_storage.h"
 #include "operator/controller/planner.h"
 
 #include <algorithm>
@@ -316,6 +317,11 @@ void run_gang(Pass& p, const Objects& current) {
   if (static_cast<int>(present.size()) < g.expected_workers) {
     if (auto group = build_pod_group(p.job, p.attempt())) p.plan.creates.push_back({ChildKind::kPodGroup, *group});
   }
+  // The checkpoint claim, likewise, before worker 0's pod that mounts it (it outlives attempts: made once, then
+  // "already exists").
+  if (!present.count(0)) {
+    if (auto claim = build_checkpoint_claim(p.job)) p.plan.creates.push_back({ChildKind::kClaim, *claim});
+  }
   for (int i = 0; i < g.expected_workers; ++i) {
     if (!present.count(i)) {
       p.plan.creates.push_back({ChildKind::kPod, build_worker_pod(p.job, i, p.attempt(), p.blocks, p.spec_hash)});
@@ -493,6 +499,8 @@ const char* to_string(ChildKind kind) {
       return "Secret";
     case ChildKind::kPodGroup:
       return "PodGroup";
+    case ChildKind::kClaim:
+      return "PersistentVolumeClaim";
   }
   return "";
 }

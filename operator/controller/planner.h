@@ -18,7 +18,8 @@ namespace torus::controller {
 
 using json = nlohmann::json;
 
-enum class ChildKind { kPod, kService, kConfigMap, kSecret, kPodGroup };
+// kClaim: the checkpoint claim made from training.checkpoint.volumeClaimTemplate (checkpoint_storage.h).
+enum class ChildKind { kPod, kService, kConfigMap, kSecret, kPodGroup, kClaim };
 const char* to_string(ChildKind kind);  // "Pod", "Service", ...
 
 // A child the API server refused for good: 400 BadRequest or 422 Invalid. The same spec builds the same object, so

@@ -68,7 +68,7 @@ void CreateExpectations::filter(const std::string& key, const PlanInput& input, 
 }
 
 void CreateExpectations::created(const std::string& key, const CreateAction& create, TimePoint now) {
-  if (create.kind == ChildKind::kPodGroup) return;  // not cached: its pods carry it
+  if (create.kind == ChildKind::kPodGroup || create.kind == ChildKind::kClaim) return;  // not cached
   std::lock_guard lock(mu_);
   pending_[key][child_id(create.kind, name_of(create.object))] = now;
 }

@@ -11,6 +11,8 @@ namespace resources {
 const Resource kPods{"", "v1", "pods", "Pod", Scope::kNamespaced};
 const Resource kServices{"", "v1", "services", "Service", Scope::kNamespaced};
 const Resource kConfigMaps{"", "v1", "configmaps", "ConfigMap", Scope::kNamespaced};
+const Resource kPersistentVolumeClaims{"", "v1", "persistentvolumeclaims", "PersistentVolumeClaim",
+                                      Scope::kNamespaced};
 const Resource kNodes{"", "v1", "nodes", "Node", Scope::kCluster};
 const Resource kSecrets{"", "v1", "secrets", "Secret", Scope::kNamespaced};
 const Resource kEvents{"", "v1", "events", "Event", Scope::kNamespaced};

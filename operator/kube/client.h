@@ -43,6 +43,7 @@ extern const Resource kServices;
 extern const Resource kConfigMaps;
 extern const Resource kNodes;
 extern const Resource kSecrets;
+extern const Resource kPersistentVolumeClaims;
 extern const Resource kEvents;
 extern const Resource kLeases;
 extern const Resource kTrainingJobs;

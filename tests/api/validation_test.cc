@@ -159,6 +159,13 @@ const Case kCases[] = {
     {"min_available",
      R"({"spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": 3}}}})",
      {"spec.runPolicy.schedulingPolicy.minAvailable: must not exceed gang.workers (2), got 3"}},
+    {"claim_template_needs_a_size_and_an_absolute_dir",
+     R"({"spec": {"training": {"checkpoint": {"dir": "ckpt",
+        "volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}}})",
+     {"spec.training.checkpoint.dir: must be an absolute path when volumeClaimTemplate is set (the claim is mounted "
+      "there), got \"ckpt\"",
+      "spec.training.checkpoint.volumeClaimTemplate.spec.resources.requests.storage: is required: the claim's size, "
+      "e.g. 10Gi"}},
     {"decode_error_hides_follow_up",
      R"({"spec": {"training": {"batchSize": "256"}}})",
      {"spec.training.batchSize: must be an integer, got a string \"256\""}},

@@ -114,6 +114,8 @@ inline constexpr auto kFields = std::to_array<FieldRow>({
     {"spec.training.checkpoint.everySteps", L::kBoth, E::kBinaries, "Conformance.SeedInitializesTheWeights"},
     {"spec.training.checkpoint.keep", L::kBoth, E::kBinaries,
      "Conformance.RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride"},
+    {"spec.training.checkpoint.volumeClaimTemplate", L::kOperator, E::kInProcess,
+     "CheckpointStorage.AClaimTemplateMakesAClaimOwnedByTheJobMountedOnWorkerZero"},
     {"spec.allReduce.algorithm", L::kBoth, E::kBinaries, "Conformance.AllReduceAlgorithmIsWhatRuns"},
     {"spec.allReduce.bucketSizeMB", L::kBoth, E::kBinaries,
      "Conformance.RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride"},

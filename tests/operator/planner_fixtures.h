@@ -40,6 +40,14 @@ class JobBuilder {
                 {"lrSchedule", {{"type", "one-cycle"}, {"peak", 0.1}}},
                 {"checkpoint", {{"dir", "/ckpt"}}}}},
               {"runPolicy", {{"restartPolicy", "ExitCode"}, {"backoffLimit", 2}}}}}};
+    job_["spec"]["gang"]["template"] = checkpoint_template();
+  }
+  // The worker container mounts a hostPath at /ckpt: checkpoints on storage that outlives pods, which the operator
+  // requires of a job that restarts (checkpoint_storage.h).
+  static json checkpoint_template() {
+    return {{"spec",
+             {{"containers", json::array({{{"name", "worker"}, {"volumeMounts", {{{"name", "ckpt"}, {"mountPath", "/ckpt"}}}}}})},
+              {"volumes", json::array({{{"name", "ckpt"}, {"hostPath", {{"path", "/var/lib/torus/ckpt"}}}}})}}}};
   }
   JobBuilder& workers(int n) { return spec("gang", "workers", n); }
   JobBuilder& epochs(int n) { return spec("training", "epochs", n); }
@@ -72,8 +80,9 @@ class JobBuilder {
     job_["spec"]["runPolicy"]["schedulingPolicy"] = policy;
     return *this;
   }
+  // Merged over checkpoint_template().
   JobBuilder& pod_template(const json& t) {
-    job_["spec"]["gang"]["template"] = t;
+    job_["spec"]["gang"]["template"] = merge_objects(checkpoint_template(), t);
     return *this;
   }
   JobBuilder& deleting() {

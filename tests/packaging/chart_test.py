@@ -74,6 +74,8 @@ EXPECTED_JOB_RULES = {
     # A gang's PodGroup (schedulingPolicy.schedulerName): created with the job, deleted with it by the garbage collector.
     ("scheduling.x-k8s.io", "podgroups"): {"create"},
     ("scheduling.volcano.sh", "podgroups"): {"create"},
+    # training.checkpoint.volumeClaimTemplate's claim: created once, deleted with the job by the garbage collector.
+    ("", "persistentvolumeclaims"): {"create"},
 }
 EXPECTED_LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 # Nodes are cluster-scoped: read for rack ordering (runPolicy.topology.key), always through a ClusterRole.
