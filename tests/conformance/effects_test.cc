@@ -158,31 +158,36 @@ TEST(Conformance, SeedInitializesTheWeights) {
 TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
   const test::TempDir tmp("conformance-effective");
   const fs::path ckpt = tmp.path() / "ckpt";
-  const fs::path job =
-      write_job(tmp.path(), "effective", "  allReduce: {bucketSizeMB: 2, firstBucketSizeMB: 0.5, timeoutSeconds: 30}\n",
-                "    seed: 3\n"
-                "    optimizer: {momentum: 0.8, nesterov: true, weightDecay: 0.001, noDecayOnNormAndBias: false}\n"
-                "    labelSmoothing: 0.1\n"
-                "    targetAccuracy: 1.0\n"
-                "    validationImageSize: 12\n"
-                "    augmentation: {flip: false, cropPadding: 2}\n"
-                "    phases:\n"
-                "    - {fromEpoch: 0, toEpoch: 1, batchSize: 32}\n"
-                "    - {fromEpoch: 1, toEpoch: 2, imageSize: 12, perRankBatchSize: 4}\n"
-                "    checkpoint: {dir: " +
-                    ckpt.string() + ", everyEpochs: 1, keep: 1}\n");
+  const fs::path job = write_job(
+      tmp.path(), "effective", "  allReduce: {bucketSizeMB: 2, firstBucketSizeMB: 0.5, timeoutSeconds: 30}\n",
+      "    seed: 3\n"
+      "    optimizer: {type: sgd, momentum: 0.8, nesterov: true, weightDecay: 0.001, noDecayOnNormAndBias: false}\n"
+      "    labelSmoothing: 0.1\n"
+      "    targetAccuracy: 1.0\n"
+      "    validationImageSize: 12\n"
+      "    augmentation: {flip: false, cropPadding: 2}\n"
+      "    phases:\n"
+      "    - {fromEpoch: 0, toEpoch: 1, batchSize: 32}\n"
+      "    - {fromEpoch: 1, toEpoch: 2, imageSize: 12, perRankBatchSize: 4}\n"
+      "    checkpoint: {dir: " +
+          ckpt.string() + ", everyEpochs: 1, keep: 1}\n");
   const RunOutput out = run_torus(
       {"run", job.string(), "--set", "spec.gang={workers: 1, processesPerWorker: 2, threadsPerProcess: 1}", "--set",
-       "spec.model={arch: resnet9, widths: [8, 8, 16, 16], pooling: avg, inputChannels: 1}", "--set",
-       "spec.training.epochs=2", "--set",
-       "spec.training.lrSchedule={peak: 0.2, warmupEpochs: 1, initial: 0.02, final: 0.001, referenceBatchSize: 8}"},
+       "spec.model={arch: resnet9, widths: [8, 8, 16, 16], pooling: avg, inputChannels: 1, numClasses: 6}", "--set",
+       "spec.data={dataset: synthetic, imageSize: 8, loaderThreads: 1, synthetic: {trainImages: 64, validationImages: "
+       "32, numClasses: 4}}",
+       "--set", "spec.training.epochs=2", "--set",
+       "spec.training.lrSchedule={type: one-cycle, peak: 0.2, warmupEpochs: 1, initial: 0.02, final: 0.001, "
+       "referenceBatchSize: 8}"},
       seconds(180), nullptr, {{"TORUS_ALLREDUCE_ALGO", "ring"}});
   ASSERT_EQ(out.exit_code, 0) << out.text();
   for (const char* line : {
            "world: 2 rank(s)",
-           "model: resnet9, widths [8, 8, 16, 16], stem cifar, pooling avg, zero-init residual off, classes 4, "
+           // numClasses 6 over synthetic labels of 4 classes: the head is the job's, not the data's.
+           "model: resnet9, widths [8, 8, 16, 16], stem cifar, pooling avg, zero-init residual off, classes 6, "
            "activations f32",
-           "data: synthetic (64 training and 32 validation images, 1 channel(s)), loader threads 1, flip off, crop pad "
+           "data: synthetic (64 training and 32 validation images of 4 classes, 1 channel(s)), loader threads 1, flip "
+           "off, crop pad "
            "2 "
            "and crop, validation image 12",
            "optimizer: sgd, momentum 0.8, nesterov on, weight decay 0.001 (all), label smoothing 0.1",
@@ -243,8 +248,7 @@ TEST(Conformance, ImageFolderClassesDefaultToItsClassFolders) {
   EXPECT_EQ(out.exit_code, 0) << out.text();
   EXPECT_EQ(out.field("phase"), "Succeeded") << out.text();
   for (const char* line :
-       {"model: resnet18, widths [8, 8, 8, 8], stem imagenet, pooling avg, zero-init residual on, classes one per "
-        "class folder",
+       {"model: resnet18, widths [8, 8, 8, 8], stem imagenet, pooling avg, zero-init residual on, classes 12",
         "data: imagefolder, loader threads 1, flip on, crop random-resized, min scale 0.5, validation image 24 "
         "(rectangular)"}) {
     EXPECT_TRUE(has(out, line)) << "rank 0 did not say \"" << line << "\"\n" << out.text();

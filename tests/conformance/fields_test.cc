@@ -1,16 +1,21 @@
 // The conformance table (fields.h) against the CRD schema, read at test time: every leaf field of spec has exactly
-// one row, every row is a schema field, and every row's test exists under tests/.
+// one row, every row is a schema field, and every row's test exists under tests/ and mentions its field.
 #include "tests/conformance/fields.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace torus::conformance {
 namespace {
@@ -55,6 +60,54 @@ std::set<std::string> defined_tests() {
   return out;
 }
 
+// "Suite.Name" -> the test's text: from its TEST line to the next test (or the file's end).
+std::map<std::string, std::string> test_bodies() {
+  static const std::regex kTest(R"(TEST(?:_F|_P)?\(\s*(\w+),\s*(\w+)\s*\))");
+  std::map<std::string, std::string> out;
+  for (const auto& entry : fs::recursive_directory_iterator(kSource / "tests")) {
+    if (entry.path().extension() != ".cc") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string s = text.str();
+    std::vector<std::pair<std::string, size_t>> starts;
+    for (std::sregex_iterator it(s.begin(), s.end(), kTest), end; it != end; ++it)
+      starts.emplace_back((*it)[1].str() + "." + (*it)[2].str(), static_cast<size_t>(it->position()));
+    for (size_t i = 0; i < starts.size(); ++i) {
+      const size_t to = i + 1 < starts.size() ? starts[i + 1].second : s.size();
+      out[starts[i].first] += s.substr(starts[i].second, to - starts[i].second);
+    }
+  }
+  return out;
+}
+
+std::string snake_case(std::string_view camel) {
+  std::string out;
+  for (char c : camel) {
+    if (std::isupper(static_cast<unsigned char>(c))) {
+      out += '_';
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Whether `text` names the field whose path is `path`: its leaf as the job file writes it (camelCase) or as the C++
+// structs do (snake_case), as a whole word; a one- or two-letter leaf (grid.x) only with its parent named too.
+bool mentions(const std::string& text, std::string_view path) {
+  std::string clean(path);
+  for (size_t at; (at = clean.find("[]")) != std::string::npos;) clean.erase(at, 2);
+  const size_t dot = clean.rfind('.');
+  const std::string leaf = clean.substr(dot + 1);
+  auto word = [&text](const std::string& w) { return std::regex_search(text, std::regex("\\b" + w + "\\b")); };
+  const bool named = word(leaf) || word(snake_case(leaf)) || (leaf == "template" && word("pod_template"));
+  if (leaf.size() > 2) return named;
+  const std::string parent = clean.substr(0, dot).substr(clean.substr(0, dot).rfind('.') + 1);
+  return named && (word(parent) || word(snake_case(parent)));
+}
+
 TEST(ConformanceTable, EverySchemaFieldHasARow) {
   const std::set<std::string> schema = schema_fields();
   ASSERT_GT(schema.size(), 50u) << "the CRD was not read";
@@ -75,6 +128,26 @@ TEST(ConformanceTable, EveryRowNamesATestThatExists) {
     EXPECT_TRUE(tests.count(std::string(r.test))) << r.path << ": names " << r.test << ", which no file under tests/ "
                                                   << "defines";
   }
+}
+
+// A test shows a field's effect only if it sets or reads that field: a row naming a test that never mentions it is a
+// claim nobody checked.
+TEST(ConformanceTable, EveryRowsTestMentionsItsField) {
+  const std::map<std::string, std::string> bodies = test_bodies();
+  for (const FieldRow& r : kFields) {
+    const auto body = bodies.find(std::string(r.test));
+    if (body == bodies.end()) continue;  // EveryRowNamesATestThatExists says so
+    EXPECT_TRUE(mentions(body->second, r.path)) << r.path << ": " << r.test << " never mentions the field";
+  }
+}
+
+TEST(ConformanceTable, MentionsIsAWholeWordInEitherSpelling) {
+  EXPECT_TRUE(mentions("gang: {threadsPerProcess: 1}", "spec.gang.threadsPerProcess"));
+  EXPECT_TRUE(mentions("spec.gang.threads_per_process = 3;", "spec.gang.threadsPerProcess"));
+  EXPECT_FALSE(mentions("threadsPerProcessX", "spec.gang.threadsPerProcess"));
+  EXPECT_TRUE(mentions("grid: {x: 2, y: 2}", "spec.allReduce.grid.x"));
+  EXPECT_FALSE(mentions("int x = 2;", "spec.allReduce.grid.x"));
+  EXPECT_TRUE(mentions("phases: [{fromEpoch: 0}]", "spec.training.phases[].fromEpoch"));
 }
 
 TEST(ConformanceTable, TheDocsSayWhereEveryFieldActs) {

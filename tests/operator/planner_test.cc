@@ -222,8 +222,8 @@ TEST(Planner, AJobWithoutStatusStartsWhenItsFirstChildWasMadeAndRunsWithoutEvent
   ASSERT_TRUE(pending.status);
   EXPECT_EQ((*pending.status)["startTime"], format_time(kT0)) << "the pod was created at kT0, not at this pass";
   EXPECT_TRUE(pending.events.empty());
-  Plan running = plan(with_children(
-      job, {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).running().build()}, at(5)));
+  Plan running = plan(
+      with_children(job, {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1).running().build()}, at(5)));
   ASSERT_TRUE(running.status);
   EXPECT_EQ((*running.status)["phase"], "Running");
   EXPECT_EQ((*running.status)["startTime"], format_time(kT0));
@@ -257,6 +257,7 @@ TEST(Planner, WorkerPodCarriesRankEnvironment) {
 }
 
 TEST(Planner, GpuWorkersAskForGpusAndOnePodPerNode) {
+  // gpus(8): gang.device gpu with 8 processes per worker.
   Plan p = plan(with_children(JobBuilder().gpus(8).build(), {}, at(0)));
   ASSERT_FALSE(created_pods(p).empty());
   const json& pod = p.creates[0].object;
@@ -270,6 +271,7 @@ TEST(Planner, GpuWorkersAskForGpusAndOnePodPerNode) {
 }
 
 TEST(Planner, TopologyAndGangScheduling) {
+  // topology.key names the rack label, topology.placement Required keeps the gang in one rack (podAffinity).
   Plan p = plan(with_children(
       JobBuilder().topology("topology.torus.dev/rack", "Required").scheduler("volcano", "pg-1").build(), {}, at(0)));
   const json& pod = p.creates[0].object;
@@ -394,6 +396,7 @@ TEST(Planner, GangTimeoutMessageNamesThePod) {
 }
 
 TEST(Planner, DeadlinesRequeue) {
+  // runningDeadlineSeconds 30 is the nearer deadline at t=10: the job is looked at again 20 s later.
   Plan p = plan(with_children(JobBuilder().running_deadline(30).active_deadline(100).phase("Pending").build(),
                               {PodBuilder("mnist", 0).build(), PodBuilder("mnist", 1).build()}, at(10)));
   ASSERT_TRUE(p.requeue_after);

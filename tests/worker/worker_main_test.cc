@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,33 @@ TEST(WorkerMain, TheCpuEngineRefusesHalfPrecisionNamingTheField) {
   }
 }
 
+// Records the top-1 accuracy of every evaluation.
+class Evaluations final : public train::TrainObserver {
+ public:
+  void on_event(const train::ProgressEvent& e) override {
+    if (e.kind == train::EventKind::kEvaluation) top1.push_back(e.accuracy);
+  }
+  std::vector<double> top1;
+};
+
+// spec.training.targetAccuracy at a value the run reaches: it stops after the first evaluation at or above it,
+// before its last epoch.
+TEST(WorkerMain, TargetAccuracyStopsAtTheFirstEvaluationThatReachesIt) {
+  api::TrainingJob job = synthetic_job();
+  job.spec.training.epochs = 8;
+  job.spec.training.target_accuracy = 0.6;
+  const RunOptions run = one_rank(job);
+  const auto backend = make_backend(run);
+  train::LocalCollectives alone;
+  Evaluations seen;
+  const train::RunResult r = train_job(run, *backend, {.collectives = &alone, .observer = &seen});
+  ASSERT_TRUE(r.reached_target);
+  EXPECT_LT(r.epochs_completed, 8) << "stopped early";
+  ASSERT_EQ(seen.top1.size(), static_cast<size_t>(r.epochs_completed));
+  for (size_t i = 0; i + 1 < seen.top1.size(); ++i) EXPECT_LT(seen.top1[i], 0.6) << "epoch " << i + 1;
+  EXPECT_GE(seen.top1.back(), 0.6);
+}
+
 // Records the steps at which checkpoints were written.
 class Checkpoints final : public train::TrainObserver {
  public:
@@ -121,6 +149,10 @@ TEST(WorkerMain, EveryStepsAloneCheckpointsByStepsOnly) {
   std::vector<std::string> described;
   train_job(run, *backend, {.collectives = &alone, .observer = &seen}, &described);
   EXPECT_EQ(seen.steps, (std::vector<int64_t>{3, 6, 9, 12, 15})) << "no checkpoint at the epoch ends (steps 8, 16)";
+  std::vector<std::string> files;  // keep defaults to 2: the newest two
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"ckpt-12.torus", "ckpt-15.torus"}));
   EXPECT_TRUE(has_line(described, "checkpoints: " + tmp.str() + ", every 3 steps, keep 2"));
 }
 

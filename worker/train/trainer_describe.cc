@@ -29,7 +29,8 @@ std::string data_line(const DataConfig& d) {
   if (t.train_crop == data::TrainCrop::kRandomResizedCrop) crop = "random-resized, min scale " + number(t.scale_min);
   const std::string synthetic = d.dataset == api::Dataset::kSynthetic
                                     ? " (" + std::to_string(d.synthetic_train) + " training and " +
-                                          std::to_string(d.synthetic_val) + " validation images, " +
+                                          std::to_string(d.synthetic_val) + " validation images of " +
+                                          std::to_string(d.synthetic_classes) + " classes, " +
                                           std::to_string(d.synthetic_channels) + " channel(s))"
                                     : "";
   return "data: " + std::string(api::to_string(d.dataset)) + synthetic + ", loader threads " +
