@@ -11,6 +11,7 @@
 
 #include "common/util/error.h"
 #include "tests/comm/comm_test_util.h"
+#include "worker/backend/cuda/cuda_error.h"
 #include "worker/comm/store.h"
 
 namespace torus::comm {
@@ -35,6 +36,17 @@ TEST(Watchdog, ReportsTheRanksThatNeverArrived) {
     }
     done.arrive_and_wait();  // rank 1 stays alive (hung, from rank 0's view) until rank 0 has its answer
   });
+}
+
+// A fault of this rank's own device (a kernel bug) would fail the restarted gang the same way: permanent. Anything
+// else a collective fails with (a peer gone, NCCL's own errors) restarts the gang from its checkpoint.
+TEST(Watchdog, ADeviceFaultIsPermanentAPeerFailureRetryable) {
+  EXPECT_EQ(failure_exit_code(std::make_exception_ptr(worker::cuda::DeviceFault("CUDA error: illegal address"))),
+            launch::ExitCode::kFailure);
+  EXPECT_EQ(failure_exit_code(std::make_exception_ptr(worker::cuda::CudaError("NCCL error: remote process exited"))),
+            launch::ExitCode::kRetryable);
+  EXPECT_EQ(failure_exit_code(std::make_exception_ptr(SystemError("connection reset by peer"))),
+            launch::ExitCode::kRetryable);
 }
 
 }  // namespace

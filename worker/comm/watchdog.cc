@@ -6,6 +6,7 @@
 #include "common/launch/exit_codes.h"
 #include "common/log/log.h"
 #include "common/util/main_guard.h"
+#include "worker/backend/cuda/cuda_error.h"
 
 namespace torus::comm {
 
@@ -40,6 +41,16 @@ void Watchdog::finished(const detail::WorkState* work) {
   in_flight_.erase(work);
 }
 
+launch::ExitCode failure_exit_code(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const worker::cuda::DeviceFault&) {
+    return launch::ExitCode::kFailure;
+  } catch (...) {
+    return launch::ExitCode::kRetryable;
+  }
+}
+
 void Watchdog::failed(const detail::WorkState* work, const std::exception_ptr& error) {
   std::string what = "unknown error";
   try {
@@ -56,11 +67,12 @@ void Watchdog::failed(const detail::WorkState* work, const std::exception_ptr& e
     reports_.push_back(report);
   }
   if (action_ == TimeoutAction::kExitProcess) {
-    // A peer died or the network broke: the gang restarts from its checkpoint (retryable).
-    const std::string reason = "CollectiveFailed: " + report;
+    const launch::ExitCode code = failure_exit_code(error);
+    const std::string reason =
+        std::string(code == launch::ExitCode::kFailure ? "DeviceFault: " : "CollectiveFailed: ") + report;
     write_termination_log(reason.c_str());
     std::fflush(stderr);
-    std::_Exit(to_int(launch::ExitCode::kRetryable));
+    std::_Exit(to_int(code));
   }
 }
 

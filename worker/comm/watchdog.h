@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/launch/exit_codes.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/store.h"
 
@@ -22,6 +23,11 @@ enum class TimeoutAction {
   kExitProcess,        // production: log, abort, exit 43
   kAbortCommunicator,  // tests: log, abort; the collective's Work fails with Timeout
 };
+
+// The exit code of a rank whose collective failed with `error`: kFailure (permanent) for a fault of this rank's own
+// device (worker::cuda::DeviceFault: a kernel bug restarts into the same fault), kRetryable for anything else (a peer
+// died, the network broke: the gang restarts from its checkpoint).
+launch::ExitCode failure_exit_code(const std::exception_ptr& error);
 
 class Watchdog {
  public:
@@ -35,7 +41,8 @@ class Watchdog {
 
   void started(Communicator* comm, const std::shared_ptr<detail::WorkState>& work);
   void finished(const detail::WorkState* work);
-  // A collective failed on its own (a peer died: connection reset). Production: log and exit kRetryable.
+  // A collective failed on its own (a peer died: connection reset). Production: log and exit with
+  // failure_exit_code(error).
   void failed(const detail::WorkState* work, const std::exception_ptr& error);
   milliseconds timeout() const { return timeout_; }
 

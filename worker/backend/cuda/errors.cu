@@ -1,10 +1,14 @@
 #include "worker/backend/cuda/errors.h"
 
+#include <string_view>
+
 namespace torus::worker::cuda {
 
 void throw_cuda_error(const char* library, const char* expr, const char* file, int line, const std::string& message) {
-  throw CudaError(std::string(library) + " error: " + expr + " failed at " + file + ":" + std::to_string(line) + ": " +
-                  message);
+  std::string what =
+      std::string(library) + " error: " + expr + " failed at " + file + ":" + std::to_string(line) + ": " + message;
+  if (std::string_view(library) == "NCCL") throw CudaError(what);
+  throw DeviceFault(what);
 }
 
 void throw_cudnn_error(cudnnStatus_t s, const char* expr, const char* file, int line) {
