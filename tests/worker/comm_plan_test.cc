@@ -75,5 +75,16 @@ TEST(CommPlan, AutoReportsTheCostModelsChoiceAndEveryPrediction) {
   EXPECT_TRUE(contains(plan[0], " ms")) << plan[0];
 }
 
+TEST(CommPlan, TheMainAlgorithmIsTheJobsOrTheCostModelsForTheLargeBuckets) {
+  const comm::Planner planner = eight_hosts();
+  CommRunOptions c;
+  c.algorithm = api::AllReduceAlgorithm::kTorus2d;
+  EXPECT_EQ(main_algorithm(planner, c), api::AllReduceAlgorithm::kTorus2d);
+  c.algorithm = api::AllReduceAlgorithm::kAuto;
+  EXPECT_EQ(main_algorithm(planner, c), planner.choose(c.bucket_cap_bytes));
+  c.compression = api::Compression::kBf16;
+  EXPECT_EQ(main_algorithm(planner, c), planner.choose(c.bucket_cap_bytes / 2)) << "bytes on the wire";
+}
+
 }  // namespace
 }  // namespace torus::worker::app

@@ -6,6 +6,11 @@
 namespace torus::worker::app {
 namespace {
 
+// What goes on the wire for `fp32_bytes` of gradients: half with 16-bit compression.
+size_t wire_bytes(const CommRunOptions& c, size_t fp32_bytes) {
+  return fp32_bytes / 4 * (c.compression == api::Compression::kNone ? 4 : 2);
+}
+
 std::string predictions(const comm::Planner& planner, size_t bytes) {
   std::ostringstream os;
   os.precision(3);
@@ -38,12 +43,16 @@ comm::ReducerOptions reducer_options(const CommRunOptions& c) {
   return r;
 }
 
+api::AllReduceAlgorithm main_algorithm(const comm::Planner& planner, const CommRunOptions& c) {
+  if (c.algorithm != api::AllReduceAlgorithm::kAuto) return c.algorithm;
+  return planner.choose(wire_bytes(c, c.bucket_cap_bytes));
+}
+
 std::vector<std::string> describe_plan(const comm::Planner& planner, const CommRunOptions& c) {
   std::vector<std::string> out;
-  const size_t element = c.compression == api::Compression::kNone ? 4 : 2;
   for (const auto& [what, fp32_bytes] : {std::pair<const char*, size_t>{"first bucket", c.first_bucket_bytes},
                                          std::pair<const char*, size_t>{"other buckets", c.bucket_cap_bytes}}) {
-    const size_t bytes = fp32_bytes / 4 * element;  // what goes on the wire
+    const size_t bytes = wire_bytes(c, fp32_bytes);
     std::ostringstream os;
     os << "all-reduce of the " << what << " (up to " << bytes << " bytes on the wire): ";
     if (c.algorithm != api::AllReduceAlgorithm::kAuto) {

@@ -17,5 +17,8 @@ comm::WorldOptions world_options(const CommRunOptions& c, const tunables::Snapsh
 comm::ReducerOptions reducer_options(const CommRunOptions& c);
 // Per bucket size: the algorithm that runs and why ("the job asks for ring", or the cost model's predictions).
 std::vector<std::string> describe_plan(const comm::Planner& planner, const CommRunOptions& c);
+// The algorithm of the buckets that carry most bytes (the other buckets): the job's, or the cost model's choice for
+// their size on the wire under auto. What torus_worker_run_info's algorithm label says.
+api::AllReduceAlgorithm main_algorithm(const comm::Planner& planner, const CommRunOptions& c);
 
 }  // namespace torus::worker::app
