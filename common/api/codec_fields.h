@@ -277,6 +277,15 @@ void describe(V& v, S& x) {
 }
 
 template <class V, class S>
+requires Is<S, ResumePoint>
+void describe(V& v, S& x) {
+  v("attempt", x.attempt);
+  v("step", x.step);
+  v("path", x.path);
+  v("time", x.time);
+}
+
+template <class V, class S>
 requires Is<S, RankPlacement>
 void describe(V& v, S& x) {
   v("rank", x.rank);
@@ -300,6 +309,7 @@ void describe(V& v, S& x) {
   v("workers", x.workers);
   v("progress", x.progress);
   v("lastCheckpoint", x.last_checkpoint);
+  v("resumedFrom", x.resumed_from);
   v("ranks", x.ranks);
 }
 

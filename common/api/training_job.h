@@ -365,6 +365,15 @@ struct CheckpointRef {
   bool operator==(const CheckpointRef&) const = default;
 };
 
+// The step an attempt resumed from, as its rank 0 reported it (0: it started fresh, no checkpoint).
+struct ResumePoint {
+  int32_t attempt = 0;
+  int64_t step = 0;
+  std::string path;  // the checkpoint file, when step > 0
+  std::string time;  // when the operator read it; empty: not read yet for this attempt
+  bool operator==(const ResumePoint&) const = default;
+};
+
 struct RankPlacement {
   int32_t rank = 0;
   int32_t worker = 0;      // the pod's index in the gang
@@ -386,6 +395,7 @@ struct TrainingJobStatus {
   WorkerCounts workers;
   Progress progress;
   CheckpointRef last_checkpoint;
+  ResumePoint resumed_from;
   std::vector<RankPlacement> ranks;
   bool operator==(const TrainingJobStatus&) const = default;
 };

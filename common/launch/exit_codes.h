@@ -8,6 +8,9 @@ enum class ExitCode : int {
   kUsage = 2,               // bad command line
   kRetryable = 42,          // transient: the gang should restart from its last checkpoint (e.g. a peer died)
   kCollectiveTimeout = 43,  // a collective never finished; retryable, reported as CollectiveTimeout
+  // permanent under every policy: the attempt should resume from a checkpoint (TORUS_RESUME_STEP) and found none, so
+  // a restart cannot help; reported as CheckpointLost instead of training again from step 0
+  kCheckpointLost = 44,
 };
 
 constexpr int to_int(ExitCode c) { return static_cast<int>(c); }

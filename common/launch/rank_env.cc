@@ -169,6 +169,7 @@ std::vector<EnvVar> to_env(const RankEnv& e, Target target) {
   put_host_value(out, target, "TORUS_NODE_NAME", e.node_name, "spec.nodeName");
   put_host_value(out, target, "TORUS_BIND_ADDRESS", e.bind_address, "status.podIP");
   if (e.metrics_port) put(out, "TORUS_METRICS_PORT", std::to_string(*e.metrics_port));
+  if (e.resume_step) put(out, "TORUS_RESUME_STEP", std::to_string(*e.resume_step));
   if (e.secret_file) {
     put(out, "TORUS_RENDEZVOUS_SECRET_FILE", *e.secret_file);
   } else {
@@ -200,6 +201,7 @@ RankEnv rank_env_from(const Vars& vars) {
   e.node_name = lookup(vars, "TORUS_NODE_NAME").value_or(host_name());
   e.bind_address = lookup(vars, "TORUS_BIND_ADDRESS").value_or("");
   if (lookup(vars, "TORUS_METRICS_PORT")) e.metrics_port = parse_port(vars, "TORUS_METRICS_PORT", 0, 0);
+  if (lookup(vars, "TORUS_RESUME_STEP")) e.resume_step = parse_int(vars, "TORUS_RESUME_STEP", 0, 0);
   read_topology(vars, e);
   if (auto s = lookup(vars, "TORUS_RENDEZVOUS_SECRET")) {
     e.secret = *s;
@@ -225,6 +227,7 @@ RankEnv rank_env_from_environment() {
                                        "TORUS_NODE_NAME",
                                        "TORUS_BIND_ADDRESS",
                                        "TORUS_METRICS_PORT",
+                                       "TORUS_RESUME_STEP",
                                        "TORUS_TOPOLOGY_BLOCK",
                                        "TORUS_TOPOLOGY_KEY",
                                        "TORUS_TOPOLOGY_BLOCKS_FILE",

@@ -17,6 +17,9 @@
 //   TORUS_BIND_ADDRESS                the address this rank's servers bind: rendezvous store, Gloo, /metrics
 //                                     (pods: downward API status.podIP; empty: any address)
 //   TORUS_METRICS_PORT                /metrics port (0: any free port; local rank k of a pod: port + k)
+//   TORUS_RESUME_STEP                 the step of the last checkpoint the launcher saw written (the operator's
+//                                     status.lastCheckpoint): the run must resume from a checkpoint, and fails with
+//                                     CheckpointLost (exit 44) when it finds none, instead of starting at step 0
 //   TORUS_RENDEZVOUS_SECRET or TORUS_RENDEZVOUS_SECRET_FILE   the per-job store secret
 //   TORUS_TOPOLOGY_BLOCK, or TORUS_TOPOLOGY_BLOCKS_FILE (the node -> block map the operator writes for
 //   TORUS_TOPOLOGY_KEY), TORUS_TOPOLOGY_FILE                  the rack layout
@@ -55,6 +58,7 @@ struct RankEnv {
   std::string node_name;  // defaults to the host name
   std::string bind_address;
   std::optional<int> metrics_port;
+  std::optional<int64_t> resume_step;  // TORUS_RESUME_STEP
   std::string topology_block;  // optional rack / switch label
   std::string topology_key;    // the node label the block map was built from (for messages)
   std::optional<std::string> topology_blocks_file;

@@ -89,6 +89,14 @@ WorkerMetrics::WorkerMetrics(Registry& r, const std::string& job, const std::str
       checkpoint_seconds(histogram(r, labels_, "torus_worker_checkpoint_seconds", "Time to write one checkpoint.",
                                    exponential_buckets(0.01, 2.0, 14))),
       checkpoints(counter(r, labels_, "torus_worker_checkpoints_total", "Checkpoints written by this rank.")),
+      last_checkpoint_step(gauge(r, labels_, "torus_worker_last_checkpoint_step",
+                                 "Global step of the last checkpoint this rank wrote (0: none yet).")),
+      last_checkpoint_epoch(
+          gauge(r, labels_, "torus_worker_last_checkpoint_epoch", "Epoch of the last checkpoint this rank wrote.")),
+      last_checkpoint_timestamp(gauge(r, labels_, "torus_worker_last_checkpoint_timestamp_seconds",
+                                      "Unix time the last checkpoint of this rank was written.")),
+      resumed_step(gauge(r, labels_, "torus_worker_resumed_step",
+                         "The global step this attempt resumed from (0: it started fresh; -1: not yet known).")),
       last_progress_timestamp(gauge(r, labels_, "torus_worker_last_progress_timestamp_seconds",
                                     "Unix time of the last finished step (hang detection).")),
       collective_sequence(gauge(r, labels_, "torus_worker_collective_sequence",
@@ -119,6 +127,7 @@ WorkerMetrics::WorkerMetrics(Registry& r, const std::string& job, const std::str
       allreduce_calls_(r.counter("torus_worker_allreduce_calls_total", "All-reduce calls finished by this rank.",
                                  base_plus({"algorithm", "level"}))) {
   start_timestamp.set_to_current_time();
+  resumed_step.set(-1);  // not known before the run has looked for its checkpoint
   // Until the first step, "no progress since" counts from start-up, so a gang stuck in rendezvous also alerts.
   last_progress_timestamp.set_to_current_time();
   update_resident_memory();

@@ -82,6 +82,11 @@ class WorkerMetrics {
   Histogram& data_wait_seconds;   // time a step waited for its batch
   Histogram& checkpoint_seconds;  // time to write one checkpoint
   Counter& checkpoints;           // checkpoints written
+  // What a restart resumes from (the operator's status.lastCheckpoint and status.resumedFrom read these).
+  Gauge& last_checkpoint_step;       // global step of the last checkpoint this rank wrote (0: none yet)
+  Gauge& last_checkpoint_epoch;      // its epoch
+  Gauge& last_checkpoint_timestamp;  // Unix seconds it was written
+  Gauge& resumed_step;  // the global step this attempt resumed from (0: started fresh; -1 before it looked)
   // Hang detection: a rank whose timestamp stops moving is stuck; the lowest sequence number names the laggard.
   Gauge& last_progress_timestamp;  // Unix seconds of the last finished step
   Gauge& collective_sequence;      // collectives started by this rank in this attempt

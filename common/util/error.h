@@ -29,6 +29,13 @@ class Timeout : public Error {
   using Error::Error;
 };
 
+// The run should resume from a checkpoint (the launcher saw one written) and none is there: deleted, or on storage
+// this process does not see. run_main exits with launch::ExitCode::kCheckpointLost.
+class CheckpointLost : public Error {
+ public:
+  using Error::Error;
+};
+
 // The operating system refused: sockets, files, processes. Carries errno's text.
 class SystemError : public Error {
  public:

@@ -35,6 +35,9 @@ int run_main(const char* program, const std::function<int()>& body) {
   } catch (const Timeout& e) {
     reason = e.what();
     code = to_int(launch::ExitCode::kCollectiveTimeout);
+  } catch (const CheckpointLost& e) {
+    reason = e.what();
+    code = to_int(launch::ExitCode::kCheckpointLost);
   } catch (const std::exception& e) {
     reason = e.what();
   } catch (...) {

@@ -9,7 +9,8 @@
 namespace torus {
 
 // Returns body()'s exit code, or for an escaped exception: ExitCode::kCollectiveTimeout for torus::Timeout (a
-// peer that never arrived: worth a gang restart), ExitCode::kFailure for anything else. (A peer that dies
+// peer that never arrived: worth a gang restart), ExitCode::kCheckpointLost for torus::CheckpointLost,
+// ExitCode::kFailure for anything else. (A peer that dies
 // mid-collective is handled by the comm watchdog, which exits with ExitCode::kRetryable itself.)
 int run_main(const char* program, const std::function<int()>& body);
 

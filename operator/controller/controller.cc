@@ -4,6 +4,7 @@
 #include "common/log/log.h"
 #include "common/util/random.h"
 #include "operator/controller/labels.h"
+#include "operator/controller/progress.h"
 #include "operator/controller/time_util.h"
 
 namespace torus::controller {
@@ -389,20 +390,45 @@ void Controller::create_child(ChildKind kind, const std::string& ns, const json&
   }
 }
 
-std::optional<json> Controller::with_progress(const json& job, const Plan& plan, const std::string& ns) {
+std::optional<json> Controller::with_progress(const json& job, const Plan& plan, const std::string& ns,
+                                              std::vector<EventRecord>& events) {
   std::optional<json> status = plan.status;
   const std::string key = kube::object_key(job);
   if (phase_after(job, plan) != "Running") {
     progress_.forget(key);
-  } else if (auto progress = progress_.poll(key, job, rank0_of(job, ns).get())) {
-    json p = api::status_to_json(api::TrainingJobStatus{.progress = *progress})["progress"];
-    json base = status ? *status : member(job, "status");
-    if (member(base, "progress") != p) {
-      base["progress"] = p;
-      status = base;
-    }
+    return status;
   }
+  const auto reading = progress_.poll(key, job, rank0_of(job, ns).get());
+  if (!reading) return status;
+  json base = status ? *status : member(job, "status");
+  const json before = base;
+  base["progress"] = api::status_to_json(api::TrainingJobStatus{.progress = reading->progress})["progress"];
+  if (reading->checkpoint && member(base, "lastCheckpoint").value("step", int64_t{0}) != reading->checkpoint->step) {
+    base["lastCheckpoint"] = api::status_to_json(api::TrainingJobStatus{.last_checkpoint = *reading->checkpoint})["lastCheckpoint"];
+  }
+  if (reading->resumed_step) record_resume(job, base, *reading->resumed_step, events);
+  if (base != before) status = base;
   return status;
+}
+
+// Once per attempt: the step its rank 0 resumed from, in the status and (after a restart, a resume or an edit) as
+// an event, so that `kubectl describe` tells each attempt's starting point.
+void Controller::record_resume(const json& job, json& status, int64_t step, std::vector<EventRecord>& events) {
+  const int attempt = status.value("attempt", 0);
+  const json& known = member(status, "resumedFrom");
+  if (known.value("attempt", -1) == attempt && !known.value("time", "").empty()) return;
+  api::ResumePoint point{attempt, step, "", format_time(Clock::now())};
+  const json& spec = member(job, "spec");
+  if (step > 0) point.path = checkpoint_path(member(member(spec, "training"), "checkpoint").value("dir", ""), step);
+  status["resumedFrom"] = api::status_to_json(api::TrainingJobStatus{.resumed_from = point})["resumedFrom"];
+  if (step > 0) {
+    events.push_back({EventType::kNormal, "ResumedFromStep",
+                      "attempt " + std::to_string(attempt) + " resumed from step " + std::to_string(step) + " (" +
+                          point.path + ")"});
+  } else if (attempt > 0) {
+    events.push_back({EventType::kNormal, "ResumedFromStep",
+                      "attempt " + std::to_string(attempt) + " started at step 0: no checkpoint had been written"});
+  }
 }
 
 std::optional<RefusedChild> Controller::apply(const json& job, const Plan& plan, const std::string& ns) {
@@ -412,8 +438,9 @@ std::optional<RefusedChild> Controller::apply(const json& job, const Plan& plan,
   }
   for (const auto& u : plan.updates) client_.update(resource_of(u.kind), ns, u.object);
   if (auto refused = create_children(job, plan.creates, ns)) return refused;
-  if (std::optional<json> status = with_progress(job, plan, ns)) write_status(job, std::move(*status), ns);
-  for (const auto& e : plan.events) record_event(job, e);
+  std::vector<EventRecord> events = plan.events;
+  if (std::optional<json> status = with_progress(job, plan, ns, events)) write_status(job, std::move(*status), ns);
+  for (const auto& e : events) record_event(job, e);
   if (plan.job_action == Plan::JobAction::kDelete) {
     client_.remove(res::kTrainingJobs, ns, job["metadata"].value("name", ""), kube::Propagation::kForeground);
   }

@@ -72,7 +72,11 @@ class Controller {
   std::optional<RefusedChild> apply(const json& job, const Plan& plan, const std::string& ns);
   // The plan's status with rank 0's progress when the poller read it (Running jobs, on its period); nullopt when
   // neither changes anything. A job that is not Running is forgotten by the poller.
-  std::optional<json> with_progress(const json& job, const Plan& plan, const std::string& ns);
+  // Also the last checkpoint rank 0 wrote (status.lastCheckpoint) and, once per attempt, the step it resumed from
+  // (status.resumedFrom, and a Resumed event appended to `events`).
+  std::optional<json> with_progress(const json& job, const Plan& plan, const std::string& ns,
+                                    std::vector<EventRecord>& events);
+  void record_resume(const json& job, json& status, int64_t step, std::vector<EventRecord>& events);
   // The pass's creates, in order; stops at the first failure: a refusal for good is returned, anything else thrown.
   std::optional<RefusedChild> create_children(const json& job, const std::vector<CreateAction>& creates,
                                               const std::string& ns);

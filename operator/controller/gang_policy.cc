@@ -74,7 +74,18 @@ Decision failure_decision(Reason reason, const std::vector<const WorkerState*>& 
   return d;
 }
 
+bool any_checkpoint_lost(const std::vector<const WorkerState*>& workers) {
+  return std::any_of(workers.begin(), workers.end(), [](const WorkerState* w) {
+    return effective_exit_code(*w) == to_int(launch::ExitCode::kCheckpointLost);
+  });
+}
+
 Decision decide_permanent(const GangPolicy& policy, const Failures& f) {
+  if (any_checkpoint_lost(f.permanent)) {
+    return failure_decision(Reason::kCheckpointLost, f.permanent,
+                            "the attempt found no checkpoint to resume from, though one was written (deleted, or on "
+                            "storage the pod does not mount): ");
+  }
   // Under Never a collective timeout still fails, but the reason says what happened.
   Reason reason = policy.restart_policy == RestartPolicy::kNever && any_collective_timeout(f.permanent)
                       ? Reason::kCollectiveTimeout
@@ -131,6 +142,8 @@ const char* to_string(Reason reason) {
       return "CollectiveTimeout";
     case Reason::kRetryableFailure:
       return "RetryableFailure";
+    case Reason::kCheckpointLost:
+      return "CheckpointLost";
   }
   return "";
 }
@@ -144,6 +157,8 @@ std::optional<int> effective_exit_code(const WorkerState& worker) {
 
 ExitClass classify_exit(const GangPolicy& policy, int exit_code) {
   if (exit_code == 0) return ExitClass::kSuccess;
+  // No restart brings a lost checkpoint back: under any policy the job fails, saying so.
+  if (exit_code == to_int(launch::ExitCode::kCheckpointLost)) return ExitClass::kPermanent;
   switch (policy.restart_policy) {
     case RestartPolicy::kNever:
       return ExitClass::kPermanent;

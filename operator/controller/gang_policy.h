@@ -33,6 +33,7 @@ enum class Reason {
   kGangTimeout,           // the gang did not reach Running within the scheduling deadline
   kCollectiveTimeout,     // a worker reported a collective that never finished
   kRetryableFailure,      // restart cause only: a retryable worker exit
+  kCheckpointLost,        // the attempt should have resumed from a checkpoint and found none (exit 44)
 };
 
 const char* to_string(Reason reason);

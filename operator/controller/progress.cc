@@ -3,6 +3,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "operator/controller/time_util.h"
+
 namespace torus::controller {
 namespace {
 
@@ -82,6 +84,32 @@ std::optional<api::Progress> progress_from_metrics(const std::map<std::string, d
   }
   p.update_time = now_rfc3339;
   return p;
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  return dir + (dir.ends_with('/') ? "" : "/") + "ckpt-" + std::to_string(step) + ".torus";
+}
+
+std::optional<api::CheckpointRef> checkpoint_from_metrics(const std::map<std::string, double>& s,
+                                                          const std::string& checkpoint_dir) {
+  auto step = sample(s, "torus_worker_last_checkpoint_step");
+  if (!step || *step <= 0) return std::nullopt;
+  api::CheckpointRef ref;
+  ref.step = static_cast<int64_t>(*step);
+  ref.epoch = static_cast<int32_t>(sample(s, "torus_worker_last_checkpoint_epoch").value_or(0));
+  ref.path = checkpoint_path(checkpoint_dir, ref.step);
+  const double written = sample(s, "torus_worker_last_checkpoint_timestamp_seconds").value_or(0);
+  ref.time = format_time(TimePoint(std::chrono::duration_cast<TimePoint::duration>(std::chrono::duration<double>(written))));
+  return ref;
+}
+
+std::optional<int64_t> resumed_step_from_metrics(const std::map<std::string, double>& s, int attempt) {
+  const std::string family = "torus_worker_resumed_step{";
+  for (auto it = s.lower_bound(family); it != s.end() && it->first.starts_with(family); ++it) {
+    if (label_of(it->first, "attempt") != std::to_string(attempt) || !(it->second >= 0)) continue;
+    return static_cast<int64_t>(it->second);
+  }
+  return std::nullopt;
 }
 
 }  // namespace torus::controller

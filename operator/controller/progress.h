@@ -20,4 +20,15 @@ std::map<std::string, double> parse_prometheus_text(const std::string& text);
 std::optional<api::Progress> progress_from_metrics(const std::map<std::string, double>& samples, int world_size,
                                                    const std::string& now_rfc3339);
 
+// The last checkpoint rank 0 wrote in its attempt (torus_worker_last_checkpoint_*), named as the worker names it in
+// `checkpoint_dir` (worker/checkpoint/checkpoint_dir.h: ckpt-<step>.torus); nullopt when it wrote none yet.
+std::optional<api::CheckpointRef> checkpoint_from_metrics(const std::map<std::string, double>& samples,
+                                                          const std::string& checkpoint_dir);
+// The checkpoint file of `step` in `dir`, as the worker names it.
+std::string checkpoint_path(const std::string& dir, int64_t step);
+
+// The step attempt `attempt` resumed from (torus_worker_resumed_step of that attempt's series; 0: it started
+// fresh); nullopt before the rank has looked for its checkpoint, or when the series is another attempt's.
+std::optional<int64_t> resumed_step_from_metrics(const std::map<std::string, double>& samples, int attempt);
+
 }  // namespace torus::controller

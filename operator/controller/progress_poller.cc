@@ -15,8 +15,7 @@ using json = nlohmann::json;
 ProgressPoller::ProgressPoller(std::chrono::seconds interval, std::chrono::milliseconds timeout)
     : interval_(std::max(interval, std::chrono::seconds(1))), timeout_(timeout) {}
 
-std::optional<api::Progress> ProgressPoller::poll(const std::string& key, const json& job,
-                                                  const json* rank0) {
+std::optional<RankZeroReading> ProgressPoller::poll(const std::string& key, const json& job, const json* rank0) {
   {
     std::lock_guard lock(mu_);
     const auto now = std::chrono::steady_clock::now();
@@ -44,8 +43,8 @@ void ProgressPoller::forget(const std::string& key) {
   last_read_.erase(key);
 }
 
-std::optional<api::Progress> ProgressPoller::read(const std::string& key, const json& job,
-                                                  const std::string& ip) const {
+std::optional<RankZeroReading> ProgressPoller::read(const std::string& key, const json& job,
+                                                    const std::string& ip) const {
   const json spec = job.value("spec", json::object());
   const int port = spec.value("metricsPort", api::kDefaultMetricsPort);
   const json gang = spec.value("gang", json::object());
@@ -57,7 +56,12 @@ std::optional<api::Progress> ProgressPoller::read(const std::string& key, const 
         kube::make_http_transport(target, kube::TransportOptions{std::chrono::ceil<std::chrono::seconds>(timeout_)});
     kube::HttpResponse r = transport->send({"GET", "/metrics", "", "text/plain", {}});
     if (r.status != 200) return std::nullopt;
-    return progress_from_metrics(parse_prometheus_text(r.body), world, format_time(Clock::now()));
+    const auto samples = parse_prometheus_text(r.body);
+    auto progress = progress_from_metrics(samples, world, format_time(Clock::now()));
+    if (!progress) return std::nullopt;
+    const std::string dir = spec.value("training", json::object()).value("checkpoint", json::object()).value("dir", "");
+    const int attempt = job.value("status", json::object()).value("attempt", 0);
+    return RankZeroReading{*progress, checkpoint_from_metrics(samples, dir), resumed_step_from_metrics(samples, attempt)};
   } catch (const kube::ConnectionError& e) {
     TLOG(Debug) << "progress of " << key << ": " << e.what();  // rank 0 not serving yet; next time
     return std::nullopt;

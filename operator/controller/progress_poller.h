@@ -13,21 +13,28 @@
 
 namespace torus::controller {
 
+// One read of rank 0's /metrics.
+struct RankZeroReading {
+  api::Progress progress;
+  std::optional<api::CheckpointRef> checkpoint;  // the last checkpoint rank 0 wrote in its attempt
+  std::optional<int64_t> resumed_step;           // the step the job's current attempt resumed from
+};
+
 class ProgressPoller {
  public:
   ProgressPoller(std::chrono::seconds interval, std::chrono::milliseconds timeout);
 
   // When a read of job `key` is due: rank 0's progress, read from `rank0`'s pod IP at the job's metricsPort.
   // nullopt when not due, when rank 0 has no IP yet, or when it does not answer (yet): the next read is due anyway.
-  std::optional<api::Progress> poll(const std::string& key, const nlohmann::json& job,
-                                    const nlohmann::json* rank0);
+  std::optional<RankZeroReading> poll(const std::string& key, const nlohmann::json& job,
+                                      const nlohmann::json* rank0);
   // Time until the next read of `key` is due, at least 1 s: the requeue-after of a Running job.
   std::chrono::seconds next_in(const std::string& key) const;
   // The job is no longer Running: its next run starts with a read.
   void forget(const std::string& key);
 
  private:
-  std::optional<api::Progress> read(const std::string& key, const nlohmann::json& job, const std::string& ip) const;
+  std::optional<RankZeroReading> read(const std::string& key, const nlohmann::json& job, const std::string& ip) const;
 
   std::chrono::seconds interval_;
   std::chrono::milliseconds timeout_;

@@ -116,9 +116,11 @@ std::variant<VolumeSource, Waiting> prepare_volume(const Store& store, const jso
   if (v.contains("persistentVolumeClaim")) {
     const json& c = v["persistentVolumeClaim"];
     const std::string claim = c.value("claimName", "");
-    if (!find(store, "persistentvolumeclaims", ns, claim))
-      return Waiting{"persistentvolumeclaim \"" + claim + "\" not found (volume " + name + ")"};
-    return VolumeSource{RootMount::Kind::kBind, shared_folder(options.root / "_claims" / ns, claim), 0,
+    auto object = find(store, "persistentvolumeclaims", ns, claim);
+    if (!object) return Waiting{"persistentvolumeclaim \"" + claim + "\" not found (volume " + name + ")"};
+    // One folder per claim object: a claim made again under the same name is a new, empty volume.
+    const std::string folder = claim + "-" + (**object)["metadata"].value("uid", "");
+    return VolumeSource{RootMount::Kind::kBind, shared_folder(options.root / "_claims" / ns, folder), 0,
                         c.value("readOnly", false) ? RootMount::Access::kReadOnly : RootMount::Access::kReadWrite};
   }
   if (v.contains("nfs")) {

@@ -11,7 +11,8 @@
 //   configMap, secret           <pod dir>/volumes/<name>, written from the object, mounted read-only
 //   emptyDir                    <pod dir>/volumes/<name>; medium Memory: a tmpfs of sizeLimit (one per container)
 //   hostPath                    _nodes/<node>/<path>: one folder per node, shared by that node's pods
-//   persistentVolumeClaim       _claims/<namespace>/<claim>: outlives pods (the claim must exist, else the pod waits)
+//   persistentVolumeClaim       _claims/<namespace>/<claim>-<uid>: outlives pods (the claim must exist, else the pod
+//                               waits); a claim made again under the same name gets a new folder
 //   nfs                         _nfs/<server>/<path>: shared by every pod
 // A path the container did not mount is in its private root: visible to it alone, and lost when it ends.
 #include <filesystem>

@@ -319,5 +319,18 @@ TEST(Decide, MessagesNameWorkersAndCodes) {
   EXPECT_NE(d.message.find("backoff limit 1"), std::string::npos) << d.message;
 }
 
+
+// Exit 44: the attempt should have resumed and found no checkpoint. No restart can bring it back, so every policy
+// fails the job, saying so.
+TEST(Decide, ACheckpointLostFailsUnderEveryPolicyWithItsReason) {
+  for (RestartPolicy p : {RestartPolicy::kNever, RestartPolicy::kOnFailure, RestartPolicy::kExitCode}) {
+    EXPECT_EQ(classify_exit(policy(p, 3), 44), ExitClass::kPermanent);
+    const Decision d = decide(policy(p, 3), GangBuilder(2).attempt(1).all_running().exited(0, 44).exited(1, 44).build());
+    EXPECT_EQ(d.verdict, Verdict::kFail);
+    EXPECT_STREQ(to_string(d.reason), "CheckpointLost");
+    EXPECT_NE(d.message.find("found no checkpoint to resume from"), std::string::npos) << d.message;
+  }
+}
+
 }  // namespace
 }  // namespace torus::controller

@@ -36,9 +36,9 @@ TEST_F(ProgressPollerTest, ReadsRankZerosProgressOncePerPeriod) {
   rank0_.epoch.set(1.5);
   const auto first = poller.poll("ns/j", job_, &pod_);
   ASSERT_TRUE(first.has_value()) << "the first poll of a job reads at once";
-  EXPECT_EQ(first->step, 100);
-  EXPECT_EQ(first->epoch, 1);
-  EXPECT_FALSE(first->update_time.empty());
+  EXPECT_EQ(first->progress.step, 100);
+  EXPECT_EQ(first->progress.epoch, 1);
+  EXPECT_FALSE(first->progress.update_time.empty());
 
   rank0_.global_step.set(250);
   EXPECT_FALSE(poller.poll("ns/j", job_, &pod_).has_value()) << "not due before the period";
@@ -50,7 +50,7 @@ TEST_F(ProgressPollerTest, ReadsRankZerosProgressOncePerPeriod) {
   EXPECT_EQ(poller.next_in("ns/j"), 1s);
   const auto again = poller.poll("ns/j", job_, &pod_);
   ASSERT_TRUE(again.has_value());
-  EXPECT_EQ(again->step, 250);
+  EXPECT_EQ(again->progress.step, 250);
 }
 
 TEST_F(ProgressPollerTest, NoReadWithoutARankZeroIpButThePeriodStartsAnyway) {

@@ -57,8 +57,13 @@ class TrainingE2E : public ::testing::Test {
     tmp_.reset();
   }
 
-  // A small CPU job on synthetic data: `workers` pods of `processes` ranks, checkpoints every 2 steps; `more_spec`
-  // adds fields under spec (two-space indented).
+  // The claim the operator makes for the checkpoints and mounts on worker 0 (the pods run isolated: a folder on no
+  // volume would be private to one pod and lost with it).
+  static constexpr const char* kClaimTemplate =
+      "      volumeClaimTemplate:\n        spec:\n          resources: {requests: {storage: 1Gi}}\n";
+
+  // A small CPU job on synthetic data: `workers` pods of `processes` ranks, checkpoints every 2 steps on a claim;
+  // `more_spec` adds fields under spec (two-space indented).
   static std::string job_yaml(const std::string& name, int workers, int processes, int epochs,
                               const std::string& more_spec = "") {
     return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
@@ -72,8 +77,8 @@ class TrainingE2E : public ::testing::Test {
            "  training:\n    epochs: " +
            std::to_string(epochs) +
            "\n    batchSize: 32\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
-           "    checkpoint:\n      dir: " +
-           (dir_ / ("ckpt-" + name)).string() + "\n      everySteps: 2\n  runPolicy:\n    restartPolicy: ExitCode\n" + more_spec;
+           "    checkpoint:\n      dir: /var/lib/torus/checkpoints\n      everySteps: 2\n" + kClaimTemplate +
+           "  runPolicy:\n    restartPolicy: ExitCode\n" + more_spec;
   }
 
   static CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
@@ -141,6 +146,20 @@ class TrainingE2E : public ::testing::Test {
     }
     return json::object();
   }
+  // The messages of the job's events with `reason`.
+  static std::vector<std::string> events_of(const std::string& job, const std::string& reason) {
+    const json list = client_->list(res::kEvents, kNs, {"", "involvedObject.name=" + job + ",reason=" + reason, ""});
+    std::vector<std::string> out;
+    for (const json& e : list.value("items", json::array())) out.push_back(e.value("message", ""));
+    return out;
+  }
+  // The job's claim folder on the process kubelet's host (<root>/_claims/<ns>/<claim>-<uid>).
+  static fs::path claim_folder(const std::string& job) {
+    for (const auto& entry : fs::directory_iterator(dir_ / "pods" / "_claims" / kNs)) {
+      if (entry.path().filename().string().rfind(job + "-checkpoint-", 0) == 0) return entry.path();
+    }
+    return {};
+  }
   static int attempt_of(const json& pod) {
     return std::stoi(pod["metadata"]["labels"].value(std::string(kLabelAttempt), "-1"));
   }
@@ -198,7 +217,7 @@ TEST_F(TrainingE2E, TwoWorkersOfTwoProcessesFormAWorldOfFour) {
 }
 
 TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
-  apply("gamma", 2, 1, 40);
+  apply("gamma", 2, 1, 80);
   ASSERT_TRUE(eventually([] { return logs_of("gamma").find("checkpoint written") != std::string::npos; }, 120s))
       << logs_of("gamma");
   std::optional<json> victim;
@@ -221,6 +240,61 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(resumed, m, std::regex("resuming at step ([0-9]+)"))) << resumed;
   EXPECT_GT(std::stoi(m[1]), 0) << resumed;
+  // The status and the events say it: the step attempt 1 resumed from, the checkpoint on the claim.
+  const json status = status_of("gamma");
+  EXPECT_EQ(status["resumedFrom"].value("attempt", -1), first_attempt + 1) << status.dump();
+  EXPECT_EQ(status["resumedFrom"].value("step", -1), std::stoi(m[1])) << status.dump();
+  EXPECT_EQ(status["resumedFrom"].value("path", ""),
+            "/var/lib/torus/checkpoints/ckpt-" + m[1].str() + ".torus") << status.dump();
+  EXPECT_GT(status["lastCheckpoint"].value("step", 0), std::stoi(m[1])) << status.dump();
+  const std::vector<std::string> resumes = events_of("gamma", "ResumedFromStep");
+  ASSERT_EQ(resumes.size(), 1u);
+  EXPECT_EQ(resumes[0], "attempt " + std::to_string(first_attempt + 1) + " resumed from step " + m[1].str() +
+                            " (/var/lib/torus/checkpoints/ckpt-" + m[1].str() + ".torus)");
+}
+
+// A checkpoint deleted behind the operator's back: the next attempt fails CheckpointLost instead of training again
+// from step 0.
+TEST_F(TrainingE2E, ACheckpointDeletedBehindTheOperatorsBackIsCheckpointLost) {
+  apply("eta", 2, 1, 80);
+  ASSERT_TRUE(eventually([] { return status_of("eta").value("lastCheckpoint", json::object()).value("step", 0) > 0; },
+                         120s))
+      << status_of("eta").dump() << "\n"
+      << logs_of("eta");
+  // Both workers die at once (no SIGTERM checkpoint), then the claim loses its files.
+  for (const json& pod : pods_of("eta")) ASSERT_EQ(::kill(std::stoi(read_file(pod_dir(pod) / "worker.pid")), SIGKILL), 0);
+  const fs::path claim = claim_folder("eta");
+  ASSERT_FALSE(claim.empty());
+  for (const auto& entry : fs::directory_iterator(claim)) fs::remove_all(entry.path());
+  wait_phase("eta", "Failed", 120s);
+  std::string reason;
+  for (const json& c : status_of("eta").value("conditions", json::array())) {
+    if (c.value("type", "") == "Failed") reason = c.value("reason", "") + ": " + c.value("message", "");
+  }
+  EXPECT_EQ(reason.rfind("CheckpointLost: ", 0), 0u) << status_of("eta").dump();
+  const std::string logs = logs_of("eta");
+  EXPECT_NE(logs.find("refusing to train again from step 0"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("resuming at step"), std::string::npos) << logs;
+}
+
+// The same job with its checkpoints on no volume would start again from step 0 after every restart on a cluster:
+// it is refused before any pod is made, the field named.
+TEST_F(TrainingE2E, ACheckpointDirOnNoVolumeIsRefusedBeforeAnyPod) {
+  std::string yaml = job_yaml("zeta", 2, 1, 40);
+  yaml.erase(yaml.find(kClaimTemplate), std::string(kClaimTemplate).size());
+  const std::string file = (dir_ / "zeta.yaml").string();
+  std::ofstream(file) << yaml;
+  ASSERT_EQ(kubectl({"apply", "-f", file}).code, 0);
+  wait_phase("zeta", "Failed", 60s);
+  const json status = status_of("zeta");
+  std::string message;
+  for (const json& c : status.value("conditions", json::array())) {
+    if (c.value("type", "") == "Failed") message = c.value("reason", "") + ": " + c.value("message", "");
+  }
+  EXPECT_NE(message.find("InvalidSpec: spec.training.checkpoint.dir: \"/var/lib/torus/checkpoints\" is on no volume"),
+            std::string::npos)
+      << status.dump();
+  EXPECT_TRUE(pods_of("zeta").empty());
 }
 
 // Issue 17.1 with real workers: scaling a running gang 2 -> 4 is a new attempt (not a failure) whose four ranks

@@ -107,6 +107,7 @@ RunOptions run_options(const api::TrainingJobSpec& spec, const launch::RankEnv& 
   r.rank = rank.rank;
   r.world_size = rank.world_size;
   r.train = to_train_config(spec, rank.world_size);
+  r.train.checkpoint.resume_step = rank.resume_step;
   Overrider overrider(env, r.overrides);
   r.comm = comm_options(spec.all_reduce, overrider);
   r.engine.device = spec.gang.device.value_or(api::Device::kCpu);

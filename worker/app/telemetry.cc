@@ -65,6 +65,7 @@ void Telemetry::started(int64_t resumed_step) {
   if (auto port = metrics_port()) e["metrics_port"] = *port;
   if (options_.target_accuracy > 0) e["target_accuracy"] = options_.target_accuracy;
   metrics_->global_step.set(static_cast<double>(resumed_step));
+  metrics_->resumed_step.set(static_cast<double>(resumed_step));
   process::emit_event(e);
 }
 
@@ -79,6 +80,9 @@ void Telemetry::on_event(const ProgressEvent& e) {
     case EventKind::kCheckpoint:
       metrics_->checkpoints.inc();
       metrics_->checkpoint_seconds.observe(e.checkpoint_seconds);
+      metrics_->last_checkpoint_step.set(static_cast<double>(e.step));
+      metrics_->last_checkpoint_epoch.set(static_cast<double>(e.epoch));
+      metrics_->last_checkpoint_timestamp.set_to_current_time();
       process::emit_event({{"event", process::event::kCheckpoint},
                            {"rank", options_.rank},
                            {"path", e.checkpoint_path},

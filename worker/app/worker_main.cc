@@ -195,6 +195,12 @@ RunResult train_job(const RunOptions& run, Backend& backend, const RankWiring& w
   if (described != nullptr) *described = lines;
   if (trainer.resume_latest()) {
     TLOG(Info) << "resuming at step " << trainer.step();
+  } else if (config.checkpoint.resume_step) {
+    // Every rank got rank 0's "none found": they all stop alike, and the launcher reports CheckpointLost.
+    throw CheckpointLost("no checkpoint in " + config.checkpoint.dir + ", but one of step " +
+                         std::to_string(*config.checkpoint.resume_step) +
+                         " was written: it was deleted, or the folder is on storage this pod does not mount; "
+                         "refusing to train again from step 0");
   }
   if (wiring.telemetry != nullptr) {
     wiring.telemetry->run_info({std::string(api::to_string(trainer.precision().precision)),

@@ -2,6 +2,7 @@
 // Everything the training loop needs, decoupled from the TrainingJob spec structs (job_config.h maps one to the
 // other; enums are the API's own), so tests and benchmarks can build a run directly.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct CheckpointConfig {
   int64_t every_epochs = 1;
   int64_t every_steps = 0;  // 0: only at epoch ends
   int keep = 2;
+  // The launcher saw a checkpoint of this step written (TORUS_RESUME_STEP): finding none is CheckpointLost.
+  std::optional<int64_t> resume_step;
 };
 
 struct TrainConfig {
