@@ -103,6 +103,24 @@ TEST(Conformance, Fp16CompressionHalvesTheBytesPerAllReduce) {
   EXPECT_NEAR(ratio, 0.5, 0.03) << plain.result_line() << "\n" << fp16.result_line();
 }
 
+// The gradient buckets are what each all-reduce carries: with bucketSizeMB and firstBucketSizeMB at 4 KiB, the
+// gradients of this ResNet-9 (about 42 KB) go in many calls of at most a few KiB (a parameter larger than a bucket is
+// a bucket of its own: at most 9 KiB here); with the defaults (1 MiB first, 25 MiB) in one call a step.
+TEST(Conformance, BucketSizesAreTheBytesPerAllReduce) {
+  const test::TempDir tmp("conformance-buckets");
+  const RunOutput whole = run(write_job(tmp.path(), "whole", "  allReduce: {algorithm: ring}\n"));
+  const RunOutput small =
+      run(write_job(tmp.path(), "small",
+                    "  allReduce: {algorithm: ring, bucketSizeMB: 0.00390625, firstBucketSizeMB: 0.00390625}\n"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.text();
+  ASSERT_EQ(small.exit_code, 0) << small.text();
+  ASSERT_FALSE(whole.field("allreduce_bytes_per_call").empty()) << whole.text();
+  const double whole_bytes = std::stod(whole.field("allreduce_bytes_per_call"));
+  const double small_bytes = std::stod(small.field("allreduce_bytes_per_call"));
+  EXPECT_LE(small_bytes, 9216) << small.result_line();
+  EXPECT_GT(whole_bytes, 4 * small_bytes) << whole.result_line() << "\n" << small.result_line();
+}
+
 TEST(Conformance, TimeoutSecondsTurnsAPausedPeerIntoACollectiveTimeout) {
   const test::TempDir tmp("conformance-timeout");
   // Long enough that rank 1 is paused while training (many steps), short enough to finish if it were not.
