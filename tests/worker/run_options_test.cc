@@ -72,6 +72,7 @@ TEST(RunOptions, PrecisionRankAndTelemetryComeFromTheJobAndTheLaunchContract) {
     EXPECT_EQ(r.telemetry.rank, 3);
     EXPECT_EQ(r.telemetry.job, "j");
     EXPECT_EQ(r.telemetry.metrics_port, uint16_t{9400});
+    EXPECT_EQ(r.launch.job_name, "j") << "the rendezvous is built from the same launch contract";
   }
 }
 
@@ -88,6 +89,7 @@ TEST(RunOptions, EnvironmentOverridesAreRecorded) {
   EXPECT_EQ(describe(r.overrides[1]),
             "TORUS_COMM_TIMEOUT_MS=1500 overrides spec.allReduce.timeoutSeconds (job: 300 s)");
   EXPECT_EQ(r.tunables, (std::vector<std::string>{"TORUS_ALLREDUCE_ALGO=hierarchical", "TORUS_COMM_TIMEOUT_MS=1500"}));
+  EXPECT_EQ(r.developer.describe(), r.tunables) << "what the comm layer reads is what the rank logs";
   const std::vector<std::string> block = describe(r);
   EXPECT_NE(std::find(block.begin(), block.end(), "environment override: " + describe(r.overrides[0])), block.end());
   EXPECT_THROW(run_options(job.spec, ranks(2), tunables::Snapshot::of({{"TORUS_ALLREDUCE_ALGO", "tree"}})),

@@ -118,6 +118,8 @@ RunOptions run_options(const api::TrainingJobSpec& spec, const launch::RankEnv& 
   r.engine.local_rank = rank.local_rank;
   r.engine.ranks_per_worker = spec.gang.processes_per_worker.value_or(1);
   r.telemetry = telemetry_options(spec, rank);
+  r.launch = rank;
+  r.developer = env;
   r.tunables = env.describe();
   return r;
 }

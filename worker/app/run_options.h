@@ -50,6 +50,8 @@ struct RunOptions {
   CommRunOptions comm;
   EngineRunOptions engine;
   TelemetryOptions telemetry;
+  launch::RankEnv launch;  // the launch contract as read: the rendezvous (store, secret, topology) is built from it
+  tunables::Snapshot developer;  // the developer tunables the comm layer reads besides the job's knobs (shared memory)
   std::vector<AppliedOverride> overrides;
   std::vector<std::string> tunables;  // every developer tunable set ("TORUS_SHM=0"), overriding a job field or not
 };

@@ -219,8 +219,7 @@ int run_worker(const WorkerOptions& options) {
   const api::TrainingJob job = api::load_job_file(job_file_of(options, rank_env));
   if (rank_env.launch == launch::Launch::kLocalRanks) return run_pod_of_local_ranks(rank_env);
   install_stop_handler();
-  const tunables::Snapshot env = tunables::process_snapshot();
-  const RunOptions run = run_options(job.spec, rank_env, env);
+  const RunOptions run = run_options(job.spec, rank_env, tunables::process_snapshot());
   LogObserver log_observer;
   Telemetry telemetry(run.telemetry);
   FanOut observers(log_observer, telemetry);
@@ -232,7 +231,7 @@ int run_worker(const WorkerOptions& options) {
     telemetry.finished(r, 0, "");
   } else {
 #if defined(TORUS_WITH_COMM)
-    auto w = comm::make_world(rank_env, world_options(run.comm, env));
+    auto w = comm::make_world(run.launch, world_options(run.comm, run.developer));
     log::set_tag("rank " + std::to_string(w->rank()));
     CommCollectives collectives(w->comm());
     auto backend = make_backend(run);
