@@ -396,6 +396,27 @@ void check_run_policy(Checker& c, const RunPolicy& r, const GangSpec& g) {
   }
 }
 
+// Local rank k of a pod serves /metrics on metricsPort + k: every one of them is a port, and none is the rendezvous.
+void check_rank_ports(Checker& c, const TrainingJobSpec& s) {
+  if (!s.metrics_port || !s.rendezvous_port) return;
+  if (*s.metrics_port < 1 || *s.metrics_port > 65535) return;  // already said
+  const int32_t local = std::max<int32_t>(1, s.gang.processes_per_worker.value_or(1));
+  const int64_t last = int64_t{*s.metrics_port} + local - 1;
+  if (local > 1 && last > 65535) {
+    c.add("spec.metricsPort", "local rank k serves metricsPort + k: with processesPerWorker " + show(local) +
+                                  " the ports up to " + show(last) + " must be at most 65535, got " +
+                                  show(*s.metrics_port));
+  }
+  if (*s.rendezvous_port < *s.metrics_port || *s.rendezvous_port > last) return;
+  if (local == 1) {
+    c.add("spec.rendezvousPort", "must differ from metricsPort (" + show(*s.metrics_port) + ")");
+  } else {
+    c.add("spec.rendezvousPort", "must not be one of the local ranks' metrics ports " + show(*s.metrics_port) + ".." +
+                                     show(last) + " (local rank k serves metricsPort + k), got " +
+                                     show(*s.rendezvous_port));
+  }
+}
+
 void check_cross(Checker& c, const TrainingJobSpec& s) {
   if (s.training.precision && *s.training.precision != Precision::kFp32 && s.gang.device == Device::kCpu) {
     c.add("spec.training.precision", "the CPU engine trains in fp32 (it has no " +
@@ -424,9 +445,7 @@ void check_cross(Checker& c, const TrainingJobSpec& s) {
   }
   c.int_range(s.metrics_port, "spec.metricsPort", 1, 65535);
   c.int_range(s.rendezvous_port, "spec.rendezvousPort", 1, 65535);
-  if (s.metrics_port && s.metrics_port == s.rendezvous_port) {
-    c.add("spec.rendezvousPort", "must differ from metricsPort (" + show(*s.metrics_port) + ")");
-  }
+  check_rank_ports(c, s);
 }
 
 // The world size when the gang is valid enough to have one.

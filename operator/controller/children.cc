@@ -90,18 +90,47 @@ json affinity(const api::TrainingJob& job) {
   return aff;
 }
 
+// The rendezvous port, and one named metrics port per local rank (local rank k serves metricsPort + k): "metrics",
+// "metrics-1", ... so the Service and the chart's PodMonitor reach every rank of a multi-process pod.
+json worker_ports(const api::TrainingJob& job, const char* number_key) {
+  json ports = {{{"name", "rendezvous"}, {number_key, job.spec.rendezvous_port.value_or(api::kDefaultRendezvousPort)}}};
+  const int metrics = job.spec.metrics_port.value_or(api::kDefaultMetricsPort);
+  for (int k = 0; k < job.spec.gang.processes_per_worker.value_or(1); ++k) {
+    ports.push_back({{"name", metrics_port_name(k)}, {number_key, metrics + k}});
+  }
+  return ports;
+}
+
+// Pods of several processes share memory between their ranks (NCCL's and the CPU all-reduce's shared-memory
+// transports): /dev/shm is a memory-backed emptyDir instead of the runtime's default 64 MiB.
+bool shares_memory(const api::TrainingJob& job) { return job.spec.gang.processes_per_worker.value_or(1) > 1; }
+
+std::string shm_size(const api::TrainingJob& job) {
+  const int per_rank_mib = job.spec.gang.device == api::Device::kGpu ? 1024 : 256;
+  return std::to_string(per_rank_mib * job.spec.gang.processes_per_worker.value_or(1)) + "Mi";
+}
+
 json worker_container(const api::TrainingJob& job, int index, int attempt, const BlocksPlan& blocks) {
+  json mounts = {{{"name", "torus-job"}, {"mountPath", str(kJobFileDir)}, {"readOnly", true}},
+                 {{"name", "torus-rendezvous"}, {"mountPath", str(kSecretDir)}, {"readOnly", true}}};
+  if (shares_memory(job)) mounts.push_back({{"name", str(kShmVolume)}, {"mountPath", "/dev/shm"}});
   return {{"name", str(kWorkerContainer)},
           {"image", job.spec.gang.image},
           {"command", {"torus-worker"}},
           {"env", rank_env(job, index, attempt, blocks)},
           {"resources", worker_resources(job)},
-          {"ports",
-           {{{"name", "rendezvous"}, {"containerPort", job.spec.rendezvous_port.value_or(api::kDefaultRendezvousPort)}},
-            {{"name", "metrics"}, {"containerPort", job.spec.metrics_port.value_or(api::kDefaultMetricsPort)}}}},
-          {"volumeMounts",
-           {{{"name", "torus-job"}, {"mountPath", str(kJobFileDir)}, {"readOnly", true}},
-            {{"name", "torus-rendezvous"}, {"mountPath", str(kSecretDir)}, {"readOnly", true}}}}};
+          {"ports", worker_ports(job, "containerPort")},
+          {"volumeMounts", mounts}};
+}
+
+json worker_volumes(const api::TrainingJob& job) {
+  const std::string& name = job.metadata.name;
+  json volumes = {{{"name", "torus-job"}, {"configMap", {{"name", config_map_name(name)}}}},
+                  {{"name", "torus-rendezvous"}, {"secret", {{"secretName", secret_name(name)}}}}};
+  if (shares_memory(job)) {
+    volumes.push_back({{"name", str(kShmVolume)}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", shm_size(job)}}}});
+  }
+  return volumes;
 }
 
 }  // namespace
@@ -162,9 +191,7 @@ json build_service(const api::TrainingJob& job, int attempt) {
                  // Rank 0 must resolve before it is Ready: the rendezvous happens before readiness.
                  {"publishNotReadyAddresses", true},
                  {"selector", {{str(kLabelJobName), job.metadata.name}, {str(kLabelRole), "worker"}}},
-                 {"ports",
-                  {{{"name", "rendezvous"}, {"port", job.spec.rendezvous_port.value_or(api::kDefaultRendezvousPort)}},
-                   {{"name", "metrics"}, {"port", job.spec.metrics_port.value_or(api::kDefaultMetricsPort)}}}}};
+                 {"ports", worker_ports(job, "port")}};
   return svc;
 }
 
@@ -226,9 +253,7 @@ json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const
                {"hostname", worker_pod_name(name, index)},
                {"subdomain", service_name(name)},
                {"containers", json::array({worker_container(job, index, attempt, blocks)})},
-               {"volumes",
-                {{{"name", "torus-job"}, {"configMap", {{"name", config_map_name(name)}}}},
-                 {{"name", "torus-rendezvous"}, {"secret", {{"secretName", secret_name(name)}}}}}}};
+               {"volumes", worker_volumes(job)}};
   json aff = affinity(job);
   if (!aff.empty()) ours["affinity"] = aff;
   const auto& sched = job.spec.run_policy.scheduling_policy;

@@ -22,6 +22,12 @@ inline constexpr std::string_view kAnnotationGeneration = "torus.dev/generation"
 inline constexpr std::string_view kControllerName = "torus.dev/operator";
 
 inline constexpr std::string_view kWorkerContainer = "worker";
+// Multi-process pods: the memory-backed emptyDir at /dev/shm.
+inline constexpr std::string_view kShmVolume = "torus-shm";
+// The container (and Service) port of local rank k's /metrics: "metrics", "metrics-1", "metrics-2", ...
+inline std::string metrics_port_name(int local_rank) {
+  return local_rank == 0 ? "metrics" : "metrics-" + std::to_string(local_rank);
+}
 inline constexpr std::string_view kJobFileDir = "/etc/torus/job";
 inline constexpr std::string_view kJobFileName = "job.json";
 inline constexpr std::string_view kSecretDir = "/etc/torus/rendezvous";

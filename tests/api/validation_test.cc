@@ -159,6 +159,14 @@ const Case kCases[] = {
     {"min_available",
      R"({"spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": 3}}}})",
      {"spec.runPolicy.schedulingPolicy.minAvailable: must not exceed gang.workers (2), got 3"}},
+    {"rendezvous_on_a_local_ranks_metrics_port",
+     R"({"spec": {"metricsPort": 9000, "rendezvousPort": 9001}})",
+     {"spec.rendezvousPort: must not be one of the local ranks' metrics ports 9000..9001 (local rank k serves "
+      "metricsPort + k), got 9001"}},
+    {"local_ranks_metrics_ports_past_65535",
+     R"({"spec": {"metricsPort": 65535}})",
+     {"spec.metricsPort: local rank k serves metricsPort + k: with processesPerWorker 2 the ports up to 65536 must be "
+      "at most 65535, got 65535"}},
     {"claim_template_needs_a_size_and_an_absolute_dir",
      R"({"spec": {"training": {"checkpoint": {"dir": "ckpt",
         "volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}}})",

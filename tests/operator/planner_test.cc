@@ -338,6 +338,50 @@ TEST(Planner, GangSchedulersGetTheirPodGroupBeforeThePods) {
   for (const auto& a : steady.creates) EXPECT_NE(a.kind, ChildKind::kPodGroup);
 }
 
+// Issue 27.4: a 2 x 4 GPU job's pods share memory through a memory-backed /dev/shm, and every local rank's /metrics
+// port is named on the pod and the Service (local rank k on metricsPort + k).
+TEST(Planner, MultiProcessPodsGetAMemoryShmAndOneMetricsPortPerLocalRank) {
+  json job = JobBuilder().gpus(4).build();
+  job["spec"]["metricsPort"] = 9100;
+  job["spec"]["training"]["batchSize"] = 64;
+  PlanInput in = with_children(job, {}, at(0));
+  in.services.clear();
+  const Plan p = plan(in);
+  std::vector<json> pods;
+  json service;
+  for (const auto& c : p.creates) {
+    if (c.kind == ChildKind::kPod) pods.push_back(c.object);
+    if (c.kind == ChildKind::kService) service = c.object;
+  }
+  ASSERT_EQ(pods.size(), 2u);
+  const json expected_ports = {{{"name", "rendezvous"}, {"containerPort", 29500}},
+                               {{"name", "metrics"}, {"containerPort", 9100}},
+                               {{"name", "metrics-1"}, {"containerPort", 9101}},
+                               {{"name", "metrics-2"}, {"containerPort", 9102}},
+                               {{"name", "metrics-3"}, {"containerPort", 9103}}};
+  for (const json& pod : pods) {
+    const json& worker = pod["spec"]["containers"][0];
+    EXPECT_EQ(worker["ports"], expected_ports);
+    json shm;
+    for (const json& v : pod["spec"]["volumes"]) {
+      if (v["name"] == "torus-shm") shm = v;
+    }
+    EXPECT_EQ(shm, (json{{"name", "torus-shm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "4096Mi"}}}}));
+    EXPECT_NE(worker["volumeMounts"].dump().find(R"({"mountPath":"/dev/shm","name":"torus-shm"})"), std::string::npos)
+        << worker["volumeMounts"].dump();
+  }
+  ASSERT_TRUE(service.is_object());
+  EXPECT_EQ(service["spec"]["ports"].size(), 5u);
+  EXPECT_EQ(service["spec"]["ports"][4], (json{{"name", "metrics-3"}, {"port", 9103}}));
+  // One process per pod: no shared memory to size, one metrics port.
+  const Plan single = plan(with_children(JobBuilder().build(), {}, at(0)));
+  for (const auto& c : single.creates) {
+    if (c.kind != ChildKind::kPod) continue;
+    EXPECT_EQ(c.object["spec"]["containers"][0]["ports"].size(), 2u);
+    EXPECT_EQ(c.object["spec"]["volumes"].dump().find("torus-shm"), std::string::npos);
+  }
+}
+
 TEST(Planner, UserTemplateIsMergedButGangFieldsWin) {
   json worker = {{"name", "worker"}, {"env", json::array({{{"name", "EXTRA"}, {"value", "1"}}})}};
   json tmpl = {

@@ -108,10 +108,9 @@ TEST_F(SpecEditsE2E, ANameThatCannotMakeAServiceIsRefusedAtAdmission) {
 // event that carries the server's message, instead of retrying in silence.
 TEST_F(SpecEditsE2E, AChildRefusedForGoodFailsTheJob) {
   std::string yaml = job_yaml("uniform", 2);
-  const std::string gang = "    device: cpu\n";
-  yaml.replace(
-      yaml.find(gang), gang.size(),
-      gang + "    template:\n      spec:\n        containers:\n        - name: worker\n        - name: sidecar\n");
+  // A sidecar without an image, beside the worker of the job's template (which mounts the checkpoint volume).
+  const std::string worker = "containers: [{name: worker, volumeMounts: [{name: ckpt, mountPath: /ckpt}]}";
+  yaml.replace(yaml.find(worker), worker.size(), worker + ", {name: sidecar}");
   const std::string file = (dir_ / "uniform.yaml").string();
   std::ofstream(file) << yaml;
   ASSERT_EQ(kubectl({"apply", "-f", file}).code, 0);

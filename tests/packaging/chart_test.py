@@ -6,6 +6,7 @@ Run by tests/packaging/packaging_test.cc; standalone: /usr/bin/python3 tests/pac
 """
 import json
 import pathlib
+import re
 import sys
 import unittest
 
@@ -250,7 +251,12 @@ class MonitoringAndNamespacedValues(unittest.TestCase):
                          {"app.kubernetes.io/managed-by": "torus-operator", "torus.dev/role": "worker"})
         self.assertEqual(pm["spec"]["namespaceSelector"], {"matchNames": ["team-a", "team-b"]})
         endpoint = pm["spec"]["podMetricsEndpoints"][0]
-        self.assertEqual(endpoint["port"], "metrics")
+        # Every local rank's port ("metrics", "metrics-1", ...), not only local rank 0's.
+        self.assertNotIn("port", endpoint)
+        (keep,) = endpoint["relabelings"]
+        self.assertEqual((keep["sourceLabels"], keep["action"]), (["__meta_kubernetes_pod_container_port_name"], "keep"))
+        for name, kept in [("metrics", True), ("metrics-1", True), ("metrics-15", True), ("rendezvous", False)]:
+            self.assertEqual(re.fullmatch(keep["regex"], name) is not None, kept, name)
         self.assertTrue(endpoint["honorLabels"])
 
     def test_dashboards_go_to_the_grafana_namespace(self):
