@@ -52,6 +52,10 @@ endfunction()
 # TORUS_ONLY_TESTS (a list of binaries) registers only those; the others stay defined but unbuilt (the sanitizer
 # lane runs the CPU code's unit tests, not the end-to-end ones).
 set(TORUS_ONLY_TESTS "" CACHE STRING "Test binaries to register (empty: all)")
+# The clients the tests drive the API stand-in with: the project's pinned copies (scripts/lib.sh,
+# torus_install_kube_tools), not whatever kubectl a machine happens to have.
+set(TORUS_KUBECTL "${PROJECT_SOURCE_DIR}/.tools/bin/kubectl" CACHE FILEPATH "kubectl the tests run")
+set(TORUS_HELM "${PROJECT_SOURCE_DIR}/.tools/bin/helm" CACHE FILEPATH "helm the tests run")
 function(torus_gtest name)
   cmake_parse_arguments(T "" "TIMEOUT;ISA;ALSO_ISA" "SOURCES;LIBS;LABELS;RESOURCE_LOCK" ${ARGN})
   if(TORUS_ONLY_TESTS AND NOT name IN_LIST TORUS_ONLY_TESTS)
@@ -64,7 +68,8 @@ function(torus_gtest name)
   torus_target(${name})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
   target_compile_definitions(${name} PRIVATE TORUS_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                                             TORUS_BINARY_DIR="${PROJECT_BINARY_DIR}")
+                                             TORUS_BINARY_DIR="${PROJECT_BINARY_DIR}"
+                                             TORUS_KUBECTL="${TORUS_KUBECTL}" TORUS_HELM="${TORUS_HELM}")
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)

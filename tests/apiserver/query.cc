@@ -63,4 +63,66 @@ std::string param(const QueryParams& params, const std::string& name) {
 
 bool truthy(const std::string& value) { return value == "1" || value == "true" || value == "True"; }
 
+namespace {
+
+Cause forbidden(const std::string& field, const std::string& detail) {
+  return Cause{"FieldValueForbidden", "Forbidden: " + detail, field};
+}
+
+Cause not_supported(const std::string& value, const std::string& supported) {
+  return Cause{"FieldValueNotSupported", "Unsupported value: \"" + value + "\": supported values: " + supported,
+               "resourceVersionMatch"};
+}
+
+std::vector<Cause> list_causes(const QueryParams& params, bool send_initial_given) {
+  std::vector<Cause> causes;
+  const std::string match = param(params, "resourceVersionMatch");
+  const std::string rv = param(params, "resourceVersion");
+  if (!match.empty()) {
+    if (rv.empty()) {
+      causes.push_back(
+          forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+    }
+    if (!param(params, "continue").empty()) {
+      causes.push_back(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+    }
+    if (match != "Exact" && match != "NotOlderThan") {
+      causes.push_back(not_supported(match, "\"Exact\", \"NotOlderThan\", \"\""));
+    }
+    if (match == "Exact" && rv == "0") {
+      causes.push_back(forbidden("resourceVersionMatch",
+                                 "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+    }
+  }
+  if (send_initial_given) causes.push_back(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+  return causes;
+}
+
+std::vector<Cause> watch_causes(const QueryParams& params, bool send_initial_given) {
+  std::vector<Cause> causes;
+  const std::string match = param(params, "resourceVersionMatch");
+  if (send_initial_given && match != "NotOlderThan") {
+    causes.push_back(
+        forbidden("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+  }
+  if (!match.empty()) {
+    if (!send_initial_given) {
+      causes.push_back(forbidden("resourceVersionMatch",
+                                 "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+    }
+    if (match != "NotOlderThan") causes.push_back(not_supported(match, "\"NotOlderThan\""));
+  }
+  return causes;
+}
+
+}  // namespace
+
+InitialEvents validate_list_options(const QueryParams& params, bool watch) {
+  const bool send_initial_given = params.count("sendInitialEvents") > 0;
+  std::vector<Cause> causes = watch ? watch_causes(params, send_initial_given) : list_causes(params, send_initial_given);
+  if (!causes.empty()) throw invalid("ListOptions.meta.k8s.io", "meta.k8s.io", "", std::move(causes));
+  if (!send_initial_given) return InitialEvents::kByResourceVersion;
+  return truthy(param(params, "sendInitialEvents")) ? InitialEvents::kSend : InitialEvents::kSkip;
+}
+
 }  // namespace torus::standin

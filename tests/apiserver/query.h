@@ -18,4 +18,18 @@ int64_t int_param(const QueryParams& params, const std::string& name, int64_t fa
 std::string param(const QueryParams& params, const std::string& name);
 bool truthy(const std::string& value);
 
+// How a watch's first events are chosen: the apiserver's streaming lists (KEP-3157, "WatchList"), which client-go
+// reflectors (kubectl wait, informers) use from v1.35 on.
+enum class InitialEvents {
+  kByResourceVersion,  // no sendInitialEvents: synthetic ADDED events only when resourceVersion is "" or "0"
+  kSend,               // sendInitialEvents=true: the current state as ADDED, then (with bookmarks) a BOOKMARK
+                       // annotated k8s.io/initial-events-end, then changes
+  kSkip,               // sendInitialEvents=false: only changes after resourceVersion (or from now)
+};
+
+// Validates a list's or a watch's options as the apiserver's ValidateListOptions does (resourceVersionMatch,
+// sendInitialEvents) and says how a watch starts; throws 422 Invalid "ListOptions.meta.k8s.io" naming each
+// offending parameter, as the apiserver answers.
+InitialEvents validate_list_options(const QueryParams& params, bool watch);
+
 }  // namespace torus::standin

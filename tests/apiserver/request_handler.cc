@@ -277,9 +277,10 @@ Response RequestHandler::serve_resource(const Target& target, bool& streamed) {
         return reply(http::status::ok, *object);
       }
       if (truthy(param(params_, "watch"))) {
-        streamed = true;
+        streamed = true;  // serve_watch validates the watch's options before its 200 header goes out
         return Response{};
       }
+      validate_list_options(params_, false);
       ListResult list = store.list(type, target.ns, list_options(target));
       json metadata = {{"resourceVersion", std::to_string(list.resource_version)}};
       if (!list.continue_token.empty()) {

@@ -40,6 +40,7 @@ bool RequestHandler::serve_watch(const Target& target) {
     watch.resource_version = std::stoll(rv);
   }
   watch.bookmarks = truthy(param(params_, "allowWatchBookmarks"));
+  watch.initial_events = validate_list_options(params_, true);
   int64_t timeout = int_param(params_, "timeoutSeconds", server_.options_.default_watch_timeout.count());
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
   bool table = wants_table();

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/apiserver/patch.h"
+#include "tests/apiserver/query.h"
 #include "tests/apiserver/resources.h"
 #include "tests/apiserver/selectors.h"
 
@@ -130,8 +131,9 @@ struct WatchRequest {
   std::string ns;  // "" for all namespaces
   LabelSelector labels;
   FieldSelector fields;
-  std::optional<int64_t> resource_version;  // nullopt or 0: synthetic ADDED for what exists, then live events
+  std::optional<int64_t> resource_version;  // nullopt or 0: start at the most recent state
   bool bookmarks = false;
+  InitialEvents initial_events = InitialEvents::kByResourceVersion;
 };
 
 class Store {
@@ -176,6 +178,7 @@ class Store {
 
  private:
   friend class WatchStream;
+  void add_current_state(WatchStream& stream, const ResourceType& type) const;
   struct HistoryEvent {
     int64_t rv;
     EventType type;

@@ -11,19 +11,23 @@ std::unique_ptr<WatchStream> Store::watch(const WatchRequest& request) {
       new WatchStream(*this, request.type, request.ns, request.labels, request.fields, request.bookmarks));
   std::lock_guard lock(mutex_);
   stream->epoch_ = drop_epoch_;
-  int64_t from = request.resource_version.value_or(0);
-  if (from == 0) {
-    // "Start at most recent": the current state as synthetic ADDED events, then live ones.
-    auto objects = objects_.find(stream->group_resource_);
-    if (objects != objects_.end()) {
-      for (const auto& [key, object] : objects->second) {
-        if (!stream->namespace_.empty() && namespace_of(*object) != stream->namespace_) continue;
-        if (!stream->labels_.matches((*object)["metadata"].value("labels", json()))) continue;
-        if (!stream->fields_.matches(*object)) continue;
-        stream->initial_.push_back({"ADDED", as_version(object, *request.type)});
-      }
-    }
+  const int64_t from = request.resource_version.value_or(0);
+  const bool send_state = request.initial_events == InitialEvents::kSend ||
+                          (request.initial_events == InitialEvents::kByResourceVersion && from == 0);
+  if (send_state || from == 0) {
+    // "Start at most recent" (sendInitialEvents=true also starts there: this store serves only its newest state,
+    // which is never older than a resourceVersion it handed out).
+    if (send_state) add_current_state(*stream, *request.type);
     stream->cursor_ = rv_;
+    if (request.initial_events == InitialEvents::kSend && request.bookmarks) {
+      // The end of the initial events: what a client-go reflector waits for before it calls itself synced.
+      json bookmark = {{"kind", request.type->kind},
+                       {"apiVersion", request.type->api_version()},
+                       {"metadata",
+                        {{"resourceVersion", std::to_string(rv_)},
+                         {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
+      stream->initial_.push_back({"BOOKMARK", std::make_shared<const json>(std::move(bookmark))});
+    }
     return stream;
   }
   if (from < compacted_rv_) {
@@ -31,6 +35,18 @@ std::unique_ptr<WatchStream> Store::watch(const WatchRequest& request) {
   }
   stream->cursor_ = std::min(from, rv_);
   return stream;
+}
+
+// The objects in the watch's scope as synthetic ADDED events. Called with mutex_ held.
+void Store::add_current_state(WatchStream& stream, const ResourceType& type) const {
+  auto objects = objects_.find(stream.group_resource_);
+  if (objects == objects_.end()) return;
+  for (const auto& [key, object] : objects->second) {
+    if (!stream.namespace_.empty() && namespace_of(*object) != stream.namespace_) continue;
+    if (!stream.labels_.matches((*object)["metadata"].value("labels", json()))) continue;
+    if (!stream.fields_.matches(*object)) continue;
+    stream.initial_.push_back({"ADDED", as_version(object, type)});
+  }
 }
 
 WatchStream::WatchStream(Store& store, ResourcePtr type, std::string ns, LabelSelector labels, FieldSelector fields,

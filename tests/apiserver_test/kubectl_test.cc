@@ -1,5 +1,5 @@
-// The stand-in driven by the real kubectl (v1.32): what the operator's integration tests and the Helm chart test
-// rely on.
+// The stand-in driven by the real kubectl (the pinned v1.35, TORUS_KUBECTL): what the operator's integration tests and
+// the Helm chart test rely on.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

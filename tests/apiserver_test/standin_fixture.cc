@@ -55,7 +55,7 @@ Kubectl::Kubectl(std::string kubeconfig, std::string cache_dir)
     : kubeconfig_(std::move(kubeconfig)), cache_dir_(std::move(cache_dir)) {}
 
 std::vector<std::string> Kubectl::argv(const std::vector<std::string>& args) const {
-  std::vector<std::string> argv = {"/usr/bin/kubectl", "--kubeconfig", kubeconfig_, "--cache-dir", cache_dir_};
+  std::vector<std::string> argv = {TORUS_KUBECTL, "--kubeconfig", kubeconfig_, "--cache-dir", cache_dir_};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }

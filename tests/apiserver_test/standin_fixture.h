@@ -29,7 +29,8 @@ struct CommandResult {
   std::string err;
 };
 
-// Runs /usr/bin/kubectl against a kubeconfig with its own discovery cache; throws torus::Timeout past the deadline.
+// Runs the pinned kubectl (TORUS_KUBECTL) against a kubeconfig with its own discovery cache; throws torus::Timeout
+// past the deadline.
 class Kubectl {
  public:
   Kubectl(std::string kubeconfig, std::string cache_dir);

@@ -73,6 +73,72 @@ TEST_F(WatchProtocolTest, SendsBookmarksWhenAllowed) {
   EXPECT_GE(std::stoll(bookmark["object"]["metadata"]["resourceVersion"].get<std::string>()), std::stoll(rv));
 }
 
+// Streaming lists (what client-go reflectors use from v1.35 on, kubectl wait among them): the current state as ADDED
+// events, a BOOKMARK annotated k8s.io/initial-events-end at its resourceVersion, then changes.
+TEST_F(WatchProtocolTest, SendInitialEventsEndsTheStateWithAnAnnotatedBookmark) {
+  ASSERT_EQ(create_configmap("a").status, 201);
+  ASSERT_EQ(create_configmap("b").status, 201);
+  const std::string rv = list_rv();
+  WatchClient watch(server_->port(),
+                    "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&allowWatchBookmarks=true"
+                    "&resourceVersionMatch=NotOlderThan&resourceVersion=");
+  ASSERT_EQ(watch.status(), 200);
+  std::vector<std::string> added;
+  std::optional<json> event;
+  while ((event = watch.next()) && (*event)["type"] == "ADDED") added.push_back((*event)["object"]["metadata"]["name"]);
+  EXPECT_EQ(added, (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(event);
+  EXPECT_EQ((*event)["type"], "BOOKMARK");
+  EXPECT_EQ((*event)["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+  EXPECT_EQ((*event)["object"]["metadata"]["resourceVersion"], rv);
+  ASSERT_EQ(create_configmap("c").status, 201);
+  event = watch.next();
+  ASSERT_TRUE(event);
+  EXPECT_EQ((*event)["type"], "ADDED");
+  EXPECT_EQ((*event)["object"]["metadata"]["name"], "c");
+}
+
+TEST_F(WatchProtocolTest, SendInitialEventsFalseSkipsTheState) {
+  ASSERT_EQ(create_configmap("a").status, 201);
+  WatchClient watch(server_->port(),
+                    "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=false"
+                    "&resourceVersionMatch=NotOlderThan&resourceVersion=");
+  ASSERT_EQ(create_configmap("b").status, 201);
+  auto event = watch.next();
+  ASSERT_TRUE(event);
+  EXPECT_EQ((*event)["type"], "ADDED");
+  EXPECT_EQ((*event)["object"]["metadata"]["name"], "b");
+}
+
+// The apiserver's ValidateListOptions: 422 Invalid ListOptions naming the parameter.
+TEST_F(WatchProtocolTest, ListOptionsTheApiserverRefusesAre422) {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"?sendInitialEvents=true", "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"},
+      {"?resourceVersionMatch=NotOlderThan",
+       "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"},
+      {"?resourceVersion=0&resourceVersionMatch=Exact",
+       "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""},
+      {"?resourceVersion=1&resourceVersionMatch=Newest", "resourceVersionMatch: Unsupported value: \"Newest\""},
+      {"?watch=1&sendInitialEvents=true",
+       "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"},
+      {"?watch=1&resourceVersionMatch=NotOlderThan",
+       "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+       "provided"},
+  };
+  for (const auto& [query, message] : refused) {
+    const HttpReply reply =
+        http_request(server_->port(), http::verb::get, "/api/v1/namespaces/default/configmaps" + query);
+    EXPECT_EQ(reply.status, 422) << query << ": " << reply.body;
+    const json status = reply.body_json();
+    EXPECT_EQ(status.value("reason", ""), "Invalid") << query;
+    EXPECT_NE(status.value("message", "").find(message), std::string::npos) << query << ": " << reply.body;
+  }
+  EXPECT_EQ(http_request(server_->port(), http::verb::get,
+                         "/api/v1/namespaces/default/configmaps?resourceVersion=0&resourceVersionMatch=NotOlderThan")
+                .status,
+            200);
+}
+
 TEST_F(WatchProtocolTest, CompactedResourceVersionGets410Expired) {
   std::string old_rv = list_rv();
   ASSERT_EQ(create_configmap("a").status, 201);

@@ -37,7 +37,7 @@ CHART = ROOT / "charts" / "torus-operator"
 MONITORING_CRDS = HERE / "monitoring-crds"
 RELEASE = "torus"
 NAMESPACE = "torus-system"
-KUBECTL = "/usr/bin/kubectl"
+KUBECTL = None  # --kubectl: the pinned client (scripts/lib.sh installs it)
 KUBECTL_DEADLINE_S = 60
 STANDIN_READY_DEADLINE_S = 20
 STANDIN = None  # path of the kube-standin binary, from --standin
@@ -440,7 +440,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--standin", required=True, help="path of the kube-standin binary")
     parser.add_argument("--torus", help="path of the torus binary (runs the operator with the rendered args)")
+    parser.add_argument("--kubectl", required=True, help="path of the kubectl binary to drive the stand-in with")
     args, rest = parser.parse_known_args()
+    KUBECTL = os.path.abspath(args.kubectl)
+    if not os.access(KUBECTL, os.X_OK):
+        sys.exit(f"chart_apply_test: --kubectl {KUBECTL}: not an executable file (scripts/lib.sh torus_install_kube_tools)")
     STANDIN = os.path.abspath(args.standin)
     if not os.access(STANDIN, os.X_OK):
         sys.exit(f"chart_apply_test: --standin {STANDIN}: not an executable file (build the kube-standin target)")

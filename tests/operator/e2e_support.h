@@ -35,7 +35,7 @@ using namespace std::chrono_literals;
 namespace res = kube::resources;
 
 inline const std::string kBin = std::string(TORUS_BINARY_DIR) + "/bin/";
-inline const std::string kKubectl = "/usr/bin/kubectl";
+inline const std::string kKubectl = TORUS_KUBECTL;
 inline constexpr const char* kNs = "default";
 
 struct CmdResult {
