@@ -32,6 +32,9 @@ namespace torus::worker::testing {
 class PretendDeviceBackend final : public Backend {
  public:
   explicit PretendDeviceBackend(TrainingOffers offers = {}) : inner_(cpu::make_cpu_backend(1)), offers_(offers) {}
+  // Another backend pretending (e.g. the recording backend, which runs half activations and loss scaling).
+  PretendDeviceBackend(TrainingOffers offers, std::unique_ptr<Backend> inner)
+      : inner_(std::move(inner)), offers_(offers) {}
   std::vector<std::string> log;
   std::vector<AugmentSpec> augment_specs;
   std::vector<uint64_t> augment_first_samples;
@@ -49,6 +52,8 @@ class PretendDeviceBackend final : public Backend {
   int uploads() const { return uploads_; }
   int downloads() const { return downloads_; }
   int invalidations() const { return invalidations_; }
+  // Reads of the loss scale: each is a host wait for the device's queue on a GPU.
+  int loss_scale_reads() const { return loss_scale_reads_; }
 
   std::string name() const override { return "pretend-device-" + inner_->name(); }
   int threads() const override { return inner_->threads(); }
@@ -159,7 +164,11 @@ class PretendDeviceBackend final : public Backend {
   void enable_loss_scaling(const LossScaleConfig& config) override { inner_->enable_loss_scaling(config); }
   void unscale_gradients(Tensor grads) override { inner_->unscale_gradients(grads); }
   void update_loss_scale() override { inner_->update_loss_scale(); }
-  LossScaleState loss_scale_state() override { return inner_->loss_scale_state(); }
+  LossScaleState loss_scale_state() override {
+    expect_not_replaying("loss_scale_state (a host read)");
+    ++loss_scale_reads_;
+    return inner_->loss_scale_state();
+  }
   void set_loss_scale_state(const LossScaleState& state) override { inner_->set_loss_scale_state(state); }
 
   TrainingOffers training_offers() const override { return offers_; }
@@ -179,7 +188,7 @@ class PretendDeviceBackend final : public Backend {
   bool replaying_ = false;
   mutable std::mutex mu_;
   std::vector<Buffer> kept_;
-  std::atomic<int> uploads_{0}, downloads_{0}, invalidations_{0};
+  std::atomic<int> uploads_{0}, downloads_{0}, invalidations_{0}, loss_scale_reads_{0};
 };
 
 class PretendDeviceBackend::Staging final : public BatchStaging {

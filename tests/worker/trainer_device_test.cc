@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/util/error.h"
 #include "tests/worker/pretend_device_backend.h"
+#include "tests/worker/recording_backend.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/train/trainer.h"
 
@@ -179,6 +181,43 @@ TEST(TrainerDevice, ADivergedLossReadLateStillNamesItsStep) {
     EXPECT_NE(what.find("training diverged"), std::string::npos) << what;
     EXPECT_NE(what.find("at step"), std::string::npos) << what;
   }
+}
+
+// Loss-scale readings of the fp16 steps, as the step events carry them.
+class LossScales final : public TrainObserver {
+ public:
+  void on_event(const ProgressEvent& e) override {
+    if (e.kind != EventKind::kStep) return;
+    scales.push_back(e.loss_scale);
+    skipped += e.update == StepUpdate::kSkipped ? 1 : 0;
+  }
+  std::vector<double> scales;
+  int skipped = 0;
+};
+
+// fp16 on a device backend: the loss scale is read with the losses, once per log interval, never once per step (each
+// read waits for the device's queue), and a skipped step still counts once.
+TEST(TrainerDevice, Fp16ReadsTheLossScaleOncePerLogIntervalNotPerStep) {
+  TrainConfig config = small_config();
+  config.precision = api::Precision::kFp16;
+  const Datasets data = load_datasets(config.data, config.seed);
+  LocalCollectives world;
+  auto recording = std::make_unique<testing::RecordingBackend>();
+  testing::RecordingBackend& inner = *recording;
+  PretendDeviceBackend device({.staging = true, .augment = false, .capture = false}, std::move(recording));
+  LossScales seen;
+  Trainer t(device, config, data, world, nullptr, &seen);
+  ASSERT_EQ(t.device_plan().staging, Staging::kPinned);
+  const int before = device.loss_scale_reads();
+  t.run(4);  // one log interval
+  EXPECT_EQ(device.loss_scale_reads() - before, 1) << "4 steps, one read";
+  inner.inject_overflow = true;  // step 5's gradients overflow
+  t.run(4);
+  EXPECT_EQ(device.loss_scale_reads() - before, 2);
+  ASSERT_EQ(seen.scales.size(), 8u);
+  EXPECT_EQ(seen.scales.front(), 65536.0);
+  EXPECT_EQ(seen.scales.back(), 32768.0) << "backed off after the overflow";
+  EXPECT_EQ(seen.skipped, 1);
 }
 
 }  // namespace

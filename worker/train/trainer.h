@@ -163,6 +163,9 @@ class Trainer {
   void checkpoint_now();
   // fp16: reads the loss scale into a step's event (and logs a skipped step).
   void record_loss_scale(ProgressEvent& e);
+  // fp16 on the device path: the loss scale read once for a flush's events (the scale after its last step; the steps
+  // skipped in it marked on its last events).
+  void record_loss_scales(std::vector<ProgressEvent>& events);
   // fp16: continues with a checkpoint's loss scale (metadata "loss_scale"); nothing for fp32/bf16.
   void restore_loss_scale(const nlohmann::json& meta, const std::string& file);
   bool stop_requested() const { return stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed); }

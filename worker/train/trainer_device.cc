@@ -79,12 +79,30 @@ bool Trainer::flush_due() const {
   return pending_.size() >= loss_ring_size_ || log_due || checkpoint_due;
 }
 
+void Trainer::record_loss_scales(std::vector<ProgressEvent>& events) {
+  const LossScaleState state = backend_.loss_scale_state();  // after the losses' download: no further wait
+  const int64_t skipped = state.skipped - skipped_steps_;
+  for (size_t i = 0; i < events.size(); ++i) {
+    events[i].loss_scale = static_cast<double>(state.scale);
+    events[i].skipped_steps = state.skipped;
+    // Which of the interval's steps overflowed is on the device only; the count is exact (the metric adds them up).
+    if (static_cast<int64_t>(events.size() - i) <= skipped) events[i].update = StepUpdate::kSkipped;
+  }
+  if (skipped > 0 && !events.empty()) {
+    TLOG(Info) << skipped << " of steps " << events.front().step << ".." << events.back().step
+               << " skipped: fp16 gradients overflowed (" << state.skipped << " skipped so far); loss scale now "
+               << state.scale;
+  }
+  skipped_steps_ = state.skipped;
+}
+
 void Trainer::flush_losses(EpochTally& tally) {
   if (pending_.empty()) return;
   std::vector<float> losses(pending_.size());
   backend_.download(Tensor(loss_ring_.data(), {static_cast<int64_t>(losses.size())}), losses.data());
   std::vector<ProgressEvent> events;
   events.swap(pending_);
+  if (precision_.loss_scaling == LossScaling::kDynamic) record_loss_scales(events);
   for (size_t i = 0; i < events.size(); ++i) {
     ProgressEvent& e = events[i];
     e.loss = losses[i];

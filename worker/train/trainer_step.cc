@@ -75,7 +75,9 @@ Trainer::Stop Trainer::finish_step(const StepWork& work, EpochTally& tally) {
   e.images = work.images;
   e.execution = work.execution;
   e.images_per_second = static_cast<double>(tally.images) / seconds_since(tally.start);
-  if (precision_.loss_scaling == LossScaling::kDynamic) record_loss_scale(e);
+  // The device path reads the loss scale with the losses, once per flush (flush_losses): a read here would wait for
+  // the step's kernels every step.
+  if (precision_.loss_scaling == LossScaling::kDynamic && work.loss) record_loss_scale(e);
   // The stop agreement is a collective of this step: a rank that waits in it waits for a peer.
   const auto agree_start = Clock::now();
   const bool stopping = agree_to_stop();
