@@ -103,7 +103,22 @@ json worker_ports(const api::TrainingJob& job, const char* number_key) {
 
 // Pods of several processes share memory between their ranks (NCCL's and the CPU all-reduce's shared-memory
 // transports): /dev/shm is a memory-backed emptyDir instead of the runtime's default 64 MiB.
-bool shares_memory(const api::TrainingJob& job) { return job.spec.gang.processes_per_worker.value_or(1) > 1; }
+// A user who mounts something at /dev/shm in the worker's template keeps it (two mounts at one path are refused).
+bool user_mounts_shm(const api::TrainingJob& job) {
+  const json& t = job.spec.gang.pod_template;
+  if (!t.is_object() || !t.contains("spec") || !t["spec"].is_object()) return false;
+  for (const json& c : t["spec"].value("containers", json::array())) {
+    if (!c.is_object() || c.value("name", "") != kWorkerContainer) continue;
+    for (const json& m : c.value("volumeMounts", json::array())) {
+      if (m.is_object() && m.value("mountPath", "") == "/dev/shm") return true;
+    }
+  }
+  return false;
+}
+
+bool shares_memory(const api::TrainingJob& job) {
+  return job.spec.gang.processes_per_worker.value_or(1) > 1 && !user_mounts_shm(job);
+}
 
 std::string shm_size(const api::TrainingJob& job) {
   const int per_rank_mib = job.spec.gang.device == api::Device::kGpu ? 1024 : 256;

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "common/api/validation.h"
+
 #include "tests/operator/planner_fixtures.h"
 
 namespace torus::controller {
@@ -103,6 +107,33 @@ TEST(CheckpointStorage, AClaimTemplateMakesAClaimOwnedByTheJobMountedOnWorkerZer
   // Worker 0 running: no claim made again.
   const Plan steady = plan(with_children(job, {PodBuilder("mnist", 0).running().build()}, at(1)));
   EXPECT_EQ(first_created(steady, ChildKind::kClaim), nullptr);
+}
+
+// Every example, as the operator would run it: accepted, and worker 0 mounts its data path and its checkpoint dir
+// (issue 27.6: an example that ran under `torus run` found nothing at those paths in a pod).
+TEST(CheckpointStorage, EveryExampleMountsItsDataAndCheckpointsOnWorkerZero) {
+  for (const char* name : {"fashion-mnist", "cifar10-resnet9", "imagenet-resnet50"}) {
+    const api::TrainingJob job = api::load_job_file(std::string(TORUS_SOURCE_DIR) + "/examples/" + name + ".yaml");
+    json doc = api::to_json(job);
+    doc["metadata"]["uid"] = std::string("uid-") + name;
+    doc["metadata"]["namespace"] = "team";
+    const Plan p = plan(with_children(doc, {}, at(0)));
+    EXPECT_EQ(condition_reason(p, "Failed"), "<none>") << name << ": " << failure_message(p);
+    const json* pod = first_created(p, ChildKind::kPod);
+    ASSERT_NE(pod, nullptr) << name;
+    std::vector<std::string> mounts;
+    for (const json& m : (*pod)["spec"]["containers"][0]["volumeMounts"]) mounts.push_back(m["mountPath"]);
+    auto mounted = [&](const std::string& path) {
+      return std::any_of(mounts.begin(), mounts.end(), [&](const std::string& m) {
+        return path == m || path.starts_with(m + "/");
+      });
+    };
+    EXPECT_TRUE(job.spec.data.path.empty() || mounted(job.spec.data.path)) << name << ": " << job.spec.data.path;
+    const std::string& dir = job.spec.training.checkpoint.dir;
+    EXPECT_TRUE(dir.empty() || mounted(dir)) << name << ": " << dir;
+    std::sort(mounts.begin(), mounts.end());
+    EXPECT_EQ(std::adjacent_find(mounts.begin(), mounts.end()), mounts.end()) << name << ": a path mounted twice";
+  }
 }
 
 }  // namespace
