@@ -107,7 +107,6 @@ void killed_peer_case(int world, int per_node) {
   ASSERT_TRUE(g.await([&] { return g.printed(world - 1, "iteration 3 ok"); }, milliseconds(60000)))
       << g.output(world - 1);
   g.supervisor().signal(1, SIGKILL);  // index 1 is rank 1
-  const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(g.await(
       [&] {
         for (int r = 0; r < world; ++r)
@@ -117,12 +116,17 @@ void killed_peer_case(int world, int per_node) {
       milliseconds(20000)))
       << "survivors still running after a peer was killed:\n"
       << g.output(0);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 6.0) << "slower than the collective timeout (1.5 s) plus slack";
+  // Promptness by mechanism, not by a wall-clock bound that a loaded machine breaks: each survivor's watchdog ended
+  // it, either on the error its transport saw (the reset of the killed peer's connection) or at the collective
+  // timeout of 1500 ms, never by waiting for a read that the dead peer would never answer.
   for (int r = 0; r < world; ++r) {
     if (r == 1) continue;
     expect_retryable_failure(g, r);
-    EXPECT_NE(g.output(r).find("watchdog"), std::string::npos) << g.output(r);
+    const std::string& out = g.output(r);
+    EXPECT_TRUE(out.find("watchdog: collective ") != std::string::npos &&
+                (out.find(" failed on rank " + std::to_string(r)) != std::string::npos ||
+                 out.find(" did not finish within 1500 ms") != std::string::npos))
+        << out;
   }
 }
 
