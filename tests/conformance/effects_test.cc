@@ -119,6 +119,10 @@ TEST(Conformance, BucketSizesAreTheBytesPerAllReduce) {
   const double small_bytes = std::stod(small.field("allreduce_bytes_per_call"));
   EXPECT_LE(small_bytes, 9216) << small.result_line();
   EXPECT_GT(whole_bytes, 4 * small_bytes) << whole.result_line() << "\n" << small.result_line();
+  // The reducer says what it assigned: the whole gradient in the 1 MiB first bucket, or many small ones.
+  EXPECT_TRUE(has(whole, "gradient all-reduce: 1 bucket(s) over ")) << whole.text();
+  EXPECT_TRUE(has(small, "gradient all-reduce: ")) << small.text();
+  EXPECT_FALSE(has(small, "gradient all-reduce: 1 bucket(s)")) << small.text();
 }
 
 TEST(Conformance, TimeoutSecondsTurnsAPausedPeerIntoACollectiveTimeout) {

@@ -112,7 +112,13 @@ GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, cons
                                           [[maybe_unused]] const std::shared_ptr<comm::TrafficCounter>& nccl_traffic) {
   if (backend.memory_space() == MemorySpace::kHost) {
     return [&w, reducer](const Arena& grads) -> std::unique_ptr<GradientSync> {
-      return std::make_unique<CommGradientSync>(w.comm(), grads.all().span(), param_spans(grads), reducer);
+      auto sync = std::make_unique<CommGradientSync>(w.comm(), grads.all().span(), param_spans(grads), reducer);
+      // The reducer's own buckets, in the bytes it sends (16-bit compression halves them).
+      const size_t element = reducer.compression == api::Compression::kNone ? 4 : 2;
+      if (w.rank() == 0) {
+        TLOG(Info) << "gradient all-reduce: " << comm::describe(sync->reducer().buckets(), element);
+      }
+      return sync;
     };
   }
 #if defined(TORUS_WITH_NCCL)
@@ -123,9 +129,13 @@ GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, cons
                                                          "nccl/gradients/id");
     nccl->set_watchdog(w.shared_watchdog());
     const Tensor all = grads.all();
-    return std::make_unique<GradientSyncOf<comm::NcclGradientSync>>(std::make_unique<comm::NcclGradientSync>(
-        std::move(nccl), gpu.compute_stream(), all.f32(), static_cast<size_t>(all.numel()), param_spans(grads),
-        reducer.buckets, nccl_traffic));
+    auto sync = std::make_unique<comm::NcclGradientSync>(std::move(nccl), gpu.compute_stream(), all.f32(),
+                                                         static_cast<size_t>(all.numel()), param_spans(grads),
+                                                         reducer.buckets, nccl_traffic);
+    if (w.rank() == 0) {
+      TLOG(Info) << "gradient all-reduce (nccl): " << comm::describe(sync->buckets(), 4);
+    }
+    return std::make_unique<GradientSyncOf<comm::NcclGradientSync>>(std::move(sync));
   };
 #else
   throw InvalidArgument("spec.gang.device: gpu with WORLD_SIZE=" + std::to_string(w.size()) +

@@ -1,6 +1,8 @@
 #include "worker/comm/bucketing.h"
 
+#include <algorithm>
 #include <chrono>
+#include <string>
 
 #include "common/util/error.h"
 
@@ -166,6 +168,18 @@ void GradientReducer::wait() {
 ReducerStepStats GradientReducer::last_step() const {
   std::lock_guard lock(mu_);
   return last_;
+}
+
+std::string describe(const std::vector<Bucket>& buckets, size_t element_bytes) {
+  size_t total = 0, largest = 0;
+  for (const Bucket& b : buckets) {
+    total += (b.end - b.begin) * element_bytes;
+    largest = std::max(largest, (b.end - b.begin) * element_bytes);
+  }
+  const size_t first = buckets.empty() ? 0 : (buckets.front().end - buckets.front().begin) * element_bytes;
+  return std::to_string(buckets.size()) + " bucket(s) over " + std::to_string(total) +
+         " bytes of gradients (the first " + std::to_string(first) + " bytes, the largest " + std::to_string(largest) +
+         ")";
 }
 
 }  // namespace torus::comm

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/api/training_job.h"
@@ -35,6 +36,10 @@ struct Bucket {
 // Buckets are filled from the last parameter backwards; a parameter larger than the cap gets a bucket of its own.
 std::vector<Bucket> assign_buckets(std::span<const ParamSpan> params, size_t element_bytes,
                                    const BucketOptions& options);
+
+// "12 buckets over 42048 bytes of gradients (the first 4096 bytes, the largest 9216)": what each step's all-reduces
+// carry, as the reducer assigned them (rank 0 logs it; sizes in `element_bytes` per gradient value).
+std::string describe(const std::vector<Bucket>& buckets, size_t element_bytes);
 
 // Which buckets may start as backward announces gradients: a bucket once all its gradients are final, and only in
 // bucket order, so every rank issues the same collectives in the same order. The host reducer below and the GPU
