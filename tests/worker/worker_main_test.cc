@@ -7,18 +7,21 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/api/defaults.h"
 #include "common/util/error.h"
 #include "tests/support/temp_dir.h"
+#include "tests/worker/pretend_device_backend.h"
 #include "tests/worker/recording_backend.h"
 #include "tests/worker/synthetic_job.h"
 
 namespace torus::worker::app {
 namespace {
 
+using testing::PretendDeviceBackend;
 using train::testing::synthetic_job;
 
 RunOptions one_rank(const api::TrainingJob& job) {
@@ -43,7 +46,8 @@ TEST(WorkerMain, RunsOneRankOfASyntheticJobToItsTarget) {
 }
 
 // A GPU job asking for half precision: the trainer builds its layers in that dtype and says so in what it exports,
-// on a backend that runs half activations (the recording backend: the GPU's op interface, computing nothing).
+// on a device-memory backend that runs half activations (the recording backend, which computes nothing, behind the
+// pretend device: device memory and batch staging, as the CUDA backend offers).
 TEST(WorkerMain, TheJobsPrecisionIsWhatTheTrainerBuildsAndExports) {
   for (const auto& [precision, dtype] : {std::pair{api::Precision::kBf16, "bf16"}, {api::Precision::kFp16, "f16"}}) {
     api::TrainingJob job = synthetic_job();
@@ -55,7 +59,9 @@ TEST(WorkerMain, TheJobsPrecisionIsWhatTheTrainerBuildsAndExports) {
     job.spec.data.synthetic.train_images = 64;
     job.spec.data.synthetic.validation_images = 32;
     const RunOptions run = one_rank(job);
-    testing::RecordingBackend backend;
+    auto recording = std::make_unique<testing::RecordingBackend>();
+    const testing::RecordingBackend& ops = *recording;
+    PretendDeviceBackend backend({.staging = true}, std::move(recording));
     train::LocalCollectives alone;
     TelemetryOptions t;
     Telemetry telemetry(t);
@@ -65,13 +71,15 @@ TEST(WorkerMain, TheJobsPrecisionIsWhatTheTrainerBuildsAndExports) {
     EXPECT_EQ(r.steps, 4) << "64 images in batches of 32, two epochs";
     const std::string name(api::to_string(precision));
     const std::string metrics = telemetry.registry().expose();
-    EXPECT_NE(metrics.find("precision=\"" + name + "\",activations=\"" + dtype + "\",backend=\"recording\""),
-              std::string::npos)
+    EXPECT_NE(
+        metrics.find("precision=\"" + name + "\",activations=\"" + dtype + "\",backend=\"pretend-device-recording\""),
+        std::string::npos)
         << metrics;
     EXPECT_TRUE(has_line(described, "precision: " + name + " (activations " + dtype)) << name;
     EXPECT_TRUE(has_line(described, ", activations " + std::string(dtype))) << "the model line: " << name;
-    ASSERT_FALSE(backend.named("conv").empty());
-    EXPECT_EQ(dtype_name(backend.named("conv").front().out), std::string(dtype)) << "what the layers computed in";
+    EXPECT_TRUE(has_line(described, "engine: pretend-device-recording, device memory")) << name;
+    ASSERT_FALSE(ops.named("conv").empty());
+    EXPECT_EQ(dtype_name(ops.named("conv").front().out), std::string(dtype)) << "what the layers computed in";
   }
 }
 
