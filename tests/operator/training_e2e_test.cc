@@ -12,6 +12,7 @@
 
 #include "common/process/worker_events.h"
 #include "tests/operator/e2e_support.h"
+#include "operator/kube/transport.h"
 #include "worker/comm/socket.h"
 
 namespace torus::controller::e2e {
@@ -146,6 +147,30 @@ class TrainingE2E : public ::testing::Test {
     }
     return json::object();
   }
+  // The ranks whose /metrics answer on the ports the chart's PodMonitor keeps: every container port named
+  // metrics(-N)?, at the pod's IP (a real Prometheus is not installed here; this is its target list).
+  static std::set<int> scraped_ranks(const std::string& job) {
+    static const std::regex kKept("metrics(-[0-9]+)?");
+    static const std::regex kRank("torus_worker_global_step\\{[^}]*rank=\"([0-9]+)\"");
+    std::set<int> ranks;
+    for (const json& pod : pods_of(job)) {
+      const std::string ip = pod.value("status", json::object()).value("podIP", "");
+      for (const json& port : pod["spec"]["containers"][0]["ports"]) {
+        if (ip.empty() || !std::regex_match(port.value("name", ""), kKept)) continue;
+        try {
+          kube::ClusterConfig target;
+          target.server = "http://" + ip + ":" + std::to_string(port.value("containerPort", 0));
+          const auto r = kube::make_http_transport(target, kube::TransportOptions{2s})->send(
+              {"GET", "/metrics", "", "text/plain", {}});
+          std::smatch m;
+          if (r.status == 200 && std::regex_search(r.body, m, kRank)) ranks.insert(std::stoi(m[1]));
+        } catch (const std::exception&) {
+          // not serving yet (or already done)
+        }
+      }
+    }
+    return ranks;
+  }
   // The messages of the job's events with `reason`.
   static std::vector<std::string> events_of(const std::string& job, const std::string& reason) {
     const json list = client_->list(res::kEvents, kNs, {"", "involvedObject.name=" + job + ",reason=" + reason, ""});
@@ -207,7 +232,13 @@ TEST_F(TrainingE2E, TwoCpuWorkersTrainAndTheStatusShowsTheirRealProgress) {
 
 TEST_F(TrainingE2E, TwoWorkersOfTwoProcessesFormAWorldOfFour) {
   // On 2 nodes of 2 ranks the cost model picks hierarchical (measured); the job asks for ring, and ring is what ran.
-  apply("beta", 2, 2, 1, "  allReduce:\n    algorithm: ring\n");
+  apply("beta", 2, 2, 20, "  allReduce:\n    algorithm: ring\n");
+  // Issue 27.4: each pod names one metrics port per local rank, and every rank answers on its own.
+  ASSERT_TRUE(eventually([] { return scraped_ranks("beta") == std::set<int>{0, 1, 2, 3}; }, 120s))
+      << logs_of("beta");
+  for (const json& pod : pods_of("beta")) {
+    EXPECT_NE(pod["spec"]["volumes"].dump().find(R"("medium":"Memory")"), std::string::npos) << "/dev/shm";
+  }
   wait_phase("beta", "Succeeded");
   EXPECT_EQ(finished_event("beta", 0).value("allreduce_algorithm", ""), "ring") << logs_of("beta");
   EXPECT_EQ(started_ranks("beta", 4), (std::set<int>{0, 1, 2, 3})) << logs_of("beta");
