@@ -385,6 +385,20 @@ TEST_F(OperatorE2E, ConvergesThroughFaults) {
   }
 }
 
+// Issue 27.5: after a storm of 409s on a job's status its finished gang is still reported within seconds: each
+// conflict re-reads and is redone within the conflict backoff's 1 s cap, never the error backoff's (1000 s cap).
+TEST_F(OperatorE2E, AFinishedGangIsReportedWithinSecondsAfterAConflictStorm) {
+  apply("sierra", 2);
+  ASSERT_TRUE(eventually([] { return gang_running("sierra", 2, 0); }, 60s));
+  wait_phase("sierra", "Running");
+  control("faults", {{"action", "conflict"}, {"resource", "trainingjobs.torus.dev"}, {"count", 10}});
+  const auto finished = std::chrono::steady_clock::now();
+  for (const char* pod : {"sierra-worker-0", "sierra-worker-1"}) terminate(pod, 0);
+  wait_phase("sierra", "Succeeded", 30s);
+  EXPECT_LT(std::chrono::steady_clock::now() - finished, 15s) << "10 conflicts take about 3 s of conflict backoff";
+  control("faults", {{"action", "clear"}});
+}
+
 // An operator that watches namespaces a and b (`--namespace a,b`): one informer per namespace and kind, one work
 // queue. It runs the jobs in a and b, never touches the one in c, and keeps its Lease in a (the first namespace).
 class NamespacedOperatorE2E : public ::testing::Test {
