@@ -7,16 +7,7 @@
 
 namespace torus::standin {
 
-namespace {
-
 using json = nlohmann::json;
-
-enum class ListStrategy { kReplace, kMergeByKey, kMergePrimitives };
-
-struct ListRule {
-  ListStrategy strategy;
-  std::string key;
-};
 
 // patchStrategy/patchMergeKey of the built-in types' list fields, by field name. "ports" is keyed by
 // containerPort in containers and by port in services: decided per list by what its items carry.
@@ -47,6 +38,8 @@ ListRule list_rule(const std::string& field, const json& sample_items) {
   if (it == by_key.end()) return {ListStrategy::kReplace, ""};
   return {ListStrategy::kMergeByKey, it->second};
 }
+
+namespace {
 
 bool is_directive(const std::string& key) { return !key.empty() && key[0] == '$'; }
 

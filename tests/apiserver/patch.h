@@ -9,6 +9,17 @@ namespace torus::standin {
 
 enum class PatchType { kMerge, kJsonPatch, kStrategicMerge, kApply };
 
+enum class ListStrategy { kReplace, kMergeByKey, kMergePrimitives };
+
+struct ListRule {
+  ListStrategy strategy;
+  std::string key;  // the merge key of kMergeByKey
+};
+
+// How a built-in type's list field merges (its patchStrategy/patchMergeKey), by field name; `sample_items` decide
+// between ports keyed by containerPort and by port. Strategic merge patch and server-side apply both use it.
+ListRule list_rule(const std::string& field, const nlohmann::json& sample_items);
+
 // Maps a Content-Type to a patch type; throws ApiError 415 for any other.
 PatchType patch_type_from_content_type(const std::string& content_type);
 

@@ -162,6 +162,31 @@ json decode_kind(const std::string& kind, std::string_view raw) {
   return object;
 }
 
+// metav1.DeleteOptions: what client-go sends with a DELETE (Helm's release storage deletes its Secret so).
+json delete_options(std::string_view raw) {
+  json options = {{"kind", "DeleteOptions"}, {"apiVersion", "meta.k8s.io/v1"}};
+  Reader(raw).fields(
+      [&](int n, std::string_view v) {
+        if (n == 2) {
+          json preconditions = json::object();
+          Reader(v).fields([&](int m, std::string_view w) {
+            if (m == 1) preconditions["uid"] = text(w);
+            if (m == 2) preconditions["resourceVersion"] = text(w);
+          });
+          options["preconditions"] = preconditions;
+        } else if (n == 4) {
+          options["propagationPolicy"] = text(v);
+        } else if (n == 5) {
+          options["dryRun"].push_back(text(v));
+        }
+      },
+      [&](int n, uint64_t v) {
+        if (n == 1) options["gracePeriodSeconds"] = static_cast<int64_t>(v);
+        if (n == 3) options["orphanDependents"] = v != 0;
+      });
+  return options;
+}
+
 }  // namespace
 
 json decode_protobuf_object(const std::string& body) {
@@ -180,12 +205,13 @@ json decode_protobuf_object(const std::string& body) {
     }
     if (n == 2) raw = v;
   });
+  if (kind == "DeleteOptions" && (api_version == "v1" || api_version == "meta.k8s.io/v1")) return delete_options(raw);
   bool known = api_version == "v1" &&
                (kind == "Namespace" || kind == "ConfigMap" || kind == "Secret" || kind == "ServiceAccount");
   if (!known) {
     throw ApiError(415, "UnsupportedMediaType",
-                   "the Kubernetes API stand-in reads protobuf only for v1 Namespace, ConfigMap, Secret and "
-                   "ServiceAccount, not " +
+                   "the Kubernetes API stand-in reads protobuf only for v1 Namespace, ConfigMap, Secret, "
+                   "ServiceAccount and DeleteOptions, not " +
                        api_version + " " + kind + "; send JSON (kubectl create -f, apply)");
   }
   return decode_kind(kind, raw);

@@ -2,6 +2,7 @@
 
 #include "tests/apiserver/discovery.h"
 #include "tests/apiserver/protobuf.h"
+#include "tests/apiserver/yaml_json.h"
 
 namespace torus::standin {
 
@@ -265,6 +266,7 @@ Response RequestHandler::serve_resource(const Target& target, bool& streamed) {
   WriteOptions write;
   write.validation = field_validation(param(params_, "fieldValidation"));
   write.dry_run = param(params_, "dryRun") == "All" ? DryRun::kAll : DryRun::kNo;
+  write.field_manager = field_manager();
   auto with_warnings = [&](WriteResult result) {
     warnings_ = std::move(result.warnings);
     return Store::as_version(result.object, type);
@@ -326,12 +328,23 @@ Response RequestHandler::serve_resource(const Target& target, bool& streamed) {
     case http::verb::patch: {
       if (target.name.empty()) throw method_not_allowed("PATCH needs an object name");
       PatchType patch_type = patch_type_from_content_type(std::string(request_->base()[http::field::content_type]));
+      if (patch_type == PatchType::kApply) {
+        const Force force = truthy(param(params_, "force")) ? Force::kYes : Force::kNo;
+        WriteResult result = store.apply(type, target.ns, target.name, apply_body(), sub, write, force);
+        // 201 when the apply made the object, as the apiserver answers.
+        const http::status status = result.kind == WriteKind::kCreated ? http::status::created : http::status::ok;
+        return reply(status, *with_warnings(std::move(result)));
+      }
+      if (params_.count("force")) {
+        throw invalid("PatchOptions.meta.k8s.io", "meta.k8s.io", "",
+                      {{"FieldValueForbidden", "Forbidden: may not be specified for non-apply patch", "force"}});
+      }
       return reply(http::status::ok, *with_warnings(store.patch(type, target.ns, target.name, patch_type,
                                                                 parse_body(request_->body()), sub, write)));
     }
     case http::verb::delete_: {
       DeleteOptions options;
-      json body = request_->body().empty() ? json::object() : parse_body(request_->body());
+      json body = request_->body().empty() ? json::object() : object_body();
       std::string policy = param(params_, "propagationPolicy");
       if (policy.empty() && body.is_object()) policy = body.value("propagationPolicy", "");
       if (policy.empty() && body.is_object() && body.contains("orphanDependents") && body["orphanDependents"] == true) {
@@ -372,8 +385,9 @@ void RequestHandler::require_json_body() const {
   if (request_->body().empty() || type.empty()) return;
   std::string base = type.substr(0, type.find(';'));
   bool json_like = base == "application/json" || base.ends_with("+json") || base == "application/apply-patch+yaml";
-  bool creates_or_replaces = request_->method() == http::verb::post || request_->method() == http::verb::put;
-  if (base == "application/vnd.kubernetes.protobuf" && creates_or_replaces) return;  // see object_body()
+  bool protobuf_read = request_->method() == http::verb::post || request_->method() == http::verb::put ||
+                       request_->method() == http::verb::delete_;
+  if (base == "application/vnd.kubernetes.protobuf" && protobuf_read) return;  // see object_body()
   if (!json_like) {
     throw ApiError(415, "UnsupportedMediaType",
                    "the body of the request was in an unknown format - accepted media types include: "
@@ -382,7 +396,34 @@ void RequestHandler::require_json_body() const {
   }
 }
 
-// The object of a create or update: JSON, or the protobuf kubectl's generators send.
+// Who owns what this write sets: the fieldManager parameter, else the User-Agent's product ("kubectl-create",
+// "helm"), as the apiserver names a manager when none is given.
+std::string RequestHandler::field_manager() const {
+  const std::string given = param(params_, "fieldManager");
+  if (!given.empty()) return given;
+  const std::string agent(request_->base()[http::field::user_agent]);
+  return agent.substr(0, agent.find('/'));
+}
+
+// An apply patch: a YAML (or JSON, which is YAML too) configuration of one object.
+json RequestHandler::apply_body() const {
+  if (request_->body().empty()) throw bad_request("the request body is empty");
+  try {
+    return json::parse(request_->body());
+  } catch (const json::parse_error&) {
+    std::vector<json> documents;
+    try {
+      documents = yaml_documents(request_->body(), "the apply patch");
+    } catch (const std::exception& e) {
+      throw bad_request(std::string("error decoding YAML: ") + e.what());
+    }
+    if (documents.size() != 1) throw bad_request("an apply patch must hold exactly one object");
+    return documents.front();
+  }
+}
+
+// The object of a create or update (or a delete's DeleteOptions): JSON, or the protobuf kubectl's generators and
+// client-go's deletes send.
 json RequestHandler::object_body() const {
   std::string type(request_->base()[http::field::content_type]);
   if (type.rfind("application/vnd.kubernetes.protobuf", 0) == 0) return decode_protobuf_object(request_->body());

@@ -42,6 +42,8 @@ class RequestHandler {
   bool serve_watch(const Target& target);
   void require_json_body() const;
   json object_body() const;
+  json apply_body() const;
+  std::string field_manager() const;
   bool write_chunk(const std::string& data);
   void write_last_chunk(beast::error_code& ec);
   std::optional<Response> authenticate(const std::vector<std::string>& segments);

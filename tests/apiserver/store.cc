@@ -315,9 +315,13 @@ WriteResult Store::create_locked(const ResourceType& type, const std::string& ns
       if (v.value("storage", false)) object["status"]["storedVersions"].push_back(v["name"]);
     }
   }
-  if (options.dry_run == DryRun::kAll) return {std::make_shared<const json>(std::move(object)), warnings};
+  const json preset = meta(object).value("managedFields", json::array());
+  own_fields(type, nullptr, object, preset, Subresource::kMain, options);
+  if (options.dry_run == DryRun::kAll) {
+    return {std::make_shared<const json>(std::move(object)), warnings, WriteKind::kCreated};
+  }
   if (gr == "customresourcedefinitions.apiextensions.k8s.io") registry_.register_crd(object);
-  return {commit_locked(gr, key, std::move(object), EventType::kAdded, nullptr), warnings};
+  return {commit_locked(gr, key, std::move(object), EventType::kAdded, nullptr), warnings, WriteKind::kCreated};
 }
 
 ObjectPtr Store::get(const ResourceType& type, const std::string& ns, const std::string& name) const {
@@ -375,6 +379,7 @@ WriteResult Store::update_locked(const ResourceType& type, const std::string& ns
                                  Subresource subresource, const WriteOptions& options, bool require_resource_version) {
   if (!object.is_object()) throw bad_request("the body of the request must be a JSON object");
   ObjectPtr old = require_locked(type, ns, name);
+  const json preset = object.value("metadata", json::object()).value("managedFields", json::array());
   const std::string gr = type.group_resource();
   if (!object.contains("metadata") || !object["metadata"].is_object()) object["metadata"] = json::object();
   json& m = meta(object);
@@ -453,6 +458,7 @@ WriteResult Store::update_locked(const ResourceType& type, const std::string& ns
   if (type.generation == Generation::kTracked && spec_part(before) != spec_part(after)) {
     meta(after)["generation"] = before["metadata"].value("generation", 1) + 1;
   }
+  own_fields(type, &before, after, preset, subresource, options);
   if (after == before) return {old, warnings};  // a no-op write keeps the resourceVersion, as the apiserver does
   if (options.dry_run == DryRun::kAll) return {std::make_shared<const json>(std::move(after)), warnings};
   std::string key = object_key(type.namespaced() ? ns : "", name);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/apiserver/field_manager.h"
 #include "tests/apiserver/patch.h"
 #include "tests/apiserver/query.h"
 #include "tests/apiserver/resources.h"
@@ -39,15 +40,24 @@ enum class Propagation { kBackground, kForeground, kOrphan };
 // kubelet is there to finish the job; without one they go at once, as if gracePeriodSeconds=0.
 enum class PodDeletion { kImmediate, kGraceful };
 
+// Who owns what a write sets (metadata.managedFields): the write's own changes (any write but an apply), or the
+// managedFields a server-side apply computed (field_manager.h).
+enum class FieldOwnership { kTrackChanges, kPresetByApply };
+
 struct WriteOptions {
   FieldValidation validation = FieldValidation::kWarn;
   DryRun dry_run = DryRun::kNo;
+  std::string field_manager;  // the fieldManager parameter, or the User-Agent's product; "": the stand-in's own
+  FieldOwnership ownership = FieldOwnership::kTrackChanges;
 };
 
 // A write's result: the stored object, plus warnings for the `Warning` header (pruned unknown fields).
+enum class WriteKind { kUpdated, kCreated };
+
 struct WriteResult {
   ObjectPtr object;
   std::vector<std::string> warnings;
+  WriteKind kind = WriteKind::kUpdated;
 };
 
 struct DeleteOptions {
@@ -158,6 +168,10 @@ class Store {
                       const DeleteOptions& options = {});
   std::vector<ObjectPtr> remove_collection(const ResourceType& type, const std::string& ns,
                                            const ListOptions& selection, const DeleteOptions& options = {});
+  // Server-side apply (PATCH application/apply-patch+yaml): creates the object when it does not exist; 409 Conflict
+  // naming the fields and their managers when it changes a field another manager owns, unless `force`.
+  WriteResult apply(const ResourceType& type, const std::string& ns, const std::string& name, const json& applied,
+                    Subresource subresource, const WriteOptions& options, Force force);
   // The pods/binding subresource: what a scheduler does to place a pod on a node.
   ObjectPtr bind(const std::string& ns, const std::string& pod, const std::string& node);
 
@@ -189,6 +203,10 @@ class Store {
   using Objects = std::map<std::string, ObjectPtr>;  // "namespace/name" -> object
 
   WriteResult create_locked(const ResourceType& type, const std::string& ns, json object, const WriteOptions& options);
+  // Sets after's metadata.managedFields for a write of `options` (before: null for a create; preset: what an apply
+  // computed).
+  static void own_fields(const ResourceType& type, const json* before, json& after, const json& preset,
+                         Subresource subresource, const WriteOptions& options);
   WriteResult update_locked(const ResourceType& type, const std::string& ns, const std::string& name, json object,
                             Subresource subresource, const WriteOptions& options, bool require_resource_version);
   DeleteResult remove_locked(const ResourceType& type, const std::string& ns, const std::string& name,

@@ -15,8 +15,8 @@ constexpr int kDeadlineSeconds = 240;  // the script's own kubectl calls have de
   return ::torus::test::run_shell("timeout " + std::to_string(kDeadlineSeconds) + " /usr/bin/python3 " +
                                   std::string(TORUS_SOURCE_DIR) + "/tests/chart_apply/chart_apply_test.py --standin " +
                                   std::string(TORUS_BINARY_DIR) + "/bin/kube-standin --torus " +
-                                  std::string(TORUS_BINARY_DIR) + "/bin/torus --kubectl " + TORUS_KUBECTL + " " +
-                                  test_class);
+                                  std::string(TORUS_BINARY_DIR) + "/bin/torus --kubectl " + TORUS_KUBECTL + " --helm " +
+                                  TORUS_HELM + " " + test_class);
 }
 
 void expect_passes(const std::string& test_class) {
@@ -34,5 +34,7 @@ TEST(ChartApply, MonitoringAndNamespacedValuesInstallWithTheMonitoringCrds) {
 TEST(ChartApply, MinimalValuesInstallOnlyDeploymentAndService) { expect_passes("MinimalValues"); }
 
 TEST(ChartApply, AKindTheStandinDoesNotServeFailsTheApply) { expect_passes("UnknownKindFailsLoudly"); }
+
+TEST(ChartApply, HelmInstallsUpgradesAndUninstallsTheChart) { expect_passes("HelmCli"); }
 
 }  // namespace

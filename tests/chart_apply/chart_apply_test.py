@@ -38,6 +38,7 @@ MONITORING_CRDS = HERE / "monitoring-crds"
 RELEASE = "torus"
 NAMESPACE = "torus-system"
 KUBECTL = None  # --kubectl: the pinned client (scripts/lib.sh installs it)
+HELM = None  # --helm: the pinned helm (HelmCli)
 KUBECTL_DEADLINE_S = 60
 STANDIN_READY_DEADLINE_S = 20
 STANDIN = None  # path of the kube-standin binary, from --standin
@@ -436,12 +437,93 @@ class UnknownKindFailsLoudly(unittest.TestCase):
                 standin.stop()
 
 
+class HelmCli(unittest.TestCase):
+    """The command users type, with Helm 4's defaults: `helm install` (server-side apply, field manager "helm"),
+    `helm upgrade` with changed values, the chart's values schema refusing a bad value, and `helm uninstall`, which
+    leaves the CRD and the jobs (Helm never deletes crds/)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="torus-helm-cli-")
+        cls.standin = Standin(cls.tmp.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.standin.stop()
+        cls.tmp.cleanup()
+
+    def helm(self, *args):
+        argv = [HELM, "--kubeconfig", self.standin.kubeconfig, *args]
+        env = {**os.environ, "HELM_CACHE_HOME": os.path.join(self.tmp.name, "helm-cache"),
+               "HELM_CONFIG_HOME": os.path.join(self.tmp.name, "helm-config"),
+               "HELM_DATA_HOME": os.path.join(self.tmp.name, "helm-data")}
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=KUBECTL_DEADLINE_S, env=env)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"{' '.join(argv)}: no answer within {KUBECTL_DEADLINE_S} s") from e
+
+    def helm_ok(self, *args):
+        result = self.helm(*args)
+        self.assertEqual(result.returncode, 0, f"helm {' '.join(args)}:\n{result.stderr}")
+        return result.stdout
+
+    def deployment(self):
+        return json.loads(self.standin.ok("get", "deployments", "-n", NAMESPACE, "-l",
+                                          f"app.kubernetes.io/instance={RELEASE}", "-o", "json",
+                                          "--show-managed-fields"))["items"]
+
+    def release(self):
+        listing = json.loads(self.helm_ok("list", "-n", NAMESPACE, "-o", "json"))
+        return {r["name"]: r for r in listing}.get(RELEASE)
+
+    def test_install_upgrade_and_uninstall(self):
+        self.helm_ok("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace")
+        self.assertEqual(self.release()["revision"], "1")
+        [deployment] = self.deployment()
+        self.assertEqual(deployment["spec"]["replicas"], 2)
+        managers = {(m["manager"], m["operation"]) for m in deployment["metadata"]["managedFields"]}
+        self.assertIn(("helm", "Apply"), managers)
+        crd = json.loads(self.standin.ok("get", "crd", "trainingjobs.torus.dev", "-o", "json"))
+        self.assertEqual({c["type"]: c["status"] for c in crd["status"]["conditions"]}.get("Established"), "True")
+
+        # Another field manager that changes what helm applied conflicts, as on a cluster; forced, it takes over.
+        scaled = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": deployment["metadata"]["name"], "namespace": NAMESPACE},
+                  "spec": {"replicas": 5}}
+        result = self.standin.kubectl("apply", "--server-side", "--field-manager=ops", "-f", "-",
+                                      stdin=json.dumps(scaled))
+        self.assertNotEqual(result.returncode, 0, result.stdout)
+        self.assertIn('conflict with "helm"', result.stderr)
+        self.assertIn(".spec.replicas", result.stderr)
+
+        self.helm_ok("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--set", "replicaCount=3")
+        self.assertEqual(self.release()["revision"], "2")
+        self.assertEqual(self.deployment()[0]["spec"]["replicas"], 3)
+
+        job = (ROOT / "examples" / "fashion-mnist.yaml").read_text()
+        self.standin.ok("apply", "-n", NAMESPACE, "-f", "-", stdin=job)
+        self.helm_ok("uninstall", RELEASE, "-n", NAMESPACE)
+        self.assertEqual(self.deployment(), [])
+        self.assertIsNone(self.release())
+        self.standin.ok("get", "crd", "trainingjobs.torus.dev")
+        self.assertNotEqual(self.standin.ok("get", "trainingjobs", "-n", NAMESPACE, "-o", "name"), "")
+
+    def test_a_value_the_schema_refuses_names_the_field_and_installs_nothing(self):
+        result = self.helm("install", "refused", str(CHART), "-n", "refused", "--create-namespace",
+                           "--set", "replicaCount=many")
+        self.assertNotEqual(result.returncode, 0, result.stdout)
+        self.assertIn("replicaCount", result.stderr)
+        self.assertEqual(self.standin.kubectl("get", "namespace", "refused").returncode, 1)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--standin", required=True, help="path of the kube-standin binary")
     parser.add_argument("--torus", help="path of the torus binary (runs the operator with the rendered args)")
     parser.add_argument("--kubectl", required=True, help="path of the kubectl binary to drive the stand-in with")
+    parser.add_argument("--helm", help="path of the helm binary (HelmCli)")
     args, rest = parser.parse_known_args()
+    HELM = os.path.abspath(args.helm) if args.helm else None
     KUBECTL = os.path.abspath(args.kubectl)
     if not os.access(KUBECTL, os.X_OK):
         sys.exit(f"chart_apply_test: --kubectl {KUBECTL}: not an executable file (scripts/lib.sh torus_install_kube_tools)")
