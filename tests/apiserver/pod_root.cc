@@ -162,6 +162,12 @@ std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uin
       out.push_back({Kind::kBind, dir, dir, Access::kReadOnly});
     }
   }
+  out.push_back({Kind::kBind, "/dev", "/dev"});
+  out.push_back({Kind::kBind, "/proc", "/proc"});
+  out.push_back({Kind::kBind, "/sys", "/sys", Access::kReadOnly});
+  out.push_back({Kind::kTmpfs, "", "/dev/shm", Access::kReadWrite, shm_bytes});
+  out.push_back({Kind::kTmpfs, "", "/tmp"});
+  // After /tmp: a program kept under /tmp (a test's own) stays reachable on top of the private /tmp.
   for (const std::string& program : programs) {
     const std::string dir = fs::path(program).parent_path().string();
     const bool system = std::any_of(std::begin(kSystem), std::end(kSystem), [&](const char* s) {
@@ -169,11 +175,6 @@ std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uin
     });
     if (fs::path(program).is_absolute() && !system) out.push_back({Kind::kBind, dir, dir, Access::kReadOnly});
   }
-  out.push_back({Kind::kBind, "/dev", "/dev"});
-  out.push_back({Kind::kBind, "/proc", "/proc"});
-  out.push_back({Kind::kBind, "/sys", "/sys", Access::kReadOnly});
-  out.push_back({Kind::kTmpfs, "", "/dev/shm", Access::kReadWrite, shm_bytes});
-  out.push_back({Kind::kTmpfs, "", "/tmp"});
   return out;
 }
 
