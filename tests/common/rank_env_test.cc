@@ -124,6 +124,7 @@ RankEnv sample() {
   e.bind_address = "127.0.0.7";
   e.metrics_port = api::kDefaultMetricsPort;
   e.topology_key = "topology.torus.dev/rack";
+  e.resume_step = 120;
   return e;
 }
 
@@ -142,6 +143,7 @@ TEST(RankEnv, WhatTheWriterWritesTheReaderReadsBack) {
   EXPECT_EQ(back.job_file, "/etc/torus/job/job.json");
   EXPECT_EQ(back.bind_address, "127.0.0.7");
   EXPECT_EQ(back.metrics_port, api::kDefaultMetricsPort);
+  EXPECT_EQ(back.resume_step, 120) << "TORUS_RESUME_STEP: the checkpoint the attempt must resume from";
 }
 
 TEST(RankEnv, MissingVariablesTakeTheDocumentedDefaults) {
@@ -153,6 +155,7 @@ TEST(RankEnv, MissingVariablesTakeTheDocumentedDefaults) {
   EXPECT_EQ(e.job_name, "torus");
   EXPECT_EQ(e.ns, "default");
   EXPECT_FALSE(e.metrics_port.has_value());
+  EXPECT_FALSE(e.resume_step.has_value()) << "no checkpoint to insist on";
   EXPECT_TRUE(e.bind_address.empty());
 }
 
