@@ -32,6 +32,7 @@ struct ApiServer::Connection {
   tcp::socket socket;
   std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
   std::string certificate_user;  // the CN of a client certificate the CA signed, once handshaken
+  std::vector<std::string> certificate_groups;  // its O entries
   std::thread thread;
   std::atomic<bool> done{false};
 };

@@ -1,5 +1,10 @@
 #include "tests/apiserver/request_handler.h"
 
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <ctime>
+
 #include "tests/apiserver/discovery.h"
 #include "tests/apiserver/protobuf.h"
 #include "tests/apiserver/yaml_json.h"
@@ -7,6 +12,10 @@
 namespace torus::standin {
 
 namespace {
+
+bool has_group(const UserInfo& user, const std::string& group) {
+  return std::find(user.groups.begin(), user.groups.end(), group) != user.groups.end();
+}
 
 FieldValidation field_validation(const std::string& value) {
   if (value.empty() || value == "Warn") return FieldValidation::kWarn;
@@ -69,8 +78,9 @@ bool RequestHandler::handle(Request& request) {
   std::vector<std::string> segments = split_path(path_);
   try {
     if (auto refused = authenticate(segments)) return send(std::move(*refused));
-    if (auto special = route_special(segments)) return send(std::move(*special));
     std::optional<Target> resolved = resolve(segments);
+    authorize(resolved, segments);
+    if (auto special = route_special(segments)) return send(std::move(*special));
     if (!resolved) {
       return send(reply(http::status::not_found,
                         make_status(404, "NotFound", "the server could not find the requested resource")));
@@ -94,20 +104,52 @@ bool RequestHandler::handle(Request& request) {
 // The apiserver's authenticators in order: a bearer token (a wrong one is refused even with a certificate), then
 // the client certificate; anonymous requests reach only the public health and version endpoints.
 std::optional<Response> RequestHandler::authenticate(const std::vector<std::string>& s) {
+  user_.reset();
   if (server_.options_.authentication == ServerOptions::Authentication::kNone) return std::nullopt;
   if (!s.empty() && s[0] == "_standin") return std::nullopt;  // the tests' control API, not Kubernetes'
   const std::string authorization(request_->base()[http::field::authorization]);
   const std::string kBearer = "Bearer ";
   if (!authorization.empty()) {
-    if (authorization.rfind(kBearer, 0) == 0 && server_.token_accepted(authorization.substr(kBearer.size()))) {
-      return std::nullopt;
-    }
+    if (authorization.rfind(kBearer, 0) == 0) user_ = server_.token_user(authorization.substr(kBearer.size()));
+    if (user_) return std::nullopt;
   } else if (!connection_.certificate_user.empty()) {
+    user_ = UserInfo{connection_.certificate_user, connection_.certificate_groups};
+    user_->groups.push_back("system:authenticated");
     return std::nullopt;
   } else if (s.size() == 1 && (s[0] == "healthz" || s[0] == "livez" || s[0] == "readyz" || s[0] == "version")) {
     return std::nullopt;
   }
   return reply(http::status::unauthorized, make_status(401, "Unauthorized", "Unauthorized"));
+}
+
+// The authorizer, after authentication: an authenticated user's resource request is checked against the stored RBAC
+// objects (the verb, group, resource and subresource, namespace and name of the request), any other path against
+// the non-resource rules; 403 Forbidden with the apiserver's message when nothing allows it.
+void RequestHandler::authorize(const std::optional<Target>& target, const std::vector<std::string>& s) {
+  if (!user_ || (!s.empty() && s[0] == "_standin")) return;
+  RequestAttributes attributes;
+  attributes.user = *user_;
+  if (target) {
+    const RequestInfo info = describe(*target);
+    attributes.verb = info.verb;
+    attributes.api_group = target->type->group;
+    attributes.resource = target->type->plural;
+    attributes.subresource = target->subresource;
+    attributes.ns = target->ns;
+    attributes.name = target->name;
+  } else {
+    attributes.verb = std::string(request_->method_string());
+    for (char& c : attributes.verb) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    attributes.path = path_.empty() ? "/" : path_;
+  }
+  if (has_group(attributes.user, "system:masters")) return;  // before reading the store
+  const Decision decision = torus::standin::authorize(attributes, server_.rbac_objects());
+  if (decision.verdict == Verdict::kAllow) return;
+  StatusDetails details;
+  details.name = attributes.name;
+  details.group = attributes.api_group;
+  details.kind = attributes.resource;
+  throw ApiError(403, "Forbidden", forbidden_message(attributes, decision.reason), details);
 }
 
 std::optional<Response> RequestHandler::route_special(const std::vector<std::string>& s) {
@@ -206,9 +248,11 @@ std::optional<Target> RequestHandler::resolve(const std::vector<std::string>& s)
   if (rest.size() >= 2) target.name = rest[1];
   if (rest.size() == 3) target.subresource = rest[2];
   if (!target.type->namespaced() && !target.ns.empty()) return std::nullopt;
-  if (!target.subresource.empty() && target.subresource != "status" && target.subresource != "binding") {
+  if (!target.subresource.empty() && target.subresource != "status" && target.subresource != "binding" &&
+      target.subresource != "token") {
     return std::nullopt;
   }
+  if (target.subresource == "token" && target.type->group_resource() != "serviceaccounts") return std::nullopt;
   if (target.subresource == "status" && target.type->status != StatusSubresource::kPresent) return std::nullopt;
   if (target.subresource == "binding" && target.type->group_resource() != "pods") return std::nullopt;
   return target;
@@ -314,6 +358,7 @@ Response RequestHandler::serve_resource(const Target& target, bool& streamed) {
         store.bind(target.ns, target.name, node);
         return reply(http::status::created, make_status(201, "", ""));
       }
+      if (target.subresource == "token") return reply(http::status::created, token_request(target));
       if (!target.name.empty()) throw method_not_allowed("POST is not allowed on a named object");
       if (type.namespaced() && target.ns.empty()) {
         throw ApiError(404, "NotFound", "the server could not find the requested resource");
@@ -376,6 +421,22 @@ Response RequestHandler::serve_resource(const Target& target, bool& streamed) {
     default:
       throw method_not_allowed("the server does not allow this method on the requested resource");
   }
+}
+
+// TokenRequest (authentication.k8s.io/v1), what `kubectl create token NAME` asks for: a bearer token of the
+// service account. The request's audiences and expiry (JSON or kubectl's protobuf) are not read: the token lasts
+// while the account exists.
+json RequestHandler::token_request(const Target& target) {
+  const std::string token = server_.mint_service_account_token(target.ns, target.name);
+  const auto expiry = std::chrono::system_clock::now() + std::chrono::hours(1);
+  const std::time_t t = std::chrono::system_clock::to_time_t(expiry);
+  char when[32];
+  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return json{{"kind", "TokenRequest"},
+              {"apiVersion", "authentication.k8s.io/v1"},
+              {"metadata", {{"name", target.name}, {"namespace", target.ns}, {"creationTimestamp", nullptr}}},
+              {"spec", {{"audiences", json::array({"https://kubernetes.default.svc"})}, {"expirationSeconds", 3600}}},
+              {"status", {{"token", token}, {"expirationTimestamp", when}}}};
 }
 
 // Objects are JSON only. kubectl's generators (`kubectl create namespace|configmap|secret NAME`) send protobuf,

@@ -11,6 +11,7 @@
 #include "tests/apiserver/connection.h"
 #include "tests/apiserver/faults.h"
 #include "tests/apiserver/query.h"
+#include "tests/apiserver/rbac.h"
 #include "tests/apiserver/table.h"
 
 namespace torus::standin {
@@ -47,6 +48,8 @@ class RequestHandler {
   bool write_chunk(const std::string& data);
   void write_last_chunk(beast::error_code& ec);
   std::optional<Response> authenticate(const std::vector<std::string>& segments);
+  void authorize(const std::optional<Target>& target, const std::vector<std::string>& segments);
+  json token_request(const Target& target);
   bool peer_closed();
   RequestInfo describe(const Target& target) const;
   bool wants_table() const {
@@ -61,6 +64,7 @@ class RequestHandler {
   std::string path_;
   QueryParams params_;
   std::vector<std::string> warnings_;
+  std::optional<UserInfo> user_;  // who made the request, once authenticated (none over plain HTTP)
 };
 
 }  // namespace torus::standin

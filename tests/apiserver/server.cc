@@ -11,6 +11,7 @@
 #include "common/log/log.h"
 #include "common/util/base64.h"
 #include "common/util/error.h"
+#include "common/util/random.h"
 #include "tests/apiserver/api_error.h"
 #include "tests/apiserver/connection.h"
 #include "tests/apiserver/request_handler.h"
@@ -61,6 +62,43 @@ void ApiServer::set_tokens(std::set<std::string> tokens) {
 bool ApiServer::token_accepted(const std::string& token) const {
   std::lock_guard lock(tokens_mutex_);
   return options_.tokens.count(token) > 0;
+}
+
+std::string ApiServer::mint_service_account_token(const std::string& ns, const std::string& name) {
+  store_.get(*store_.registry().find("", "v1", "serviceaccounts"), ns, name);  // 404 when missing
+  std::string token = "sa-" + random_hex(24);
+  std::lock_guard lock(tokens_mutex_);
+  service_account_tokens_[token] = {ns, name};
+  return token;
+}
+
+std::optional<UserInfo> ApiServer::token_user(const std::string& token) {
+  std::pair<std::string, std::string> account;
+  {
+    std::lock_guard lock(tokens_mutex_);
+    if (options_.tokens.count(token) > 0) return UserInfo{"standin-admin", {"system:masters", "system:authenticated"}};
+    auto it = service_account_tokens_.find(token);
+    if (it == service_account_tokens_.end()) return std::nullopt;
+    account = it->second;
+  }
+  // A service account's token stops authenticating once the account is deleted.
+  try {
+    store_.get(*store_.registry().find("", "v1", "serviceaccounts"), account.first, account.second);
+  } catch (const ApiError&) {
+    return std::nullopt;
+  }
+  return service_account_user(account.first, account.second);
+}
+
+RbacObjects ApiServer::rbac_objects() const {
+  auto all = [&](const char* plural) {
+    std::vector<json> out;
+    ResourcePtr type = store_.registry().find("rbac.authorization.k8s.io", "v1", plural);
+    if (!type) return out;
+    for (const ObjectPtr& o : store_.list(*type, "").items) out.push_back(*o);
+    return out;
+  };
+  return {all("roles"), all("clusterroles"), all("rolebindings"), all("clusterrolebindings")};
 }
 
 ApiServer::~ApiServer() { stop(); }
@@ -167,9 +205,17 @@ bool ApiServer::handshake(Connection& connection) {
   SSL* ssl = connection.tls->native_handle();
   if (X509* peer = SSL_get1_peer_certificate(ssl)) {
     char cn[256] = "";
+    X509_NAME* subject = X509_get_subject_name(peer);
     if (SSL_get_verify_result(ssl) == X509_V_OK &&
-        X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, cn, sizeof(cn)) > 0) {
+        X509_NAME_get_text_by_NID(subject, NID_commonName, cn, sizeof(cn)) > 0) {
       connection.certificate_user = cn;
+      // The x509 authenticator's groups: every O of the subject.
+      for (int at = X509_NAME_get_index_by_NID(subject, NID_organizationName, -1); at >= 0;
+           at = X509_NAME_get_index_by_NID(subject, NID_organizationName, at)) {
+        ASN1_STRING* value = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at));
+        connection.certificate_groups.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(value)),
+                                                   static_cast<size_t>(ASN1_STRING_length(value)));
+      }
     }
     X509_free(peer);
   }

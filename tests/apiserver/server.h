@@ -6,6 +6,9 @@
 //   GET    /_standin/stats    request counters by verb and resource, current resourceVersion, open watches
 //   DELETE /_standin/stats    resets the counters
 //   POST   /_standin/auth     {"tokens": [...]} replaces the bearer tokens the authenticator accepts (rotation)
+// With authentication, requests are authorized as the apiserver's RBAC authorizer does (rbac.h): admin tokens and
+// certificates in system:masters may do anything, a service account's token (TokenRequest, `kubectl create token`)
+// what the stored Roles, ClusterRoles and bindings grant it.
 //   POST   /_standin/kubelet  forwarded to the simulated kubelet when one is attached (see kubelet_sim.h)
 // See docs/testing.md for the full description.
 #include <atomic>
@@ -22,6 +25,7 @@
 #include <thread>
 
 #include "tests/apiserver/faults.h"
+#include "tests/apiserver/rbac.h"
 #include "tests/apiserver/store.h"
 #include "tests/apiserver/tls.h"
 
@@ -62,6 +66,10 @@ class ApiServer {
   std::string write_kubeconfig(const std::string& path, const std::string& ns = "default") const;
   // Replaces the bearer tokens the authenticator accepts (a rotated service-account token, an expired credential).
   void set_tokens(std::set<std::string> tokens);
+  // A bearer token of the service account `ns`/`name`, as the TokenRequest API (`kubectl create token NAME`) mints
+  // one: its requests are authorized by the stored RBAC objects; it authenticates while the account exists.
+  // Throws ApiError 404 when the account does not exist.
+  std::string mint_service_account_token(const std::string& ns, const std::string& name);
 
   Store& store() { return store_; }
   Faults& faults() { return faults_; }
@@ -78,6 +86,9 @@ class ApiServer {
   void reap_finished();
   bool handshake(Connection& connection);
   bool token_accepted(const std::string& token) const;
+  // The user of a bearer token: an admin (system:masters) or a live service account; nullopt when unknown.
+  std::optional<UserInfo> token_user(const std::string& token);
+  RbacObjects rbac_objects() const;
   struct TlsContext;
   static std::unique_ptr<TlsContext> make_tls_context(const TlsMaterial& tls);
   bool wait_or_stop(std::chrono::milliseconds delay);
@@ -95,6 +106,7 @@ class ApiServer {
   std::map<std::string, ControlHandler> control_handlers_;
   std::atomic<int> open_watches_{0};
   mutable std::mutex tokens_mutex_;
+  std::map<std::string, std::pair<std::string, std::string>> service_account_tokens_;  // token -> (ns, name)
   std::unique_ptr<TlsContext> tls_;
   std::atomic<bool> stopping_{false};
   std::mutex stop_mutex_;

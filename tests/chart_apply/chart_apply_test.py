@@ -9,8 +9,11 @@ no preserve-unknown-fields) before applying a value set that renders those kinds
 is never skipped: `kubectl apply` fails with "no matches for kind" and so does the test (UnknownKindFailsLoudly shows
 it).
 
-With a namespace list, the real `torus operator` is also started with the container args the chart rendered (as the
-kubelet would expand them): it must run TrainingJobs in the listed namespaces and leave the others alone.
+The real `torus operator` is also started with the container args the chart rendered (as the kubelet would expand
+them), authenticated as the chart's ServiceAccount with a token the stand-in minted (`kubectl create token`): the
+stand-in evaluates RBAC, so the rendered Roles and bindings are all it may use. With a namespace list it must run
+TrainingJobs in the listed namespaces and leave the others alone; with the defaults it runs a job, and fails with a
+403 naming the verb once `create` is removed from the ClusterRole's pods rule.
 
 Run by chart_apply_test.cc; standalone:
   /usr/bin/python3 tests/chart_apply/chart_apply_test.py --standin build/bin/kube-standin [--torus build/bin/torus] \
@@ -132,6 +135,19 @@ class Standin:
         self.process.stdout.close()
         self.log.close()
 
+    def service_account_kubeconfig(self, name, namespace):
+        """A kubeconfig that authenticates as the service account, with a token the stand-in's TokenRequest API
+        minted (`kubectl create token`), as a pod of that account gets one: RBAC decides what it may do."""
+        token = self.ok("create", "token", name, "-n", namespace).strip()
+        path = f"{self.kubeconfig}-{namespace}-{name}"
+        with open(self.kubeconfig) as f:
+            text = f.read()
+        self_token = re.search(r"^    token: (\S+)$", text, re.M)
+        assert self_token, f"no token in {self.kubeconfig}"
+        with open(path, "w") as f:
+            f.write(text.replace(self_token.group(0), f"    token: {token}"))
+        return path
+
     def create_namespace(self, name):
         # As a manifest: `kubectl create namespace` sends protobuf, which the stand-in does not speak.
         self.ok("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
@@ -150,8 +166,8 @@ class Standin:
         return result.stdout
 
 
-class ChartOnStandin:
-    """Mixin: one stand-in per test class; subclasses name VALUES and what they expect."""
+class ChartInstalled:
+    """Mixin: one stand-in per test class with the chart installed; subclasses name VALUES and what they expect."""
     VALUES = None
     REPLICAS = 2
     WITH_MONITORING_CRDS = False
@@ -197,16 +213,52 @@ class ChartOnStandin:
             cls.apply_crds([p.read_text() for p in sorted(MONITORING_CRDS.glob("*.yaml"))])
         cls.first_apply = cls.standin.ok("apply", "-f", cls.manifests)
 
-    # ---- checks every value set gets ----
-
-    def served(self):
-        listing = json.loads(self.standin.ok("get", "-f", self.manifests, "-o", "json"))
-        return {key_of(obj): obj for obj in listing["items"]}
-
     def one(self, kind):
         found = [d for d in self.docs if d["kind"] == kind]
         self.assertEqual(len(found), 1, f"expected one rendered {kind}")
         return found[0]
+
+    def start_operator(self, log):
+        """`torus operator` with the container args the chart rendered, authenticated as the chart's ServiceAccount
+        (a token the stand-in minted for it): the rendered Roles and bindings are all it may use."""
+        container = self.one("Deployment")["spec"]["template"]["spec"]["containers"][0]
+        # The kubelet expands $(VAR) from the container's env; the downward API gives the pod's name and namespace.
+        env = {"POD_NAME": "torus-operator-0", "POD_NAMESPACE": NAMESPACE, "TORUS_LOG_LEVEL": "info"}
+        args = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a) for a in container["args"]]
+        kubeconfig = self.standin.service_account_kubeconfig(self.one("ServiceAccount")["metadata"]["name"], NAMESPACE)
+        # Only the listen address differs from the pod (a later flag wins): port 8080 may be taken here.
+        return subprocess.Popen([TORUS, *args, "--metrics-address=127.0.0.1:0", "--kubeconfig", kubeconfig],
+                                env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+
+    def stop_operator(self, operator, log):
+        operator.send_signal(signal.SIGTERM)
+        try:
+            code = operator.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            operator.kill()
+            code = operator.wait()
+        log.seek(0)
+        self.assertEqual(code, 0, log.read()[-3000:])
+
+    def wait_for_pod(self, operator, log, ns, pod):
+        # Awaited in short kubectl waits, so that an operator that exits (a flag it refuses) fails at once.
+        deadline = time.monotonic() + OPERATOR_DEADLINE_S
+        while True:
+            result = self.standin.kubectl("wait", "--for=create", f"pod/{pod}", "-n", ns, "--timeout=5s")
+            if result.returncode == 0 or operator.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                self.assertEqual(result.returncode, 0, f"{result.stderr}\noperator exit {operator.poll()}, "
+                                 f"log:\n{log.read()[-3000:]}")
+                return
+
+
+
+class ChartOnStandin(ChartInstalled):
+    """Mixin: the checks every value set gets."""
+
+    def served(self):
+        listing = json.loads(self.standin.ok("get", "-f", self.manifests, "-o", "json"))
+        return {key_of(obj): obj for obj in listing["items"]}
 
     def test_every_rendered_object_was_created(self):
         lines = [line for line in self.first_apply.splitlines() if line.strip()]
@@ -333,35 +385,15 @@ class MonitoringAndNamespacedValues(ChartOnStandin, unittest.TestCase):
     def test_the_operator_with_the_rendered_args_runs_jobs_only_in_the_listed_namespaces(self):
         if TORUS is None:
             self.skipTest("no --torus binary given")
-        container = self.one("Deployment")["spec"]["template"]["spec"]["containers"][0]
-        # The kubelet expands $(VAR) from the container's env; the downward API gives the pod's name and namespace.
-        env = {"POD_NAME": "torus-operator-0", "POD_NAMESPACE": NAMESPACE, "TORUS_LOG_LEVEL": "info"}
-        args = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a) for a in container["args"]]
         self.standin.create_namespace("team-c")
         jobs = {"team-c": "gamma", "team-a": "alpha", "team-b": "beta"}  # c first: an operator watching it acts on it
         for ns, name in jobs.items():
             self.standin.ok("apply", "-f", "-", stdin=json.dumps(training_job(ns, name)))
-        log_path = os.path.join(self.tmp.name, "operator.log")
-        with open(log_path, "w+") as log:
-            # Only the listen address differs from the pod (a later flag wins): port 8080 may be taken here.
-            operator = subprocess.Popen([TORUS, *args, "--metrics-address=127.0.0.1:0", "--kubeconfig",
-                                         self.standin.kubeconfig], env={**os.environ, **env},
-                                        stdout=log, stderr=subprocess.STDOUT)
-            def wait_for_pod(ns):
-                # Awaited in short kubectl waits, so that an operator that exits (a flag it refuses) fails at once.
-                deadline = time.monotonic() + OPERATOR_DEADLINE_S
-                while True:
-                    result = self.standin.kubectl("wait", "--for=create", f"pod/{jobs[ns]}-worker-0", "-n", ns,
-                                                  "--timeout=5s")
-                    if result.returncode == 0 or operator.poll() is not None or time.monotonic() > deadline:
-                        log.seek(0)
-                        self.assertEqual(result.returncode, 0, f"{result.stderr}\noperator exit {operator.poll()}, "
-                                         f"log:\n{log.read()[-3000:]}")
-                        return
-
+        with open(os.path.join(self.tmp.name, "operator.log"), "w+") as log:
+            operator = self.start_operator(log)
             try:
                 for ns in ("team-a", "team-b"):
-                    wait_for_pod(ns)
+                    self.wait_for_pod(operator, log, ns, f"{jobs[ns]}-worker-0")
                 holder = self.standin.ok("get", "lease", "torus-operator", "-n", NAMESPACE,
                                          "-o", "jsonpath={.spec.holderIdentity}")
                 self.assertEqual(holder, "torus-operator-0")
@@ -370,14 +402,9 @@ class MonitoringAndNamespacedValues(ChartOnStandin, unittest.TestCase):
                 gamma = json.loads(self.standin.ok("get", "trainingjob", "gamma", "-n", "team-c", "-o", "json"))
                 self.assertNotIn("status", gamma)
             finally:
-                operator.send_signal(signal.SIGTERM)
-                try:
-                    code = operator.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    operator.kill()
-                    code = operator.wait()
-                log.seek(0)
-                self.assertEqual(code, 0, log.read()[-3000:])
+                self.stop_operator(operator, log)
+            log.seek(0)
+            self.assertNotIn("forbidden", log.read())
 
     def test_dashboards_land_in_the_grafana_namespace(self):
         names = self.standin.ok("get", "configmaps", "-n", "monitoring", "-l", "grafana_dashboard=1", "-o", "name")
@@ -389,6 +416,68 @@ def training_job(namespace, name):
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"gang": {"workers": 1}, "model": {"arch": "resnet9"}, "data": {"dataset": "synthetic"},
                      "training": {"epochs": 1, "batchSize": 32, "lrSchedule": {"peak": 0.1}}}}
+
+
+class ChartRbacIsEnforced(ChartInstalled, unittest.TestCase):
+    """Default values: the operator runs as the chart's ServiceAccount under the rendered ClusterRole, and the
+    stand-in evaluates RBAC as a cluster does, so a verb the chart lacks fails here as it would there."""
+
+    def require_torus(self):
+        if TORUS is None:
+            self.skipTest("no --torus binary given")
+
+    def job_status_phase(self, ns, name):
+        return self.standin.ok("get", "trainingjob", name, "-n", ns, "-o", "jsonpath={.status.phase}")
+
+    def test_the_operator_as_the_chart_service_account_runs_a_job(self):
+        self.require_torus()
+        self.standin.create_namespace("team-rbac")
+        self.standin.ok("apply", "-f", "-", stdin=json.dumps(training_job("team-rbac", "allowed")))
+        with open(os.path.join(self.tmp.name, "operator-allowed.log"), "w+") as log:
+            operator = self.start_operator(log)
+            try:
+                self.wait_for_pod(operator, log, "team-rbac", "allowed-worker-0")
+                # The status subresource is written (trainingjobs/status), and the leader Lease taken.
+                result = self.standin.kubectl("wait", "--for=jsonpath={.status.phase}", "trainingjob/allowed",
+                                              "-n", "team-rbac", f"--timeout={OPERATOR_DEADLINE_S}s")
+                self.assertEqual(result.returncode, 0, result.stderr)
+            finally:
+                self.stop_operator(operator, log)
+            log.seek(0)
+            self.assertNotIn("forbidden", log.read())
+
+    def test_a_verb_removed_from_the_cluster_role_fails_the_operator_with_a_403_naming_it(self):
+        self.require_torus()
+        name = self.one("ClusterRole")["metadata"]["name"]
+        role = json.loads(self.standin.ok("get", "clusterrole", name, "-o", "json"))
+        original = json.dumps(role)
+        (pods,) = [r for r in role["rules"] if r["resources"] == ["pods"]]
+        pods["verbs"].remove("create")
+        self.standin.ok("replace", "-f", "-", stdin=json.dumps(role))
+        self.standin.create_namespace("team-denied")
+        self.standin.ok("apply", "-f", "-", stdin=json.dumps(training_job("team-denied", "denied")))
+        sa = self.one("ServiceAccount")["metadata"]["name"]
+        want = (f'pods is forbidden: User "system:serviceaccount:{NAMESPACE}:{sa}" cannot create resource "pods" '
+                f'in API group "" in the namespace "team-denied"')
+        try:
+            with open(os.path.join(self.tmp.name, "operator-denied.log"), "w+") as log:
+                operator = self.start_operator(log)
+                try:
+                    deadline = time.monotonic() + OPERATOR_DEADLINE_S
+                    seen = ""
+                    while want not in seen and operator.poll() is None and time.monotonic() < deadline:
+                        # The log grows as the operator retries; read it again after a short wait.
+                        select.select([], [], [], 0.2)
+                        log.seek(0)
+                        seen = log.read()
+                    self.assertIn(want, seen, f"operator exit {operator.poll()}, log:\n{seen[-3000:]}")
+                finally:
+                    self.stop_operator(operator, log)
+            self.assertEqual(self.standin.ok("get", "pods", "-n", "team-denied", "-o", "name"), "")
+        finally:
+            restored = json.loads(original)
+            restored["metadata"].pop("resourceVersion", None)
+            self.standin.ok("replace", "-f", "-", stdin=json.dumps(restored))
 
 
 class MinimalValues(ChartOnStandin, unittest.TestCase):
