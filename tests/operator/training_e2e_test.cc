@@ -50,6 +50,7 @@ class TrainingE2E : public ::testing::Test {
                                  (dir_ / "operator.log").string());
   }
   static void TearDownTestSuite() {
+    prometheus_.reset();
     operator_.reset();
     standin_.reset();
     client_.reset();
@@ -171,6 +172,77 @@ class TrainingE2E : public ::testing::Test {
     }
     return ranks;
   }
+  // A real Prometheus that scrapes the worker pods with the relabelings of the chart's PodMonitor
+  // (charts/torus-operator/templates/podmonitor.yaml: the operator's worker pods, every container port named
+  // metrics(-N)?), as the prometheus-operator translates it. Debian's Prometheus has no Kubernetes discovery, so the
+  // pod role's targets (every container port of every pod, with its __meta_kubernetes_* labels) come from a file
+  // the test writes from the stand-in's pods (write_pod_targets). Returns its port once ready.
+  static int start_prometheus() {
+    const int port = free_port();
+    std::ofstream(dir_ / "targets.json") << "[]";
+    std::ofstream(dir_ / "prometheus.yml")
+        << "global: {scrape_interval: 1s}\n"
+           "scrape_configs:\n"
+           "- job_name: podMonitor/torus-workers\n"
+           "  honor_labels: true\n"
+           "  metrics_path: /metrics\n"
+           "  file_sd_configs:\n"
+           "  - files: [" << (dir_ / "targets.json").string() << "]\n"
+           "  relabel_configs:\n"
+           "  - source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_managed_by, "
+           "__meta_kubernetes_pod_label_torus_dev_role]\n"
+           "    regex: torus-operator;worker\n"
+           "    action: keep\n"
+           "  - source_labels: [__meta_kubernetes_pod_container_port_name]\n"
+           "    regex: metrics(-[0-9]+)?\n"
+           "    action: keep\n";
+    prometheus_ = std::make_unique<Daemon>(
+        "prometheus",
+        std::vector<std::string>{"/usr/bin/prometheus", "--config.file=" + (dir_ / "prometheus.yml").string(),
+                                 "--storage.tsdb.path=" + (dir_ / "tsdb").string(),
+                                 "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+        (dir_ / "prometheus.log").string());
+    if (!eventually([&] { return prometheus_get(port, "/-/ready").first == 200; }, 30s)) return 0;
+    return port;
+  }
+  // What Kubernetes pod discovery finds for `job`'s pods: each declared container port at the pod IP.
+  static void write_pod_targets(const std::string& job) {
+    json groups = json::array();
+    for (const json& pod : pods_of(job)) {
+      const json& labels = pod["metadata"]["labels"];
+      for (const json& port : pod["spec"]["containers"][0]["ports"]) {
+        groups.push_back(
+            {{"targets", {pod["status"].value("podIP", "") + ":" + std::to_string(port.value("containerPort", 0))}},
+             {"labels",
+              {{"__meta_kubernetes_pod_label_app_kubernetes_io_managed_by", labels.value("app.kubernetes.io/managed-by", "")},
+               {"__meta_kubernetes_pod_label_torus_dev_role", labels.value("torus.dev/role", "")},
+               {"__meta_kubernetes_pod_container_port_name", port.value("name", "")}}}});
+      }
+    }
+    std::ofstream(dir_ / "targets.json.new") << groups.dump();
+    fs::rename(dir_ / "targets.json.new", dir_ / "targets.json");
+  }
+  static std::pair<int, std::string> prometheus_get(int port, const std::string& path) {
+    try {
+      kube::ClusterConfig target;
+      target.server = "http://127.0.0.1:" + std::to_string(port);
+      const auto r = kube::make_http_transport(target, kube::TransportOptions{5s})->send({"GET", path, "", "", {}});
+      return {r.status, r.body};
+    } catch (const std::exception& e) {
+      return {0, e.what()};
+    }
+  }
+  // The ranks of `job` Prometheus scraped a torus_worker_global_step of.
+  static std::set<int> prometheus_ranks(int port, const std::string& job) {
+    // last_over_time: a finished rank's series went stale, and still counts as scraped.
+    const auto r = prometheus_get(
+        port, "/api/v1/query?query=last_over_time(torus_worker_global_step%7Bjob%3D%22" + job + "%22%7D%5B10m%5D)");
+    std::set<int> ranks;
+    const json reply = json::parse(r.second, nullptr, false);
+    if (r.first != 200 || reply.is_discarded()) return ranks;
+    for (const json& series : reply["data"]["result"]) ranks.insert(std::stoi(series["metric"].value("rank", "-1")));
+    return ranks;
+  }
   // The messages of the job's events with `reason`.
   static std::vector<std::string> events_of(const std::string& job, const std::string& reason) {
     const json list = client_->list(res::kEvents, kNs, {"", "involvedObject.name=" + job + ",reason=" + reason, ""});
@@ -195,6 +267,7 @@ class TrainingE2E : public ::testing::Test {
   static std::unique_ptr<Daemon> standin_;
   static std::unique_ptr<Daemon> operator_;
   static std::unique_ptr<kube::Client> client_;
+  static std::unique_ptr<Daemon> prometheus_;
 };
 
 std::unique_ptr<test::TempDir> TrainingE2E::tmp_;
@@ -203,6 +276,7 @@ std::string TrainingE2E::kubeconfig_;
 std::unique_ptr<Daemon> TrainingE2E::standin_;
 std::unique_ptr<Daemon> TrainingE2E::operator_;
 std::unique_ptr<kube::Client> TrainingE2E::client_;
+std::unique_ptr<Daemon> TrainingE2E::prometheus_;
 
 TEST_F(TrainingE2E, TwoCpuWorkersTrainAndTheStatusShowsTheirRealProgress) {
   apply("alpha", 2, 1, 20, "  allReduce:\n    algorithm: ring\n");
@@ -232,10 +306,20 @@ TEST_F(TrainingE2E, TwoCpuWorkersTrainAndTheStatusShowsTheirRealProgress) {
 
 TEST_F(TrainingE2E, TwoWorkersOfTwoProcessesFormAWorldOfFour) {
   // On 2 nodes of 2 ranks the cost model picks hierarchical (measured); the job asks for ring, and ring is what ran.
-  apply("beta", 2, 2, 20, "  allReduce:\n    algorithm: ring\n");
-  // Issue 27.4: each pod names one metrics port per local rank, and every rank answers on its own.
+  const int prometheus = fs::exists("/usr/bin/prometheus") ? start_prometheus() : 0;
+  // 100 epochs: long enough for Prometheus to find the targets and scrape them while the ranks run.
+  apply("beta", 2, 2, 100, "  allReduce:\n    algorithm: ring\n");
+  // Issue 27.4: each pod names one metrics port per local rank, and every rank answers on its own; a real
+  // Prometheus configured as the chart's PodMonitor scrapes all four.
   ASSERT_TRUE(eventually([] { return scraped_ranks("beta") == std::set<int>{0, 1, 2, 3}; }, 120s))
       << logs_of("beta");
+  if (prometheus != 0) {
+    write_pod_targets("beta");
+    EXPECT_TRUE(eventually([&] { return prometheus_ranks(prometheus, "beta") == std::set<int>{0, 1, 2, 3}; }, 60s))
+        << prometheus_get(prometheus, "/api/v1/targets").second;
+  } else if (fs::exists("/usr/bin/prometheus")) {
+    ADD_FAILURE() << "Prometheus did not start: " << read_file(dir_ / "prometheus.log");
+  }
   for (const json& pod : pods_of("beta")) {
     EXPECT_NE(pod["spec"]["volumes"].dump().find(R"("medium":"Memory")"), std::string::npos) << "/dev/shm";
   }
