@@ -9,7 +9,8 @@
 // --run-pods runs every pod the kubelet starts as local processes (tests/apiserver/process_kubelet.h), each container
 // in its own mount namespace and private root (pod_root.h; the stand-in must run as root), with a folder
 // per pod under DIR; --pod-command maps a container's command to a program (torus-worker=build/bin/torus-worker),
-// --pod-env adds a variable to every container.
+// --pod-env adds a variable to every container. With --kubelet, the workload controllers run too
+// (workload_controllers.h: Deployments make ReplicaSets make pods, as kube-controller-manager does).
 //
 // --tls-dir serves HTTPS with a fresh CA and writes ca.crt, client.crt and client.key (CN standin-admin,
 // O system:masters) into DIR, and then authenticates like an apiserver without anonymous access: the bearer token
@@ -28,6 +29,7 @@
 #include "common/util/error.h"
 #include "common/util/main_guard.h"
 #include "tests/apiserver/kubelet_sim.h"
+#include "tests/apiserver/workload_controllers.h"
 #include "tests/apiserver/server.h"
 #include "tests/apiserver/yaml_json.h"
 
@@ -183,7 +185,11 @@ int run(int argc, char** argv) {
   load_crds(server.store(), flags.crds);
   server.start();
   std::unique_ptr<standin::KubeletSim> kubelet;
-  if (flags.kubelet) kubelet = std::make_unique<standin::KubeletSim>(server, flags.kubelet_options);
+  std::unique_ptr<standin::WorkloadControllers> controllers;
+  if (flags.kubelet) {
+    kubelet = std::make_unique<standin::KubeletSim>(server, flags.kubelet_options);
+    controllers = std::make_unique<standin::WorkloadControllers>(server.store());
+  }
   if (!flags.kubeconfig.empty()) server.write_kubeconfig(flags.kubeconfig);
   std::printf("%s\n", server.url().c_str());
   std::fflush(stdout);
@@ -191,6 +197,7 @@ int run(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   TLOG(Info) << "kube-standin: signal " << signal_number << ", stopping";
+  controllers.reset();
   kubelet.reset();
   server.stop();
   return 0;

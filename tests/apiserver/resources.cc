@@ -53,6 +53,7 @@ std::vector<BuiltIn> built_ins() {
        G::kUntracked,
        {"sa"}},
       {"apps", "v1", "deployments", "deployment", "Deployment", S::kNamespaced, St::kPresent, G::kTracked, {"deploy"}},
+      {"apps", "v1", "replicasets", "replicaset", "ReplicaSet", S::kNamespaced, St::kPresent, G::kTracked, {"rs"}},
       {"policy",
        "v1",
        "poddisruptionbudgets",

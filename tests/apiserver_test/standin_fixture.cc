@@ -109,8 +109,10 @@ bool BackgroundKubectl::wait_for_line(const std::string& text, std::chrono::mill
   };
   while (!seen()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
-    // Pumps output into lines_; returns early when the process ends (then nothing more will come).
-    if (impl_->supervisor.wait_any(std::chrono::milliseconds(remaining_ms(deadline)))) return seen();
+    // Pumps output into lines_ a slice at a time (wait_any returns early only when the process ends, not on
+    // output), so a line is seen within a slice of its arrival rather than at the deadline.
+    const auto slice = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(remaining_ms(deadline)), 50ms);
+    if (impl_->supervisor.wait_any(slice)) return seen();
   }
   return true;
 }
