@@ -146,6 +146,37 @@ inline std::unique_ptr<Daemon> start_standin(const fs::path& dir, const std::str
   return standin;
 }
 
+// The operator's credentials as the Helm chart gives them in a cluster: the chart's ServiceAccount, ClusterRole,
+// leader-election Role and their bindings (`helm template` of charts/torus-operator, release "torus" in `ns`) applied
+// with the admin kubeconfig, then a kubeconfig authenticating as that account with a token the stand-in's
+// TokenRequest API minted (`kubectl create token`). The stand-in evaluates RBAC, so an operator started with it may do
+// what the chart grants and no more: a verb the chart lacks fails the test with a 403 naming it.
+inline std::string chart_service_account_kubeconfig(const fs::path& dir, const std::string& admin_kubeconfig,
+                                                    const std::string& ns) {
+  const std::string chart = std::string(TORUS_SOURCE_DIR) + "/charts/torus-operator";
+  CmdResult rendered = run_command({TORUS_HELM, "template", "torus", chart, "--namespace", ns, "--show-only",
+                                    "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml"});
+  if (rendered.code != 0) throw std::runtime_error("helm template " + chart + " failed: " + rendered.out);
+  const std::string manifests = (dir / "chart-rbac.yaml").string();
+  std::ofstream(manifests) << rendered.out;
+  CmdResult applied = run_command({kKubectl, "--kubeconfig", admin_kubeconfig, "apply", "-f", manifests});
+  if (applied.code != 0) throw std::runtime_error("kubectl apply of the chart's RBAC failed: " + applied.out);
+  CmdResult token =
+      run_command({kKubectl, "--kubeconfig", admin_kubeconfig, "create", "token", "torus-torus-operator", "-n", ns});
+  if (token.code != 0 || token.out.empty()) throw std::runtime_error("kubectl create token failed: " + token.out);
+  std::string minted = token.out.substr(0, token.out.find_last_not_of('\n') + 1);
+  minted = minted.substr(minted.find_last_of('\n') + 1);  // the token is the last line printed
+  std::ifstream in(admin_kubeconfig);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string admin_token = "token: standin-token";
+  const size_t at = text.find(admin_token);
+  if (at == std::string::npos) throw std::runtime_error(admin_kubeconfig + ": no \"" + admin_token + "\" to replace");
+  text.replace(at, admin_token.size(), "token: " + minted);
+  const std::string path = (dir / "operator-kubeconfig").string();
+  std::ofstream(path) << text;
+  return path;
+}
+
 // A stand-in of one test's own (started in a fresh temporary folder with `kubelet_flags`) and a client to it, for the
 // fixtures that start one per test. finish() (after the test's operator is stopped) stops it, fails the test on a
 // connection beyond loopback, and keeps the logs of a failed test.
@@ -203,6 +234,8 @@ class OperatorE2E : public ::testing::Test {
     standin_ = start_standin(dir_, kubeconfig_, {"--nodes", "8", "--racks", "2"});
     config_ = kube::load_kubeconfig(kubeconfig_);
     client_ = std::make_unique<kube::Client>(config_, kube::ClientOptions{.qps = 500, .burst = 500});
+    // The operators run as the chart's ServiceAccount (RBAC enforced); the tests' kubectl and client_ are admin.
+    operator_kubeconfig_ = chart_service_account_kubeconfig(dir_, kubeconfig_, kNs);
     start_operator("op-a");
   }
   static void TearDownTestSuite() {
@@ -218,7 +251,7 @@ class OperatorE2E : public ::testing::Test {
     std::vector<std::string> argv{kBin + "torus",
                                   "operator",
                                   "--kubeconfig",
-                                  kubeconfig_,
+                                  operator_kubeconfig_,
                                   "--metrics-addr",
                                   "127.0.0.1:0",
                                   "--leader-elect",
@@ -296,6 +329,7 @@ class OperatorE2E : public ::testing::Test {
   inline static std::unique_ptr<test::TempDir> tmp_;
   inline static fs::path dir_;
   inline static std::string kubeconfig_;
+  inline static std::string operator_kubeconfig_;  // the chart's ServiceAccount (chart_service_account_kubeconfig)
   inline static kube::ClusterConfig config_;
   inline static std::unique_ptr<Daemon> standin_;
   inline static std::map<std::string, std::unique_ptr<Daemon>> operators_;

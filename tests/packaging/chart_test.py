@@ -64,7 +64,7 @@ def rules_by_resource(role):
 
 # What the operator does, and nothing more (see templates/rbac.yaml).
 EXPECTED_JOB_RULES = {
-    ("torus.dev", "trainingjobs"): {"get", "list", "watch", "patch"},
+    ("torus.dev", "trainingjobs"): {"get", "list", "watch", "patch", "delete"},  # delete: ttlSecondsAfterFinished
     ("torus.dev", "trainingjobs/status"): {"get", "update", "patch"},
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
     ("", "services"): {"get", "list", "watch", "create", "delete"},
