@@ -208,6 +208,16 @@ bool KubeletSim::held(const json& pod) const {
   return false;
 }
 
+// Under mutex_ (checked and recorded in one step, so a release between them cannot miss the pod).
+bool KubeletSim::start_held(const json& pod) const {
+  for (const auto& [ns, selector] : start_held_selectors_) {
+    if ((ns.empty() || ns == namespace_of(pod)) && selector.matches(pod["metadata"].value("labels", json()))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void KubeletSim::process(const json& pod) {
   const json& meta = pod["metadata"];
   std::string phase = pod.value("status", json::object()).value("phase", "Pending");
@@ -235,6 +245,13 @@ void KubeletSim::process(const json& pod) {
   }
   if (phase != "Pending") return;
   std::string key = pod_key(pod);
+  {
+    std::lock_guard lock(mutex_);
+    if (start_held(pod)) {
+      gated_.insert(key);
+      return;
+    }
+  }
   if (options_.start_delay.count() == 0) {
     start(namespace_of(pod), name_of(pod));
     return;
@@ -447,11 +464,23 @@ void KubeletSim::release(const std::string& ns, const std::string& pod) {
   reschedule_pending();
 }
 
+void KubeletSim::hold_start(const std::string& ns, const LabelSelector& selector) {
+  std::lock_guard lock(mutex_);
+  start_held_selectors_.emplace_back(ns, selector);
+}
+
 void KubeletSim::release_all() {
+  std::set<std::string> gated;
   {
     std::lock_guard lock(mutex_);
     held_names_.clear();
     held_selectors_.clear();
+    start_held_selectors_.clear();
+    gated.swap(gated_);
+  }
+  for (const std::string& key : gated) {
+    const size_t slash = key.find('/');
+    start(key.substr(0, slash), key.substr(slash + 1));
   }
   reschedule_pending();
 }
@@ -488,6 +517,8 @@ json KubeletSim::handle_control(const json& request) {
     }
     terminate(required(request, "namespace"), required(request, "name"), request["exitCode"].get<int>(),
               request.value("container", ""), request.value("reason", ""));
+  } else if (action == "holdStart") {
+    hold_start(required(request, "namespace"), LabelSelector::parse(required(request, "labelSelector")));
   } else if (action == "holdPending" || action == "release") {
     std::string ns = required(request, "namespace");
     bool by_selector = request.contains("labelSelector");
@@ -503,7 +534,7 @@ json KubeletSim::handle_control(const json& request) {
   } else if (action == "nodes") {
     return {{"nodes", node_names()}};
   } else {
-    throw bad_request("kubelet: action: expected terminate, holdPending, release or nodes; got \"" + action + "\"");
+    throw bad_request("kubelet: action: expected terminate, holdPending, holdStart, release or nodes; got \"" + action + "\"");
   }
   return make_status(200, "", "kubelet: " + action + " done");
 }

@@ -9,7 +9,9 @@
 //   {"action":"terminate","namespace":"ns","name":"pod","exitCode":137[,"container":"c","reason":"OOMKilled"]}
 //   {"action":"holdPending","namespace":"ns","name":"pod"}  or  {"action":"holdPending","namespace":"ns",
 //    "labelSelector":"job=a"}
-//   {"action":"release", same fields as holdPending}
+//   {"action":"holdStart","namespace":"ns","labelSelector":"job=a"}  matching pods are bound but not started (Pending,
+//    as while their images are pulled) until release
+//   {"action":"release", same fields as holdPending}  (with labelSelector: every hold, start holds included)
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -62,8 +64,11 @@ class KubeletSim {
   // Keeps matching pods unscheduled (PodScheduled=False, Unschedulable) until release().
   void hold_pending(const std::string& ns, const std::string& pod);
   void hold_pending(const std::string& ns, const LabelSelector& selector);
+  // Binds matching pods but does not start them (they stay Pending, scheduled) until release_all(): a start gate a
+  // test opens instead of waiting out a start delay.
+  void hold_start(const std::string& ns, const LabelSelector& selector);
   void release(const std::string& ns, const std::string& pod);
-  void release_all();
+  void release_all();  // every hold; pods held at the start are started now
 
   std::vector<std::string> node_names() const;
   nlohmann::json handle_control(const nlohmann::json& request);
@@ -79,6 +84,7 @@ class KubeletSim {
   void run();
   void process(const json& pod);
   bool held(const json& pod) const;
+  bool start_held(const json& pod) const;  // under mutex_
   void schedule(const json& pod);
   void mark_unschedulable(const json& pod, const std::string& message);
   void start(const std::string& ns, const std::string& name);
@@ -97,6 +103,8 @@ class KubeletSim {
   mutable std::mutex mutex_;
   std::set<std::string> held_names_;  // "ns/name"
   std::vector<std::pair<std::string, LabelSelector>> held_selectors_;
+  std::vector<std::pair<std::string, LabelSelector>> start_held_selectors_;
+  std::set<std::string> gated_;  // "ns/name": bound pods a start hold keeps from starting
   std::map<std::string, std::string> placed_;  // "ns/name" -> node name (capacity accounting)
   std::multimap<std::chrono::steady_clock::time_point, std::string> starts_;  // delayed starts, "ns/name"
   std::atomic<bool> stopping_{false};

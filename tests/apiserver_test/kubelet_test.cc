@@ -101,6 +101,22 @@ TEST_F(KubeletTest, HeldPodsStayUnschedulableUntilReleased) {
   ok({"wait", "--for=condition=Ready", "pod/p0", "--timeout=10s"});
 }
 
+// The start gate: pods the hold matches are bound (PodScheduled True, a node) but stay Pending until release.
+TEST_F(KubeletTest, StartHeldPodsAreBoundButPendingUntilReleased) {
+  kubelet_->hold_start("default", LabelSelector::parse("gate=shut"));
+  std::string gated = pod_yaml("p0");
+  const std::string labels = "labels: {job: a}";
+  gated.replace(gated.find(labels), labels.size(), "labels: {job: a, gate: shut}");
+  ok({"apply", "-f", write_file("p.yaml", gated + "---\n" + pod_yaml("p1"))});
+  ok({"wait", "--for=condition=Ready", "pod/p1", "--timeout=10s"});  // not matched: started
+  ok({"wait", "--for=jsonpath={.spec.nodeName}", "pod/p0", "--timeout=10s"});  // bound
+  json pod = get_json({"get", "pod", "p0", "-o", "json"});
+  EXPECT_EQ(pod["status"]["phase"], "Pending") << pod.dump();
+  EXPECT_FALSE(pod["spec"].value("nodeName", "").empty()) << pod.dump();
+  kubelet_->release_all();
+  ok({"wait", "--for=condition=Ready", "pod/p0", "--timeout=10s"});
+}
+
 TEST_F(KubeletTest, GpuCapacityAndNodeSelectorsDecidePlacement) {
   std::string gpu_pod =
       "apiVersion: v1\nkind: Pod\nmetadata: {name: NAME}\nspec:\n  restartPolicy: Never\n"
