@@ -6,9 +6,9 @@
 #
 # Time to target, both sides: from the start of the first training step (data loaded, model built, ranks joined) to
 # the end of the first validation pass at or above the target accuracy (evaluations and per-epoch checkpoints in
-# between included; both stop there). torus: `time_to_target_s` of `torus run`'s RESULT line (rank 0's trainer
-# clock); PyTorch: the peer's RESULT line (rank 0's clock, after a barrier). images/s: global training images/s of
-# the last epoch (evaluation excluded). Each torus run starts from a fresh checkpoint dir (no resume).
+# between included; both stop there). torus: `time_to_target_s` of `torus run`'s RESULT line (from rank 0's first
+# training step, on torus run's clock); PyTorch: the peer's RESULT line (rank 0's clock, after a barrier).
+# images/s: global training images/s of the last epoch (evaluation excluded). Each torus run starts from a fresh checkpoint dir (no resume).
 #   bench/time_to_accuracy.sh                          # RUNS=2 of each side, the example's 4 epochs and 92%
 #   RUNS=3 bench/time_to_accuracy.sh
 #   EPOCHS=1 TARGET=0.80 RUNS=1 bench/time_to_accuracy.sh   # smoke run (a few minutes): both sides' plumbing

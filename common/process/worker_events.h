@@ -18,6 +18,7 @@ inline constexpr const char* kProgress = "progress";      // epoch, step, steps_
 inline constexpr const char* kEvaluated = "evaluated";    // epoch, accuracy, top5, elapsed_s
 inline constexpr const char* kCheckpoint = "checkpoint";  // path, step, seconds
 inline constexpr const char* kFinished = "finished";      // accuracy, images_per_s, elapsed_s, time_to_target_s, ...
+inline constexpr const char* kAborted = "aborted";        // step: the last step finished before its gang failed
 }  // namespace event
 
 // `@torus-event <compact json>` (no newline).

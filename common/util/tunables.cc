@@ -40,6 +40,8 @@ constexpr std::array kTable = std::to_array<Tunable>({
      "log threshold of every Torus process: debug, info, warn or error (`torus run` passes it to its ranks)"},
     {"TORUS_WORKER_BINARY", Type::kString, "", "",
      "`torus run`: the torus-worker executable it starts; default the one next to `torus` (e.g. a sanitizer build)"},
+    {"TORUS_TEST_SIGKILL_AT_STEP", Type::kString, "", "",
+     "tests only: RANK:STEP makes that rank of attempt 0 SIGKILL itself after that global step (known lost work)"},
     {"TORUS_CUDA_TF32", Type::kInteger, "1", "", "GPU: 1 lets fp32 convolutions and GEMMs use TF32, 0 denies it"},
     {"TORUS_CUDNN_BENCHMARK", Type::kInteger, "0", "", "GPU: 1 times the cuDNN convolution algorithms"},
     {"TORUS_CUDNN_DETERMINISTIC", Type::kInteger, "0", "",

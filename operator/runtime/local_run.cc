@@ -129,6 +129,7 @@ class Console : public GangListener {
 
   void on_worker_exit(int rank, const process::Termination& how) override {
     if (how.success() || interrupted_) return;
+    report_.on_rank_failed();
     say("rank " + std::to_string(rank) + " " + how.describe());
     if (rank != 0 && verbosity_ != Verbosity::kAllRanks) {  // its last words were not shown: show them now
       for (const auto& l : tails_.at(static_cast<size_t>(rank))) say("[rank " + std::to_string(rank) + "] " + l);

@@ -42,9 +42,13 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-void RunReport::on_attempt_start(int attempt) { attempt_ = attempt; }
+void RunReport::on_attempt_start(int attempt, LedgerClock::time_point now) {
+  attempt_ = attempt;
+  goodput_.on_attempt_start(attempt, now);
+}
 
-void RunReport::on_event(int rank, const nlohmann::json& e) {
+void RunReport::on_event(int rank, const nlohmann::json& e, LedgerClock::time_point now) {
+  goodput_.on_event(rank, e, now);
   const std::string type = value_or<std::string>(e, "event", "");
   if (type == process::event::kStarted) {
     const int port = value_or<int>(e, "metrics_port", 0);
@@ -95,14 +99,51 @@ std::string RunReport::progress_line() const {
   return os.str();
 }
 
-std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double wall_seconds) const {
+std::string goodput_line(const JobGoodput& g) {
+  using process::TimePart;
+  auto s = [](double v) { return fixed(v, 1) + " s"; };
+  std::string line = "goodput " + fixed(g.ratio(), 3) + " of " + s(g.wall_s) + ": training " +
+                     s(g.kept[TimePart::kTraining]) + ", start-up " + s(g.kept[TimePart::kStartup]) +
+                     " (communicator " + s(g.kept.comm_init_s) + "), restore " + s(g.kept[TimePart::kRestore]) +
+                     ", data wait " + s(g.kept[TimePart::kDataWait]) + ", communication wait " +
+                     s(g.kept[TimePart::kCommWait]) + ", evaluation " + s(g.kept[TimePart::kEvaluation]) +
+                     ", checkpoints " + s(g.kept[TimePart::kCheckpoint]) + ", lost work " + fixed(g.lost_work_s, 2) +
+                     " s (" + std::to_string(g.lost_steps) + " steps), restarts and other " + s(g.restart_and_other_s) +
+                     "; step " + fixed(g.step_s * 1000, 1) + " ms";
+  return line;
+}
+
+std::string goodput_fields(const JobGoodput& g) {
+  std::ostringstream os;
+  os << " goodput=" << fixed(g.ratio(), 3) << " wall_s=" << fixed(g.wall_s, 2)
+     << " lost_work_s=" << fixed(g.lost_work_s, 3) << " lost_steps=" << g.lost_steps
+     << " step_s=" << fixed(g.step_s, 4);
+  for (process::TimePart p : process::kAllTimeParts) os << " " << process::to_string(p) << "_s=" << fixed(g.kept[p], 2);
+  os << " comm_init_s=" << fixed(g.kept.comm_init_s, 2) << " restart_other_s=" << fixed(g.restart_and_other_s, 2);
+  return os.str();
+}
+
+std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double wall_seconds,
+                                            LedgerClock::time_point end) const {
+  const JobGoodput ledger = goodput_.totals(end);
+  // Time to target spans every attempt (from the first training step); the last attempt's own is shown beside it.
+  const std::optional<double> to_target = goodput_.time_to_target_s() ? goodput_.time_to_target_s() : time_to_target_s_;
   std::vector<std::string> lines;
   lines.push_back("phase: " + std::string(api::to_string(outcome.phase)) +
                   (outcome.message.empty() ? "" : " (" + outcome.message + ")"));
   lines.push_back("final accuracy: " + (final_accuracy_ ? fixed(*final_accuracy_ * 100, 2) + "%" : "n/a"));
   if (target_) {
-    lines.push_back("time to " + fixed(*target_ * 100, 1) +
-                    "%: " + (time_to_target_s_ ? fixed(*time_to_target_s_, 1) + " s" : "not reached"));
+    std::string line = "time to " + fixed(*target_ * 100, 1) + "%: ";
+    if (!to_target) {
+      line += "not reached";
+    } else {
+      line += fixed(*to_target, 1) + " s from the first training step";
+      if (outcome.attempts > 1 && time_to_target_s_) {
+        line += ", across " + std::to_string(outcome.attempts) +
+                " attempts (the last attempt's own: " + fixed(*time_to_target_s_, 1) + " s)";
+      }
+    }
+    lines.push_back(line);
   }
   lines.push_back("throughput: " + fixed(images_per_s_, 0) + " images/s");
   lines.push_back("all-reduce bus bandwidth: " + fixed(busbw_gbps_, 2) + " GB/s" +
@@ -114,14 +155,22 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
   lines.push_back("restarts: " + std::to_string(std::max(outcome.attempts - 1, 0)) +
                   (resumed_step_ ? ", resumed at step " + std::to_string(*resumed_step_) : ""));
   lines.push_back("wall time: " + format_duration(wall_seconds));
+  lines.push_back(goodput_line(ledger));
+  for (const AttemptLoss& l : ledger.losses) {
+    lines.push_back("attempt " + std::to_string(l.attempt) + " lost " + std::to_string(l.reached_step - l.saved_step) +
+                    " steps (step " + std::to_string(l.reached_step) + " back to the checkpoint of step " +
+                    std::to_string(l.saved_step) + ") at " + fixed(l.step_s * 1000, 2) + " ms a step");
+  }
   std::ostringstream result;
   result << "RESULT phase=" << api::to_string(outcome.phase)
          << " accuracy=" << (final_accuracy_ ? fixed(*final_accuracy_, 4) : "nan")
-         << " time_to_target_s=" << (time_to_target_s_ ? fixed(*time_to_target_s_, 1) : "nan")
+         << " time_to_target_s=" << (to_target ? fixed(*to_target, 1) : "nan")
+         << " attempt_time_to_target_s=" << (time_to_target_s_ ? fixed(*time_to_target_s_, 1) : "nan")
          << " images_per_s=" << fixed(images_per_s_, 0) << " busbw_gbps=" << fixed(busbw_gbps_, 3)
          << " restarts=" << std::max(outcome.attempts - 1, 0);
   if (!algorithm_.empty()) result << " allreduce_algorithm=" << algorithm_;
   if (allreduce_calls_ > 0) result << " allreduce_bytes_per_call=" << allreduce_bytes_ / allreduce_calls_;
+  result << goodput_fields(ledger);
   if (outcome.reason != controller::Reason::kNone) result << " reason=" << controller::to_string(outcome.reason);
   lines.push_back(result.str());
   return lines;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "operator/runtime/goodput.h"
 #include "operator/runtime/local_gang.h"
 
 namespace torus::runtime {
@@ -21,20 +22,26 @@ struct Progress {
 class RunReport {
  public:
   // An event from `rank`. Rank 0 speaks for the gang (its figures are global); other ranks' starts are counted.
-  void on_event(int rank, const nlohmann::json& event);
-  void on_attempt_start(int attempt);
+  // `now`: when it arrived, on the launcher's clock (the goodput ledger's clock).
+  void on_event(int rank, const nlohmann::json& event, LedgerClock::time_point now = LedgerClock::now());
+  void on_attempt_start(int attempt, LedgerClock::time_point now = LedgerClock::now());
+  // A rank of the current attempt failed: the first failure is when the attempt's unsaved work was lost.
+  void on_rank_failed(LedgerClock::time_point now = LedgerClock::now()) { goodput_.on_failure(now); }
 
   const Progress& progress() const { return progress_; }
   // "epoch 2/4 · step 312/940 · loss 0.412 · acc 91.2% · 1987 img/s · ETA 1m02s"
   std::string progress_line() const;
   // Human summary lines followed by the RESULT line.
-  std::vector<std::string> summary(const GangOutcome& outcome, double wall_seconds) const;
+  // The goodput ledger's figures run to `end`.
+  std::vector<std::string> summary(const GangOutcome& outcome, double wall_seconds,
+                                   LedgerClock::time_point end = LedgerClock::now()) const;
+  const GoodputLedger& goodput() const { return goodput_; }
   std::vector<int> metrics_ports() const { return metrics_ports_; }
 
  private:
   Progress progress_;
   std::optional<double> final_accuracy_;
-  std::optional<double> time_to_target_s_;
+  std::optional<double> time_to_target_s_;  // the last attempt's own (its trainer's clock)
   std::optional<double> target_;
   double images_per_s_ = 0;  // from rank 0's "finished" event, else the last progress figure
   double busbw_gbps_ = 0;
@@ -44,7 +51,13 @@ class RunReport {
   int attempt_ = 0;  // 0-based
   std::optional<int64_t> resumed_step_;
   std::vector<int> metrics_ports_;
+  GoodputLedger goodput_;
 };
+
+// "goodput 0.93: training 40.1 s, start-up 1.2 s (communicator 0.3 s), ..." and the RESULT fields of the ledger
+// (" goodput=0.930 lost_work_s=3.1 ...").
+std::string goodput_line(const JobGoodput& g);
+std::string goodput_fields(const JobGoodput& g);
 
 // "1h02m03s", "4m05s", "12s"; "?" for a negative value.
 std::string format_duration(double seconds);

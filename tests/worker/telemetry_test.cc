@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/process/worker_events.h"
+
 namespace torus::worker::app {
 namespace {
 
@@ -76,6 +78,56 @@ TEST(Telemetry, Fp16StepsSetTheLossScaleAndCountTheSkippedOnes) {
   e.execution = StepExecution::kReplayed;
   telemetry.on_event(e);
   EXPECT_DOUBLE_EQ(telemetry.metrics().replayed_steps.value(), 1) << "a replayed step counts";
+}
+
+// The rank's goodput ledger: steps split into training, data wait and communication wait; checkpoints and the
+// evaluation after an epoch's end; start-up and restore from started(); the same seconds on /metrics.
+TEST(Telemetry, TheLedgerSplitsTheRanksTime) {
+  Telemetry telemetry(options());
+  testing::internal::CaptureStdout();  // the event lines
+  telemetry.started(0, {.startup_s = 1.5, .comm_init_s = 0.5, .restore_s = 0.25});
+  telemetry.on_event(step_event(1, 64));
+  telemetry.on_event(step_event(2, 64));
+  ProgressEvent checkpoint;
+  checkpoint.kind = EventKind::kCheckpoint;
+  checkpoint.step = 2;
+  checkpoint.checkpoint_seconds = 0.125;
+  telemetry.on_event(checkpoint);
+  ProgressEvent end;
+  end.kind = EventKind::kEpochEnd;
+  telemetry.on_event(end);
+  ProgressEvent eval;
+  eval.kind = EventKind::kEvaluation;
+  telemetry.on_event(eval);
+  const std::string events = testing::internal::GetCapturedStdout();
+  using process::TimePart;
+  const process::RankLedger& l = telemetry.ledger();
+  EXPECT_DOUBLE_EQ(l[TimePart::kStartup], 1.5);
+  EXPECT_DOUBLE_EQ(l[TimePart::kRestore], 0.25);
+  EXPECT_DOUBLE_EQ(l.comm_init_s, 0.5);
+  EXPECT_EQ(l.steps, 2);
+  EXPECT_NEAR(l[TimePart::kTraining], 2 * (0.2 - 0.01 - 0.03), 1e-12);  // the step less its waits
+  EXPECT_NEAR(l[TimePart::kDataWait], 0.02, 1e-12);
+  EXPECT_NEAR(l[TimePart::kCommWait], 0.06, 1e-12);
+  EXPECT_DOUBLE_EQ(l[TimePart::kCheckpoint], 0.125);
+  EXPECT_GE(l[TimePart::kEvaluation], 0);
+  EXPECT_DOUBLE_EQ(l.recent_step_s, 0.2);  // the first step left out
+  const std::string exposed = telemetry.registry().expose();
+  EXPECT_NE(exposed.find("torus_worker_goodput_seconds_total{job=\"local\",namespace=\"local\",rank=\"0\","
+                         "attempt=\"0\",part=\"checkpoint\"} 0.125"),
+            std::string::npos)
+      << exposed;
+  EXPECT_NE(exposed.find("torus_worker_comm_init_seconds{job=\"local\",namespace=\"local\",rank=\"0\","
+                         "attempt=\"0\"} 0.5"),
+            std::string::npos);
+  // The checkpoint event carries the ledger as it stood once the checkpoint was written.
+  const auto pos = events.find("\"event\":\"checkpoint\"");
+  ASSERT_NE(pos, std::string::npos) << events;
+  const auto line = events.substr(events.rfind('\n', pos) + 1, events.find('\n', pos) - events.rfind('\n', pos) - 1);
+  const auto parsed = process::parse_event(line);
+  ASSERT_TRUE(parsed) << line;
+  EXPECT_DOUBLE_EQ(process::rank_ledger_from_json((*parsed)["ledger"])[TimePart::kCheckpoint], 0.125);
+  EXPECT_DOUBLE_EQ((*parsed)["seconds"].get<double>(), 0.125);
 }
 
 }  // namespace

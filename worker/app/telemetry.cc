@@ -23,6 +23,8 @@ double unix_seconds() {
 Telemetry::Telemetry(const TelemetryOptions& options) : options_(options) {
   metrics_ =
       std::make_unique<metrics::WorkerMetrics>(registry_, options.job, options.ns, options.rank, options.attempt);
+  goodput_ =
+      std::make_unique<metrics::GoodputMetrics>(registry_, options.job, options.ns, options.rank, options.attempt);
   metrics_->world_size.set(options.world_size);
   metrics_->planned_epochs.set(static_cast<double>(options.epochs));
   metrics_->planned_steps.set(static_cast<double>(options.total_steps));
@@ -56,14 +58,22 @@ void Telemetry::run_info(const RunInfo& info) {
       .set(1);
 }
 
-void Telemetry::started(int64_t resumed_step) {
-  nlohmann::json e = {{"event", process::event::kStarted},
-                      {"rank", options_.rank},
-                      {"world_size", options_.world_size},
-                      {"attempt", options_.attempt},
-                      {"resumed_step", resumed_step}};
+void Telemetry::add_time(process::TimePart part, double seconds) {
+  ledger_[part] += seconds;
+  goodput_->add(part, seconds);
+}
+
+void Telemetry::started(int64_t resumed_step, const StartupTimes& times) {
+  add_time(process::TimePart::kStartup, times.startup_s);
+  add_time(process::TimePart::kRestore, times.restore_s);
+  ledger_.comm_init_s = times.comm_init_s;
+  goodput_->set_comm_init(times.comm_init_s);
+  nlohmann::json e = {{"event", process::event::kStarted}, {"rank", options_.rank},
+                      {"world_size", options_.world_size}, {"attempt", options_.attempt},
+                      {"resumed_step", resumed_step},      {"ledger", to_json(ledger_)}};
   if (auto port = metrics_port()) e["metrics_port"] = *port;
   if (options_.target_accuracy > 0) e["target_accuracy"] = options_.target_accuracy;
+  finished_step_.store(resumed_step, std::memory_order_relaxed);
   metrics_->global_step.set(static_cast<double>(resumed_step));
   metrics_->resumed_step.set(static_cast<double>(resumed_step));
   process::emit_event(e);
@@ -78,6 +88,7 @@ void Telemetry::on_event(const ProgressEvent& e) {
       on_evaluation(e);
       break;
     case EventKind::kCheckpoint:
+      add_time(process::TimePart::kCheckpoint, e.checkpoint_seconds);
       metrics_->checkpoints.inc();
       metrics_->checkpoint_seconds.observe(e.checkpoint_seconds);
       metrics_->last_checkpoint_step.set(static_cast<double>(e.step));
@@ -87,9 +98,12 @@ void Telemetry::on_event(const ProgressEvent& e) {
                            {"rank", options_.rank},
                            {"path", e.checkpoint_path},
                            {"step", e.step},
-                           {"epoch", e.epoch}});
+                           {"epoch", e.epoch},
+                           {"seconds", e.checkpoint_seconds},
+                           {"ledger", to_json(ledger_)}});
       break;
     case EventKind::kEpochEnd:
+      epoch_end_ = std::chrono::steady_clock::now();
       metrics_->update_resident_memory();
       break;
     case EventKind::kFinished:
@@ -137,6 +151,12 @@ void Telemetry::on_step(const ProgressEvent& e) {
     const double seconds = (e.elapsed_seconds - *last_step_elapsed_) / static_cast<double>(e.step - last_step_);
     step_seconds_ema_ = step_seconds_ema_ == 0 ? seconds : 0.9 * step_seconds_ema_ + 0.1 * seconds;
   }
+  finished_step_.store(e.step, std::memory_order_relaxed);
+  const double training_before = ledger_[process::TimePart::kTraining];
+  ledger_.add_step(e.step_seconds, e.data_wait_seconds, e.comm_wait_seconds);
+  goodput_->add(process::TimePart::kTraining, ledger_[process::TimePart::kTraining] - training_before);
+  goodput_->add(process::TimePart::kDataWait, e.data_wait_seconds);
+  goodput_->add(process::TimePart::kCommWait, e.comm_wait_seconds);
   // The histograms: the loop's own split of the step (data wait, compute, communication wait).
   metrics_->record_step({.step = e.step_seconds,
                          .data_wait = e.data_wait_seconds,
@@ -172,10 +192,16 @@ void Telemetry::on_step(const ProgressEvent& e) {
                        {"lr", e.lr},
                        {"images_per_s", images_per_second_},
                        {"busbw_gbps", busbw_gbps_},
-                       {"eta_s", eta}});
+                       {"eta_s", eta},
+                       {"ledger", to_json(ledger_)}});
 }
 
 void Telemetry::on_evaluation(const ProgressEvent& e) {
+  if (epoch_end_ != std::chrono::steady_clock::time_point{}) {
+    add_time(process::TimePart::kEvaluation,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_end_).count());
+    epoch_end_ = {};
+  }
   last_accuracy_ = e.accuracy;
   metrics_->validation_accuracy.set(e.accuracy);
   nlohmann::json event = {{"event", process::event::kEvaluated},
@@ -191,6 +217,12 @@ void Telemetry::on_evaluation(const ProgressEvent& e) {
   }
   if (time_to_target_) event["time_to_target_s"] = *time_to_target_;
   process::emit_event(event);
+}
+
+void Telemetry::aborted() {
+  process::emit_event({{"event", process::event::kAborted},
+                       {"rank", options_.rank},
+                       {"step", finished_step_.load(std::memory_order_relaxed)}});
 }
 
 void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::string& algorithm) {
@@ -218,6 +250,7 @@ void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::strin
     event["allreduce_bytes"] = bytes;
   }
   if (r.reached_target) event["time_to_target_s"] = r.seconds_to_target;
+  event["ledger"] = to_json(ledger_);
   process::emit_event(event);
 }
 

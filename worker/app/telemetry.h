@@ -3,6 +3,7 @@
 // by the HttpExporter), and event lines for its supervisor (`torus run`, the in-pod supervisor;
 // common/process/worker_events.h). One TrainObserver feeds both, so the dashboards, the progress line and the
 // job status always agree.
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -11,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics/goodput_metrics.h"
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/registry.h"
 #include "common/metrics/worker_metrics.h"
+#include "common/process/goodput.h"
 #include "worker/train/observer.h"
 #include "worker/train/trainer.h"
 
@@ -46,6 +49,13 @@ struct TelemetryOptions {
   std::chrono::milliseconds event_interval{500};  // progress event lines at most this often
 };
 
+// What the rank spent before its first step (the ledger's start-up and restore parts).
+struct StartupTimes {
+  double startup_s = 0;    // process start to the trainer ready (rendezvous, communicator, model, data)
+  double comm_init_s = 0;  // of which the communicator's rendezvous and connections
+  double restore_s = 0;    // reading the checkpoint it resumed from
+};
+
 class Telemetry final : public train::TrainObserver {
  public:
   explicit Telemetry(const TelemetryOptions& options);
@@ -53,9 +63,12 @@ class Telemetry final : public train::TrainObserver {
   Telemetry(const Telemetry&) = delete;
   Telemetry& operator=(const Telemetry&) = delete;
 
-  // Emits the "started" event (rank, world, attempt, metrics port, resumed step).
-  void started(int64_t resumed_step);
+  // Emits the "started" event (rank, world, attempt, metrics port, resumed step, the ledger so far).
+  void started(int64_t resumed_step, const StartupTimes& times);
   void on_event(const train::ProgressEvent& event) override;
+  // Emits the "aborted" event (the last step this rank finished): its last words when a collective failed or timed
+  // out and the process exits at once (comm::Watchdog::set_last_words). Safe from another thread.
+  void aborted();
   // Emits the "finished" event with the run's totals.
   void finished(const train::RunResult& result, double busbw_gbps, const std::string& algorithm);
 
@@ -78,20 +91,27 @@ class Telemetry final : public train::TrainObserver {
   std::string main_algorithm() const { return main_algorithm_; }
 
   metrics::WorkerMetrics& metrics() { return *metrics_; }
+  // Where this rank's time went so far in this attempt.
+  const process::RankLedger& ledger() const { return ledger_; }
   std::optional<uint16_t> metrics_port() const;
 
  private:
   void on_step(const train::ProgressEvent& e);
   void on_evaluation(const train::ProgressEvent& e);
   void sample_collectives();
+  void add_time(process::TimePart part, double seconds);
 
   TelemetryOptions options_;
   metrics::Registry registry_;
   std::unique_ptr<metrics::WorkerMetrics> metrics_;
+  std::unique_ptr<metrics::GoodputMetrics> goodput_;
   std::unique_ptr<metrics::HttpExporter> exporter_;
+  process::RankLedger ledger_;
+  std::chrono::steady_clock::time_point epoch_end_{};  // evaluation runs from the epoch's end to its result
   std::chrono::steady_clock::time_point last_event_{};
   std::optional<double> last_step_elapsed_;
   int64_t last_step_ = -1;
+  std::atomic<int64_t> finished_step_{0};  // read by aborted() on the watchdog's thread
   double step_seconds_ema_ = 0;
   double images_per_second_ = 0;
   std::optional<double> time_to_target_;

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 
 #include "common/api/resolve.h"
@@ -61,19 +62,49 @@ class LogObserver final : public TrainObserver {
   }
 };
 
-// Forwards every event to several observers (logs, metrics and supervisor events).
+// Forwards every event to several observers (logs, metrics and supervisor events, an injected fault).
 class FanOut final : public TrainObserver {
  public:
-  FanOut(TrainObserver& a, TrainObserver& b) : a_(a), b_(b) {}
+  explicit FanOut(std::vector<TrainObserver*> observers) : observers_(std::move(observers)) {}
   void on_event(const ProgressEvent& e) override {
-    a_.on_event(e);
-    b_.on_event(e);
+    for (TrainObserver* o : observers_)
+      if (o != nullptr) o->on_event(e);
   }
 
  private:
-  TrainObserver& a_;
-  TrainObserver& b_;
+  std::vector<TrainObserver*> observers_;
 };
+
+// TORUS_TEST_SIGKILL_AT_STEP=RANK:STEP (a test tunable): that rank of attempt 0 SIGKILLs itself once it has
+// finished that global step, so a test knows exactly which steps a failure loses.
+class InjectedKill final : public TrainObserver {
+ public:
+  InjectedKill(int rank, int step) : rank_(rank), step_(step) {}
+  static std::unique_ptr<InjectedKill> from_tunables(const launch::RankEnv& env) {
+    const auto spec = tunables::process_snapshot().text("TORUS_TEST_SIGKILL_AT_STEP");
+    if (!spec || env.attempt != 0) return nullptr;
+    const auto colon = spec->find(':');
+    if (colon == std::string::npos) {
+      throw InvalidArgument("TORUS_TEST_SIGKILL_AT_STEP: expected RANK:STEP, got '" + *spec + "'");
+    }
+    const int rank = std::stoi(spec->substr(0, colon));
+    if (rank != env.rank) return nullptr;
+    return std::make_unique<InjectedKill>(rank, std::stoi(spec->substr(colon + 1)));
+  }
+  void on_event(const ProgressEvent& e) override {
+    if (e.kind != EventKind::kStep || e.step != step_) return;
+    TLOG(Warn) << "TORUS_TEST_SIGKILL_AT_STEP: rank " << rank_ << " kills itself after step " << step_;
+    std::fflush(stdout);
+    ::raise(SIGKILL);
+  }
+
+ private:
+  int rank_, step_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 // SIGTERM (pod deletion, preemption, Ctrl-C in `torus run`) asks the trainer to checkpoint and stop.
 std::atomic<bool> g_stop_requested{false};
@@ -203,7 +234,11 @@ RunResult train_job(const RunOptions& run, Backend& backend, const RankWiring& w
                          wiring.sync_factory, wiring.observer);
   const std::vector<std::string> lines = log_effective_configuration(run, trainer, backend, wiring.comm_plan);
   if (described != nullptr) *described = lines;
-  if (trainer.resume_latest()) {
+  StartupTimes startup{.startup_s = seconds_since(wiring.started_at), .comm_init_s = wiring.comm_init_seconds};
+  const auto restore_start = std::chrono::steady_clock::now();
+  const bool resumed = trainer.resume_latest();
+  startup.restore_s = seconds_since(restore_start);
+  if (resumed) {
     TLOG(Info) << "resuming at step " << trainer.step();
   } else if (config.checkpoint.resume_step) {
     // Every rank got rank 0's "none found": they all stop alike, and the launcher reports CheckpointLost.
@@ -215,7 +250,7 @@ RunResult train_job(const RunOptions& run, Backend& backend, const RankWiring& w
   if (wiring.telemetry != nullptr) {
     wiring.telemetry->run_info({std::string(api::to_string(trainer.precision().precision)),
                                 dtype_name(trainer.activation_dtype()), backend.name(), wiring.algorithm});
-    wiring.telemetry->started(trainer.step());
+    wiring.telemetry->started(trainer.step(), startup);
   }
   trainer.set_stop_flag(&g_stop_requested);
   RunResult r = trainer.run();
@@ -229,19 +264,25 @@ int run_worker(const WorkerOptions& options) {
   const api::TrainingJob job = api::load_job_file(job_file_of(options, rank_env));
   if (rank_env.launch == launch::Launch::kLocalRanks) return run_pod_of_local_ranks(rank_env);
   install_stop_handler();
+  const auto started_at = std::chrono::steady_clock::now();
   const RunOptions run = run_options(job.spec, rank_env, tunables::process_snapshot());
   LogObserver log_observer;
   Telemetry telemetry(run.telemetry);
-  FanOut observers(log_observer, telemetry);
+  const std::unique_ptr<InjectedKill> injected_kill = InjectedKill::from_tunables(rank_env);
+  FanOut observers({&log_observer, &telemetry, injected_kill.get()});
   RunResult r;
   if (run.world_size == 1) {
     train::LocalCollectives alone;
     auto backend = make_backend(run);
-    r = train_job(run, *backend, {.collectives = &alone, .observer = &observers, .telemetry = &telemetry});
+    r = train_job(run, *backend,
+                  {.collectives = &alone, .observer = &observers, .telemetry = &telemetry, .started_at = started_at});
     telemetry.finished(r, 0, "");
   } else {
 #if defined(TORUS_WITH_COMM)
+    const auto comm_start = std::chrono::steady_clock::now();
     auto w = comm::make_world(run.launch, world_options(run.comm, run.developer));
+    const double comm_init_seconds = seconds_since(comm_start);
+    w->watchdog().set_last_words([&telemetry] { telemetry.aborted(); });
     log::set_tag("rank " + std::to_string(w->rank()));
     CommCollectives collectives(w->comm());
     auto backend = make_backend(run);
@@ -249,7 +290,9 @@ int run_worker(const WorkerOptions& options) {
     RankWiring wiring{.collectives = &collectives,
                       .sync_factory = gradient_sync_factory(*w, *backend, reducer_options(run.comm), nccl_traffic),
                       .observer = &observers,
-                      .telemetry = &telemetry};
+                      .telemetry = &telemetry,
+                      .started_at = started_at,
+                      .comm_init_seconds = comm_init_seconds};
     if (backend->memory_space() == MemorySpace::kHost) {
       wiring.comm_plan = describe_plan(w->comm().planner(), run.comm);
       wiring.algorithm = std::string(api::to_string(main_algorithm(w->comm().planner(), run.comm)));

@@ -2,6 +2,7 @@
 // The body of torus-worker, its composition root: one rank of a TrainingJob. run_options() is computed once from
 // (job, launch contract, tunables); the backend, the communicator, the trainer and the telemetry are each built from
 // their part of it, here and nowhere else. Kept out of main.cc so tests can run it in-process.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct RankWiring {
   Telemetry* telemetry = nullptr;  // announces the start (with the step resumed from) and the run info
   std::vector<std::string> comm_plan;
   std::string algorithm = "none";
+  // The ledger's start-up: from the process's start (run_worker) to the trainer ready, of which the communicator.
+  std::chrono::steady_clock::time_point started_at = std::chrono::steady_clock::now();
+  double comm_init_seconds = 0;
 };
 
 // Trains this rank as `run` says on `backend`: builds the trainer from run.train, resumes from the newest valid

@@ -71,9 +71,24 @@ void Watchdog::failed(const detail::WorkState* work, const std::exception_ptr& e
     const std::string reason =
         std::string(code == launch::ExitCode::kFailure ? "DeviceFault: " : "CollectiveFailed: ") + report;
     write_termination_log(reason.c_str());
+    say_last_words();
     std::fflush(stderr);
     std::_Exit(to_int(code));
   }
+}
+
+void Watchdog::set_last_words(std::function<void()> last_words) {
+  std::lock_guard lock(mu_);
+  last_words_ = std::move(last_words);
+}
+
+void Watchdog::say_last_words() {
+  std::function<void()> words;
+  {
+    std::lock_guard lock(mu_);
+    words = last_words_;
+  }
+  if (words) words();
 }
 
 std::string Watchdog::reports() const {
@@ -135,6 +150,7 @@ void Watchdog::fire(const Entry& entry) {
   if (action_ == TimeoutAction::kExitProcess) {
     const std::string reason = "CollectiveTimeout: " + report.str();
     write_termination_log(reason.c_str());
+    say_last_words();
     std::fflush(stderr);
     std::_Exit(to_int(launch::ExitCode::kCollectiveTimeout));  // the communication thread is stuck: no orderly unwind
   }

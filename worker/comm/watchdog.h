@@ -6,6 +6,7 @@
 // production, exits with ExitCode::kCollectiveTimeout (retryable: the gang restarts from its checkpoint).
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,9 @@ class Watchdog {
   // failure_exit_code(error).
   void failed(const detail::WorkState* work, const std::exception_ptr& error);
   milliseconds timeout() const { return timeout_; }
+  // Called on the watchdog's thread right before it exits the process (kExitProcess): the rank's last words to its
+  // supervisor (the step it had finished, for the lost-work ledger). Must not block on the training thread.
+  void set_last_words(std::function<void()> last_words);
 
   // Ranks whose published progress is below `sequence` (or that never published): who never arrived.
   std::vector<int> ranks_behind(uint64_t sequence);
@@ -58,6 +62,7 @@ class Watchdog {
     Clock::time_point deadline;
   };
   void loop();
+  void say_last_words();
   void publish_progress();
   void fire(const Entry& entry);
 
@@ -65,6 +70,7 @@ class Watchdog {
   int world_size_;
   std::shared_ptr<Store> store_;
   TimeoutAction action_;
+  std::function<void()> last_words_;  // guarded by mu_
   milliseconds timeout_;
   milliseconds publish_interval_;
   mutable std::mutex mu_;
