@@ -200,6 +200,22 @@ def job_overview():
                       (f"avg({mean_rate('torus_worker_compute_seconds')})", "compute"),
                       (f"avg({mean_rate('torus_worker_comm_wait_seconds')})", "communication wait"),
                       (f"avg({mean_rate('torus_worker_data_wait_seconds')})", "data wait")), unit="s"),
+        row("Goodput"),
+        panel("timeseries", "Goodput", "Share of rank 0's time spent training (the steps' own work), per attempt: "
+              "torus_worker_goodput_seconds_total{part=\"training\"} over all its parts. The job's whole-run figure, "
+              "with the work lost to restarts, is status.goodput (kubectl get tj -o yaml) and torus run's summary.",
+              targets((f"sum by (attempt) (rate(torus_worker_goodput_seconds_total{{{WORKER}, rank=\"0\", "
+                       f"part=\"training\"}}[{RATE}])) / sum by (attempt) (rate(torus_worker_goodput_seconds_total"
+                       f"{{{WORKER}, rank=\"0\"}}[{RATE}]))", "goodput (attempt {{attempt}})")),
+              unit="percentunit"),
+        panel("timeseries", "Where the time goes", "Rank 0's seconds per second by part of the goodput ledger: "
+              "startup, restore, training, data_wait, comm_wait, evaluation, checkpoint (stacked, they sum to 1 "
+              "while the rank runs).",
+              targets((f"sum by (part) (rate(torus_worker_goodput_seconds_total{{{WORKER}, rank=\"0\"}}[{RATE}]))",
+                       "{{part}}")),
+              unit="percentunit", fieldConfig={"defaults": {"unit": "percentunit", "custom": {
+                  "drawStyle": "line", "lineWidth": 1, "fillOpacity": 60, "showPoints": "never", "spanNulls": False,
+                  "stacking": {"mode": "normal", "group": "A"}}}, "overrides": []}),
         row("Schedule"),
         panel("timeseries", "Learning rate", "Learning rate as the schedule sets it.",
               targets((f"max(torus_worker_learning_rate{{{WORKER}}})", "lr")), width=8),

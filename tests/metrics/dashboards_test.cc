@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "common/metrics/goodput_metrics.h"
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/operator_metrics.h"
 #include "common/metrics/worker_metrics.h"
@@ -179,7 +180,13 @@ class SyntheticGang {
 
  private:
   struct Rank {
-    explicit Rank(int rank) : index(rank), metrics(registry, "fashion", "team-a", rank, 0), exporter(registry, {}) {
+    explicit Rank(int rank)
+        : index(rank),
+          metrics(registry, "fashion", "team-a", rank, 0),
+          goodput(registry, "fashion", "team-a", rank, 0),
+          exporter(registry, {}) {
+      goodput.add(process::TimePart::kStartup, 2.5);
+      goodput.set_comm_init(0.4);
       testing::set_sample_plan(metrics);
       metrics.checkpoint_seconds.observe(0.3);
       metrics.checkpoints.inc();
@@ -187,6 +194,7 @@ class SyntheticGang {
     int index;
     Registry registry;
     WorkerMetrics metrics;
+    GoodputMetrics goodput;
     HttpExporter exporter;
     int step = 0;
   };
@@ -199,6 +207,9 @@ class SyntheticGang {
         // Rank 1 is the straggler: it computes longer, rank 0 waits for it in the all-reduce.
         const double compute = r->index == 1 ? 0.018 : 0.012;
         m.record_step({.step = 0.02, .data_wait = 0.001, .compute = compute, .comm_wait = 0.019 - compute}, 128);
+        r->goodput.add(process::TimePart::kTraining, compute);
+        r->goodput.add(process::TimePart::kDataWait, 0.001);
+        r->goodput.add(process::TimePart::kCommWait, 0.019 - compute);
         m.global_step.set(r->step);
         m.epoch.set(r->step / 250.0);
         m.loss.set(2.0 / (1 + r->step));
