@@ -144,13 +144,14 @@ TEST_F(ProcessKubeletTest, EachPodSeesOnlyWhatItMountsAndAClaimOutlivesIt) {
   // The writer leaves files in each place; the test's own folder on the host is not there for it.
   const std::string writer =
       "echo kept > /ckpt/step-4; echo lost > /var/private; echo pod > /scratch/s; echo shm > /dev/shm/s; "
-      "test -e " + dir_ + " && echo host-visible; df -k /fast | tail -1; echo written";
+      "test -e " + dir_ + " && echo host-visible; df -k /fast | tail -1; df -k /dev/shm | tail -1; echo written";
   ok({"apply", "-f", write_file("writer.yaml", pod_yaml("writer", writer, volumes, mounts))});
   ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/writer", "--timeout=30s"});
   const std::string log = log_of("writer");
   EXPECT_THAT(log, HasSubstr("written"));
   EXPECT_THAT(log, ::testing::Not(HasSubstr("host-visible")));
   EXPECT_THAT(log, ::testing::ContainsRegex("tmpfs +2048 ")) << "medium Memory: a tmpfs of its sizeLimit";
+  EXPECT_THAT(log, ::testing::ContainsRegex("tmpfs +65536 ")) << "/dev/shm: a private 64 MiB, as a runtime's default";
   EXPECT_FALSE(std::filesystem::exists("/var/private")) << "a write outside the volumes reached the host";
   const std::string reader =
       "cat /ckpt/step-4; for f in /var/private /scratch/s /dev/shm/s; do test -e $f && echo still-there $f; done; "
