@@ -24,6 +24,7 @@ bool lasts(const json& volume) {
 
 // `dir` is `mount` or below it.
 bool under(const std::string& dir, std::string mount) {
+  if (mount.empty()) return false;
   while (mount.size() > 1 && mount.back() == '/') mount.pop_back();
   return dir == mount || mount == "/" || (dir.starts_with(mount) && dir[mount.size()] == '/');
 }

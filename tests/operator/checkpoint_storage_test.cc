@@ -66,6 +66,11 @@ TEST(CheckpointStorage, LastingVolumesAtOrAboveTheDirAndJobsThatNeverRestartAreA
         {"containers", {{{"name", "worker"}, {"volumeMounts", {{{"name", "shared"}, {"mountPath", mount}}}}}}}};
     EXPECT_TRUE(checkpoint_storage_errors(defaulted(job)).empty()) << mount;
   }
+  json no_path = without_template(JobBuilder().build());
+  no_path["spec"]["gang"]["template"]["spec"] = {
+      {"volumes", {{{"name", "shared"}, {"nfs", {{"server", "nfs.local"}, {"path", "/exports"}}}}}},
+      {"containers", {{{"name", "worker"}, {"volumeMounts", {{{"name", "shared"}}}}}}}};
+  EXPECT_EQ(checkpoint_storage_errors(defaulted(no_path)).size(), 1u) << "a mount without a path covers nothing";
   json sibling = JobBuilder().build();
   sibling["spec"]["training"]["checkpoint"]["dir"] = "/ckpt-other";
   EXPECT_EQ(checkpoint_storage_errors(defaulted(sibling)).size(), 1u) << "/ckpt is not above /ckpt-other";
