@@ -5,6 +5,7 @@
 
 #include "common/util/base64.h"
 #include "tests/apiserver/api_error.h"
+#include "tests/apiserver/builtin_schema.h"
 #include "tests/apiserver/object_rules.h"
 #include "tests/support/openapi_schema.h"
 
@@ -174,7 +175,8 @@ void Store::erase_locked(const std::string& group_resource, const std::string& k
 
 void Store::admit_custom(const ResourceType& type, json& object, const WriteOptions& options,
                          std::vector<std::string>& warnings) const {
-  if (type.origin != Origin::kCustom || !type.schema) return;
+  if (type.origin != Origin::kCustom) return admit_builtin(type, object, options, warnings);
+  if (!type.schema) return;
   const json& schema = *type.schema;
   openapi::ValidateOptions report;
   report.unknown_fields = openapi::UnknownFields::kReport;
@@ -200,6 +202,25 @@ void Store::admit_custom(const ResourceType& type, json& object, const WriteOpti
     causes.push_back({type_name, e.message, e.path});
   }
   if (!causes.empty()) throw invalid(type.qualified_kind(), type.group, name_of(object), causes);
+}
+
+// Built-in kinds decoded as the apiserver decodes them into its Go types (builtin_schema.h): a mistyped field is
+// refused whatever the field validation; unknown fields are refused (Strict), warned of (Warn) and dropped.
+void Store::admit_builtin(const ResourceType& type, json& object, const WriteOptions& options,
+                          std::vector<std::string>& warnings) const {
+  const FieldProblems problems = check_builtin_fields(type.api_version(), type.kind, object);
+  const std::string prefix = type.kind + " in version \"" + type.version + "\" cannot be handled as a " + type.kind + ": ";
+  if (!problems.mistyped.empty()) throw bad_request(prefix + problems.mistyped);
+  if (!problems.unknown.empty() && options.validation == FieldValidation::kStrict) {
+    std::string message = prefix + "strict decoding error: ";
+    for (size_t i = 0; i < problems.unknown.size(); ++i) {
+      message += (i ? ", " : "") + ("unknown field \"" + problems.unknown[i] + "\"");
+    }
+    throw bad_request(message);
+  }
+  if (options.validation == FieldValidation::kWarn) {
+    for (const std::string& path : problems.unknown) warnings.push_back("unknown field \"" + path + "\"");
+  }
 }
 
 WriteResult Store::create(const ResourceType& type, const std::string& ns, json object, const WriteOptions& options) {

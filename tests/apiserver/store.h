@@ -214,6 +214,8 @@ class Store {
   ObjectPtr find_locked(const std::string& group_resource, const std::string& key) const;
   ObjectPtr require_locked(const ResourceType& type, const std::string& ns, const std::string& name) const;
   void check_namespace_locked(const ResourceType& type, const std::string& ns) const;
+  void admit_builtin(const ResourceType& type, json& object, const WriteOptions& options,
+                     std::vector<std::string>& warnings) const;
   void admit_custom(const ResourceType& type, json& object, const WriteOptions& options,
                     std::vector<std::string>& warnings) const;
   ObjectPtr commit_locked(const std::string& group_resource, const std::string& key, json object, EventType type,

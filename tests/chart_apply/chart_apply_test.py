@@ -342,6 +342,34 @@ class DefaultValues(ChartOnStandin, unittest.TestCase):
         self.standin.ok("get", "poddisruptionbudget", self.one("PodDisruptionBudget")["metadata"]["name"],
                         "-n", NAMESPACE)
 
+    def test_a_typo_in_a_rendered_object_is_refused_naming_the_field(self):
+        # The stand-in checks built-in kinds against the Kubernetes Python client's models (not its own schema):
+        # kubectl apply sends fieldValidation=Strict, so a misspelled field fails as on a cluster.
+        deployment = json.loads(json.dumps(self.one("Deployment")))
+        deployment["metadata"]["name"] = "typo"
+        deployment["spec"]["replicass"] = 2
+        deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+        result = self.standin.kubectl("apply", "-f", "-", stdin=json.dumps(deployment))
+        self.assertNotEqual(result.returncode, 0, result.stdout)
+        self.assertIn('strict decoding error: unknown field "spec.replicass", unknown field '
+                      '"spec.template.spec.containers[0].imagePullPolicyy"', result.stderr)
+        self.assertIn("NotFound", self.standin.kubectl("get", "deployment", "typo", "-n", NAMESPACE).stderr)
+        # --validate=warn: applied with a warning naming the field, which is dropped.
+        result = self.standin.kubectl("apply", "--validate=warn", "-f", "-", stdin=json.dumps(deployment))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn('unknown field "spec.replicass"', result.stderr)
+        served = json.loads(self.standin.ok("get", "deployment", "typo", "-n", NAMESPACE, "-o", "json"))
+        self.assertNotIn("replicass", served["spec"])
+        self.standin.ok("delete", "deployment", "typo", "-n", NAMESPACE)
+        # A value of the wrong type is refused whatever the validation, naming the field.
+        service = json.loads(json.dumps(self.one("Service")))
+        service["metadata"]["name"] = "mistyped"
+        service["spec"]["ports"][0]["port"] = "8080"
+        result = self.standin.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(service))
+        self.assertNotEqual(result.returncode, 0, result.stdout)
+        self.assertIn("cannot unmarshal string into Go struct field ServicePort.spec.ports[0].port of type int",
+                      result.stderr)
+
     def test_no_prometheus_operator_kinds_by_default(self):
         self.assertFalse(MONITORING_KINDS & {d["kind"] for d in self.docs})
 
