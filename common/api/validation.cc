@@ -280,8 +280,9 @@ void check_claim_template(Checker& c, const CheckpointSpec& k) {
   const std::string p = "spec.training.checkpoint.volumeClaimTemplate";
   const nlohmann::json& t = k.volume_claim_template;
   if (k.dir.empty() || k.dir.front() != '/') {
-    c.add("spec.training.checkpoint.dir", "must be an absolute path when volumeClaimTemplate is set (the claim is "
-                                          "mounted there), got \"" + k.dir + "\"");
+    c.add(
+        "spec.training.checkpoint.dir",
+        "must be an absolute path when volumeClaimTemplate is set (the claim is mounted there), got \"" + k.dir + "\"");
   }
   if (!t.is_object() || !t.contains("spec") || !t["spec"].is_object()) {
     c.add(p + ".spec", "is required: a PersistentVolumeClaim spec (accessModes, resources.requests.storage)");

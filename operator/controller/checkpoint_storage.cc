@@ -10,10 +10,22 @@ using json = nlohmann::json;
 
 // Volume sources whose data outlives the pod (emptyDir, configMap, secret, downwardAPI, projected and ephemeral
 // volumes do not).
-constexpr std::string_view kLasting[] = {"persistentVolumeClaim", "hostPath", "nfs",       "csi",
-                                         "cephfs",                "rbd",      "glusterfs", "iscsi",
-                                         "fc",                    "azureFile", "azureDisk", "awsElasticBlockStore",
-                                         "gcePersistentDisk",     "cinder",   "portworxVolume", "vsphereVolume"};
+constexpr std::string_view kLasting[] = {"persistentVolumeClaim",
+                                         "hostPath",
+                                         "nfs",
+                                         "csi",
+                                         "cephfs",
+                                         "rbd",
+                                         "glusterfs",
+                                         "iscsi",
+                                         "fc",
+                                         "azureFile",
+                                         "azureDisk",
+                                         "awsElasticBlockStore",
+                                         "gcePersistentDisk",
+                                         "cinder",
+                                         "portworxVolume",
+                                         "vsphereVolume"};
 
 bool lasts(const json& volume) {
   for (std::string_view source : kLasting) {

@@ -99,7 +99,8 @@ std::optional<api::CheckpointRef> checkpoint_from_metrics(const std::map<std::st
   ref.epoch = static_cast<int32_t>(sample(s, "torus_worker_last_checkpoint_epoch").value_or(0));
   ref.path = checkpoint_path(checkpoint_dir, ref.step);
   const double written = sample(s, "torus_worker_last_checkpoint_timestamp_seconds").value_or(0);
-  ref.time = format_time(TimePoint(std::chrono::duration_cast<TimePoint::duration>(std::chrono::duration<double>(written))));
+  ref.time =
+      format_time(TimePoint(std::chrono::duration_cast<TimePoint::duration>(std::chrono::duration<double>(written))));
   return ref;
 }
 

@@ -38,8 +38,8 @@ Kind kind_of(const std::string& name) {
   for (Kind k : {Kind::kBind, Kind::kTmpfs, Kind::kSymlink, Kind::kDirectory, Kind::kMirror}) {
     if (name == kind_name(k)) return k;
   }
-  throw InvalidArgument("pod root plan: mounts[].kind: expected bind, tmpfs, symlink, directory or mirror, got \"" + name +
-                        "\"");
+  throw InvalidArgument("pod root plan: mounts[].kind: expected bind, tmpfs, symlink, directory or mirror, got \"" +
+                        name + "\"");
 }
 
 void check(int rc, const std::string& what) {
@@ -170,9 +170,8 @@ std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uin
   // After /tmp: a program kept under /tmp (a test's own) stays reachable on top of the private /tmp.
   for (const std::string& program : programs) {
     const std::string dir = fs::path(program).parent_path().string();
-    const bool system = std::any_of(std::begin(kSystem), std::end(kSystem), [&](const char* s) {
-      return dir == s || dir.starts_with(std::string(s) + "/");
-    });
+    const bool system = std::any_of(std::begin(kSystem), std::end(kSystem),
+                                    [&](const char* s) { return dir == s || dir.starts_with(std::string(s) + "/"); });
     if (fs::path(program).is_absolute() && !system) out.push_back({Kind::kBind, dir, dir, Access::kReadOnly});
   }
   return out;
@@ -195,9 +194,15 @@ void enter_root(const RootPlan& plan) {
 }
 
 uint64_t parse_quantity(const std::string& text, const std::string& field) {
-  static const std::pair<const char*, uint64_t> kSuffixes[] = {
-      {"Ki", 1ull << 10}, {"Mi", 1ull << 20}, {"Gi", 1ull << 30}, {"Ti", 1ull << 40}, {"k", 1000},
-      {"M", 1000000},     {"G", 1000000000},  {"T", 1000000000000ull}, {"", 1}};
+  static const std::pair<const char*, uint64_t> kSuffixes[] = {{"Ki", 1ull << 10},
+                                                               {"Mi", 1ull << 20},
+                                                               {"Gi", 1ull << 30},
+                                                               {"Ti", 1ull << 40},
+                                                               {"k", 1000},
+                                                               {"M", 1000000},
+                                                               {"G", 1000000000},
+                                                               {"T", 1000000000000ull},
+                                                               {"", 1}};
   size_t used = 0;
   double value = 0;
   try {

@@ -29,7 +29,7 @@ struct RootMount {
 };
 
 struct RootPlan {
-  std::filesystem::path root;  // an empty host folder the new root is mounted on (inside the namespace only)
+  std::filesystem::path root;     // an empty host folder the new root is mounted on (inside the namespace only)
   std::vector<RootMount> mounts;  // applied in order: parents before what is mounted under them
   std::string working_dir = "/";
 };

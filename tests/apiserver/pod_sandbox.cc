@@ -204,7 +204,8 @@ RootPlan container_root(const json& c, const Volumes& volumes, const SandboxOpti
   const std::string where = "spec.containers[" + c.value("name", "") + "]";
   std::vector<std::string> programs;
   for (const auto& [command, program] : options.commands) programs.push_back(program);
-  RootPlan plan{dir / "root" / c.value("name", ""), base_mounts(programs, kDefaultShmBytes), c.value("workingDir", "/")};
+  RootPlan plan{dir / "root" / c.value("name", ""), base_mounts(programs, kDefaultShmBytes),
+                c.value("workingDir", "/")};
   if (const char* home = std::getenv("HOME"); home != nullptr && fs::path(home).is_absolute())
     plan.mounts.push_back({RootMount::Kind::kDirectory, "", home});
   std::vector<json> mounts = c.value("volumeMounts", json::array()).get<std::vector<json>>();

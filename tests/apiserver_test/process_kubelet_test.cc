@@ -144,7 +144,8 @@ TEST_F(ProcessKubeletTest, EachPodSeesOnlyWhatItMountsAndAClaimOutlivesIt) {
   // The writer leaves files in each place; the test's own folder on the host is not there for it.
   const std::string writer =
       "echo kept > /ckpt/step-4; echo lost > /var/private; echo pod > /scratch/s; echo shm > /dev/shm/s; "
-      "test -e " + dir_ + " && echo host-visible; df -k /fast | tail -1; df -k /dev/shm | tail -1; echo written";
+      "test -e " +
+      dir_ + " && echo host-visible; df -k /fast | tail -1; df -k /dev/shm | tail -1; echo written";
   ok({"apply", "-f", write_file("writer.yaml", pod_yaml("writer", writer, volumes, mounts))});
   ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/writer", "--timeout=30s"});
   const std::string log = log_of("writer");
@@ -173,7 +174,8 @@ TEST_F(ProcessKubeletTest, AHostPathIsTheNodesFolderAndAPodWaitsForItsClaim) {
   // A claim that does not exist yet keeps the pod from starting, as ContainerCreating does.
   const std::string claim = "  volumes:\n  - {name: c, persistentVolumeClaim: {claimName: later}}\n";
   ok({"apply", "-f",
-      write_file("w.yaml", pod_yaml("waits", "echo started", claim, "    volumeMounts: [{name: c, mountPath: /c}]\n"))});
+      write_file("w.yaml",
+                 pod_yaml("waits", "echo started", claim, "    volumeMounts: [{name: c, mountPath: /c}]\n"))});
   ok({"wait", "--for=condition=Ready", "pod/waits", "--timeout=30s"});
   EXPECT_THAT(log_of("waits"), ::testing::Not(HasSubstr("started")));
   ok({"apply", "-f",

@@ -8,7 +8,6 @@
 #include <algorithm>
 
 #include "common/api/validation.h"
-
 #include "tests/operator/planner_fixtures.h"
 
 namespace torus::controller {
@@ -52,8 +51,7 @@ TEST(CheckpointStorage, AnEmptyDirOrAReadOnlyMountIsNoPlaceForCheckpoints) {
     job["spec"]["gang"]["template"]["spec"] = {
         {"volumes", {volume}},
         {"containers",
-         {{{"name", "worker"},
-           {"volumeMounts", {{{"name", "ckpt"}, {"mountPath", "/"}, {"readOnly", read_only}}}}}}}};
+         {{{"name", "worker"}, {"volumeMounts", {{{"name", "ckpt"}, {"mountPath", "/"}, {"readOnly", read_only}}}}}}}};
     EXPECT_EQ(checkpoint_storage_errors(defaulted(job)).size(), 1u) << volume.dump();
   }
 }
@@ -74,8 +72,8 @@ TEST(CheckpointStorage, LastingVolumesAtOrAboveTheDirAndJobsThatNeverRestartAreA
   json sibling = JobBuilder().build();
   sibling["spec"]["training"]["checkpoint"]["dir"] = "/ckpt-other";
   EXPECT_EQ(checkpoint_storage_errors(defaulted(sibling)).size(), 1u) << "/ckpt is not above /ckpt-other";
-  EXPECT_TRUE(checkpoint_storage_errors(defaulted(without_template(JobBuilder().restart_policy("Never").build())))
-                  .empty());
+  EXPECT_TRUE(
+      checkpoint_storage_errors(defaulted(without_template(JobBuilder().restart_policy("Never").build()))).empty());
 }
 
 TEST(CheckpointStorage, AClaimTemplateMakesAClaimOwnedByTheJobMountedOnWorkerZero) {
@@ -129,9 +127,8 @@ TEST(CheckpointStorage, EveryExampleMountsItsDataAndCheckpointsOnWorkerZero) {
     std::vector<std::string> mounts;
     for (const json& m : (*pod)["spec"]["containers"][0]["volumeMounts"]) mounts.push_back(m["mountPath"]);
     auto mounted = [&](const std::string& path) {
-      return std::any_of(mounts.begin(), mounts.end(), [&](const std::string& m) {
-        return path == m || path.starts_with(m + "/");
-      });
+      return std::any_of(mounts.begin(), mounts.end(),
+                         [&](const std::string& m) { return path == m || path.starts_with(m + "/"); });
     };
     EXPECT_TRUE(job.spec.data.path.empty() || mounted(job.spec.data.path)) << name << ": " << job.spec.data.path;
     const std::string& dir = job.spec.training.checkpoint.dir;

@@ -53,10 +53,10 @@ class ExamplesE2E : public ::testing::Test {
     standin_ = start_standin(dir_, kubeconfig_,
                              {"--nodes", "4", "--racks", "2", "--run-pods", (dir_ / "pods").string(), "--pod-command",
                               "torus-worker=" + probe.string()});
-    operator_ = std::make_unique<Daemon>(
-        "operator", std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", kubeconfig_, "--metrics-addr",
-                                             "127.0.0.1:0"},
-        (dir_ / "operator.log").string());
+    operator_ = std::make_unique<Daemon>("operator",
+                                         std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig",
+                                                                  kubeconfig_, "--metrics-addr", "127.0.0.1:0"},
+                                         (dir_ / "operator.log").string());
   }
   void TearDown() override {
     operator_.reset();
@@ -95,9 +95,8 @@ class ExamplesE2E : public ::testing::Test {
   }
 
   void wait_phase(const std::string& name, const std::string& ns, const std::string& want) {
-    const CmdResult r = kubectl({"wait", "--for=jsonpath={.status.phase}=" + want, "trainingjob/" + name,
-                                 "--timeout=90s"},
-                                ns);
+    const CmdResult r =
+        kubectl({"wait", "--for=jsonpath={.status.phase}=" + want, "trainingjob/" + name, "--timeout=90s"}, ns);
     ASSERT_EQ(r.code, 0) << name << " never reached " << want << ": " << r.out << "\n" << logs(ns, name);
   }
 
@@ -106,7 +105,8 @@ class ExamplesE2E : public ::testing::Test {
     std::string all;
     if (!fs::exists(dir_ / "pods" / ns)) return all;
     for (const auto& entry : fs::directory_iterator(dir_ / "pods" / ns)) {
-      if (entry.path().filename().string().rfind(job + "-worker-", 0) == 0) all += read_file(entry.path() / "worker.log");
+      if (entry.path().filename().string().rfind(job + "-worker-", 0) == 0)
+        all += read_file(entry.path() / "worker.log");
     }
     return all;
   }
@@ -145,14 +145,13 @@ TEST_F(ExamplesE2E, FashionMnistAndImagenetSeeTheirDataAndKeepTheirCheckpointsTh
 
 // Restart policy Never, no checkpoints: the data set on the claim it names.
 TEST_F(ExamplesE2E, Cifar10SeesItsDataOnItsClaim) {
-  const std::string claim =
-      R"({"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"cifar10"},)"
-      R"("spec":{"accessModes":["ReadOnlyMany"],"resources":{"requests":{"storage":"1Gi"}}}})";
+  const std::string claim = R"({"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"cifar10"},)"
+                            R"("spec":{"accessModes":["ReadOnlyMany"],"resources":{"requests":{"storage":"1Gi"}}}})";
   std::ofstream(dir_ / "claim.json") << claim;
   ASSERT_EQ(kubectl({"apply", "-f", (dir_ / "claim.json").string()}).code, 0);
   const json stored = json::parse(kubectl({"get", "pvc", "cifar10", "-o", "json"}).out);
-  fs::create_directories(dir_ / "pods" / "_claims" / kNs /
-                         ("cifar10-" + stored["metadata"].value("uid", "")) / "cifar-10-batches-bin");
+  fs::create_directories(dir_ / "pods" / "_claims" / kNs / ("cifar10-" + stored["metadata"].value("uid", "")) /
+                         "cifar-10-batches-bin");
   apply(scaled_down("cifar10-resnet9"));
   wait_phase("cifar10-resnet9", kNs, "Succeeded");
   EXPECT_NE(logs(kNs, "cifar10-resnet9").find("probe attempt=0 worker=0 data=yes checkpoint=no"), std::string::npos)

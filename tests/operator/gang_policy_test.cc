@@ -325,7 +325,8 @@ TEST(Decide, MessagesNameWorkersAndCodes) {
 TEST(Decide, ACheckpointLostFailsUnderEveryPolicyWithItsReason) {
   for (RestartPolicy p : {RestartPolicy::kNever, RestartPolicy::kOnFailure, RestartPolicy::kExitCode}) {
     EXPECT_EQ(classify_exit(policy(p, 3), 44), ExitClass::kPermanent);
-    const Decision d = decide(policy(p, 3), GangBuilder(2).attempt(1).all_running().exited(0, 44).exited(1, 44).build());
+    const Decision d =
+        decide(policy(p, 3), GangBuilder(2).attempt(1).all_running().exited(0, 44).exited(1, 44).build());
     EXPECT_EQ(d.verdict, Verdict::kFail);
     EXPECT_STREQ(to_string(d.reason), "CheckpointLost");
     EXPECT_NE(d.message.find("found no checkpoint to resume from"), std::string::npos) << d.message;

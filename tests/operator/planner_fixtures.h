@@ -46,7 +46,8 @@ class JobBuilder {
   // requires of a job that restarts (checkpoint_storage.h).
   static json checkpoint_template() {
     return {{"spec",
-             {{"containers", json::array({{{"name", "worker"}, {"volumeMounts", {{{"name", "ckpt"}, {"mountPath", "/ckpt"}}}}}})},
+             {{"containers",
+               json::array({{{"name", "worker"}, {"volumeMounts", {{{"name", "ckpt"}, {"mountPath", "/ckpt"}}}}}})},
               {"volumes", json::array({{{"name", "ckpt"}, {"hostPath", {{"path", "/var/lib/torus/ckpt"}}}}})}}}};
   }
   JobBuilder& workers(int n) { return spec("gang", "workers", n); }

@@ -55,7 +55,6 @@ TEST(Progress, NoWorkerMetricsNoProgress) {
   EXPECT_FALSE(progress_from_metrics(parse_prometheus_text("up 1\n"), 1, ""));
 }
 
-
 TEST(Progress, TheLastCheckpointAndTheResumedStepOfTheJobsAttempt) {
   const auto s = parse_prometheus_text(R"(torus_worker_last_checkpoint_step{job="j",attempt="1"} 120
 torus_worker_last_checkpoint_epoch{job="j",attempt="1"} 3
@@ -70,8 +69,9 @@ torus_worker_resumed_step{job="j",attempt="1"} 80
   EXPECT_EQ(ref->time, "2027-01-15T08:00:00Z");
   EXPECT_EQ(resumed_step_from_metrics(s, 1), 80);
   EXPECT_EQ(resumed_step_from_metrics(s, 2), std::nullopt) << "another attempt's rank 0";
-  const auto before = parse_prometheus_text("torus_worker_resumed_step{attempt=\"0\"} -1\n"
-                                            "torus_worker_last_checkpoint_step{attempt=\"0\"} 0\n");
+  const auto before = parse_prometheus_text(
+      "torus_worker_resumed_step{attempt=\"0\"} -1\n"
+      "torus_worker_last_checkpoint_step{attempt=\"0\"} 0\n");
   EXPECT_EQ(resumed_step_from_metrics(before, 0), std::nullopt) << "not looked for its checkpoint yet";
   EXPECT_EQ(checkpoint_from_metrics(before, "/ckpt"), std::nullopt) << "none written yet";
 }

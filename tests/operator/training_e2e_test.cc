@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "common/process/worker_events.h"
-#include "tests/operator/e2e_support.h"
 #include "operator/kube/transport.h"
+#include "tests/operator/e2e_support.h"
 #include "worker/comm/socket.h"
 
 namespace torus::controller::e2e {
@@ -79,8 +79,8 @@ class TrainingE2E : public ::testing::Test {
            "  training:\n    epochs: " +
            std::to_string(epochs) +
            "\n    batchSize: 32\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
-           "    checkpoint:\n      dir: /var/lib/torus/checkpoints\n      everySteps: 2\n" + kClaimTemplate +
-           "  runPolicy:\n    restartPolicy: ExitCode\n" + more_spec;
+           "    checkpoint:\n      dir: /var/lib/torus/checkpoints\n      everySteps: 2\n" +
+           kClaimTemplate + "  runPolicy:\n    restartPolicy: ExitCode\n" + more_spec;
   }
 
   static CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
@@ -161,8 +161,8 @@ class TrainingE2E : public ::testing::Test {
         try {
           kube::ClusterConfig target;
           target.server = "http://" + ip + ":" + std::to_string(port.value("containerPort", 0));
-          const auto r = kube::make_http_transport(target, kube::TransportOptions{2s})->send(
-              {"GET", "/metrics", "", "text/plain", {}});
+          const auto r = kube::make_http_transport(target, kube::TransportOptions{2s})
+                             ->send({"GET", "/metrics", "", "text/plain", {}});
           std::smatch m;
           if (r.status == 200 && std::regex_search(r.body, m, kRank)) ranks.insert(std::stoi(m[1]));
         } catch (const std::exception&) {
@@ -187,7 +187,9 @@ class TrainingE2E : public ::testing::Test {
            "  honor_labels: true\n"
            "  metrics_path: /metrics\n"
            "  file_sd_configs:\n"
-           "  - files: [" << (dir_ / "targets.json").string() << "]\n"
+           "  - files: ["
+        << (dir_ / "targets.json").string()
+        << "]\n"
            "  relabel_configs:\n"
            "  - source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_managed_by, "
            "__meta_kubernetes_pod_label_torus_dev_role]\n"
@@ -214,7 +216,8 @@ class TrainingE2E : public ::testing::Test {
         groups.push_back(
             {{"targets", {pod["status"].value("podIP", "") + ":" + std::to_string(port.value("containerPort", 0))}},
              {"labels",
-              {{"__meta_kubernetes_pod_label_app_kubernetes_io_managed_by", labels.value("app.kubernetes.io/managed-by", "")},
+              {{"__meta_kubernetes_pod_label_app_kubernetes_io_managed_by",
+                labels.value("app.kubernetes.io/managed-by", "")},
                {"__meta_kubernetes_pod_label_torus_dev_role", labels.value("torus.dev/role", "")},
                {"__meta_kubernetes_pod_container_port_name", port.value("name", "")}}}});
       }
@@ -311,11 +314,14 @@ TEST_F(TrainingE2E, TwoWorkersOfTwoProcessesFormAWorldOfFour) {
   apply("beta", 2, 2, 100, "  allReduce:\n    algorithm: ring\n");
   // Issue 27.4: each pod names one metrics port per local rank, and every rank answers on its own; a real
   // Prometheus configured as the chart's PodMonitor scrapes all four.
-  ASSERT_TRUE(eventually([] { return scraped_ranks("beta") == std::set<int>{0, 1, 2, 3}; }, 120s))
-      << logs_of("beta");
+  ASSERT_TRUE(eventually([] { return scraped_ranks("beta") == std::set<int>{0, 1, 2, 3}; }, 120s)) << logs_of("beta");
   if (prometheus != 0) {
     write_pod_targets("beta");
-    EXPECT_TRUE(eventually([&] { return prometheus_ranks(prometheus, "beta") == std::set<int>{0, 1, 2, 3}; }, 60s))
+    EXPECT_TRUE(eventually(
+        [&] {
+          return prometheus_ranks(prometheus, "beta") == std::set<int>{0, 1, 2, 3};
+        },
+        60s))
         << prometheus_get(prometheus, "/api/v1/targets").second;
   } else if (fs::exists("/usr/bin/prometheus")) {
     ADD_FAILURE() << "Prometheus did not start: " << read_file(dir_ / "prometheus.log");
@@ -359,8 +365,8 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
   const json status = status_of("gamma");
   EXPECT_EQ(status["resumedFrom"].value("attempt", -1), first_attempt + 1) << status.dump();
   EXPECT_EQ(status["resumedFrom"].value("step", -1), std::stoi(m[1])) << status.dump();
-  EXPECT_EQ(status["resumedFrom"].value("path", ""),
-            "/var/lib/torus/checkpoints/ckpt-" + m[1].str() + ".torus") << status.dump();
+  EXPECT_EQ(status["resumedFrom"].value("path", ""), "/var/lib/torus/checkpoints/ckpt-" + m[1].str() + ".torus")
+      << status.dump();
   EXPECT_GT(status["lastCheckpoint"].value("step", 0), std::stoi(m[1])) << status.dump();
   const std::vector<std::string> resumes = events_of("gamma", "ResumedFromStep");
   ASSERT_EQ(resumes.size(), 1u);
@@ -372,12 +378,13 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
 // from step 0.
 TEST_F(TrainingE2E, ACheckpointDeletedBehindTheOperatorsBackIsCheckpointLost) {
   apply("eta", 2, 1, 80);
-  ASSERT_TRUE(eventually([] { return status_of("eta").value("lastCheckpoint", json::object()).value("step", 0) > 0; },
-                         120s))
+  ASSERT_TRUE(
+      eventually([] { return status_of("eta").value("lastCheckpoint", json::object()).value("step", 0) > 0; }, 120s))
       << status_of("eta").dump() << "\n"
       << logs_of("eta");
   // Both workers die at once (no SIGTERM checkpoint), then the claim loses its files.
-  for (const json& pod : pods_of("eta")) ASSERT_EQ(::kill(std::stoi(read_file(pod_dir(pod) / "worker.pid")), SIGKILL), 0);
+  for (const json& pod : pods_of("eta"))
+    ASSERT_EQ(::kill(std::stoi(read_file(pod_dir(pod) / "worker.pid")), SIGKILL), 0);
   const fs::path claim = claim_folder("eta");
   ASSERT_FALSE(claim.empty());
   for (const auto& entry : fs::directory_iterator(claim)) fs::remove_all(entry.path());
