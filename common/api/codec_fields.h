@@ -286,6 +286,34 @@ void describe(V& v, S& x) {
 }
 
 template <class V, class S>
+requires Is<S, GoodputSeconds>
+void describe(V& v, S& x) {
+  v("startup", x.startup);
+  v("commInit", x.comm_init);
+  v("restore", x.restore);
+  v("training", x.training);
+  v("dataWait", x.data_wait);
+  v("commWait", x.comm_wait);
+  v("evaluation", x.evaluation);
+  v("checkpoint", x.checkpoint);
+}
+
+template <class V, class S>
+requires Is<S, Goodput>
+void describe(V& v, S& x) {
+  v("ratio", x.ratio);
+  v("wallSeconds", x.wall_seconds);
+  v("seconds", x.seconds);
+  v("lostWorkSeconds", x.lost_work_seconds);
+  v("lostSteps", x.lost_steps);
+  v("stepSeconds", x.step_seconds);
+  v("attempt", x.attempt);
+  v("lastStep", x.last_step);
+  v("earlierAttempts", x.earlier_attempts);
+  v("updateTime", x.update_time);
+}
+
+template <class V, class S>
 requires Is<S, RankPlacement>
 void describe(V& v, S& x) {
   v("rank", x.rank);
@@ -311,6 +339,7 @@ void describe(V& v, S& x) {
   v("lastCheckpoint", x.last_checkpoint);
   v("resumedFrom", x.resumed_from);
   v("ranks", x.ranks);
+  v("goodput", x.goodput);
 }
 
 template <class V, class S>

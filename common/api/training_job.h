@@ -357,6 +357,34 @@ struct Progress {
   bool operator==(const Progress&) const = default;
 };
 
+// Seconds of rank 0's time by part of the goodput ledger (common/process/goodput.h; docs/observability.md).
+struct GoodputSeconds {
+  double startup = 0;    // process start to the trainer ready
+  double comm_init = 0;  // of which the communicator's rendezvous and connections (Gloo, shared memory)
+  double restore = 0;    // reading the checkpoint
+  double training = 0;   // the steps' own work (kept: a restart's lost steps are taken out)
+  double data_wait = 0;
+  double comm_wait = 0;
+  double evaluation = 0;
+  double checkpoint = 0;
+  bool operator==(const GoodputSeconds&) const = default;
+};
+
+// status.goodput: where the job's time went across its attempts, and the share that trained.
+struct Goodput {
+  double ratio = 0;         // seconds.training / wallSeconds
+  double wall_seconds = 0;  // status.startTime to updateTime
+  GoodputSeconds seconds;   // every attempt's, summed
+  double lost_work_seconds = 0;  // steps redone after restarts x the step time then
+  int64_t lost_steps = 0;
+  double step_seconds = 0;  // rank 0's mean step time in the current attempt
+  int32_t attempt = 0;      // the attempt the current figures come from
+  int64_t last_step = 0;    // the last global step read from it
+  GoodputSeconds earlier_attempts;  // the attempts before it, summed (what `seconds` adds the current one to)
+  std::string update_time;
+  bool operator==(const Goodput&) const = default;
+};
+
 struct CheckpointRef {
   std::string path;
   int32_t epoch = 0;
@@ -397,6 +425,7 @@ struct TrainingJobStatus {
   CheckpointRef last_checkpoint;
   ResumePoint resumed_from;
   std::vector<RankPlacement> ranks;
+  Goodput goodput;
   bool operator==(const TrainingJobStatus&) const = default;
 };
 

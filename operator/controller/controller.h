@@ -77,6 +77,7 @@ class Controller {
   std::optional<json> with_progress(const json& job, const Plan& plan, const std::string& ns,
                                     std::vector<EventRecord>& events);
   void record_resume(const json& job, json& status, int64_t step, std::vector<EventRecord>& events);
+  static void record_goodput(json& status, const GoodputReading& reading, int64_t resumed_step);
   // The pass's creates, in order; stops at the first failure: a refusal for good is returned, anything else thrown.
   std::optional<RefusedChild> create_children(const json& job, const std::vector<CreateAction>& creates,
                                               const std::string& ns);

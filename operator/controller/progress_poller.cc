@@ -61,7 +61,8 @@ std::optional<RankZeroReading> ProgressPoller::read(const std::string& key, cons
     if (!progress) return std::nullopt;
     const std::string dir = spec.value("training", json::object()).value("checkpoint", json::object()).value("dir", "");
     const int attempt = job.value("status", json::object()).value("attempt", 0);
-    return RankZeroReading{*progress, checkpoint_from_metrics(samples, dir), resumed_step_from_metrics(samples, attempt)};
+    return RankZeroReading{*progress, checkpoint_from_metrics(samples, dir),
+                           resumed_step_from_metrics(samples, attempt), goodput_from_metrics(samples, attempt)};
   } catch (const kube::ConnectionError& e) {
     TLOG(Debug) << "progress of " << key << ": " << e.what();  // rank 0 not serving yet; next time
     return std::nullopt;

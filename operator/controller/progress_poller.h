@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/api/training_job.h"
+#include "operator/controller/goodput_status.h"
 
 namespace torus::controller {
 
@@ -18,6 +19,7 @@ struct RankZeroReading {
   api::Progress progress;
   std::optional<api::CheckpointRef> checkpoint;  // the last checkpoint rank 0 wrote in its attempt
   std::optional<int64_t> resumed_step;           // the step the job's current attempt resumed from
+  std::optional<GoodputReading> goodput;         // rank 0's goodput ledger of the current attempt
 };
 
 class ProgressPoller {

@@ -1,0 +1,106 @@
+#include "operator/controller/goodput_status.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace torus::controller {
+namespace {
+
+// The value of `label` in a series key "name{a=\"x\",b=\"y\"}", or "".
+std::string goodput_series_label(const std::string& series, const std::string& label) {
+  const std::string key = label + "=\"";
+  for (size_t at = series.find(key); at != std::string::npos; at = series.find(key, at + 1)) {
+    if (at == 0 || (series[at - 1] != '{' && series[at - 1] != ',')) continue;
+    const size_t begin = at + key.size();
+    const size_t end = series.find('"', begin);
+    return end == std::string::npos ? "" : series.substr(begin, end - begin);
+  }
+  return "";
+}
+
+double* part_of(api::GoodputSeconds& s, const std::string& part) {
+  if (part == "startup") return &s.startup;
+  if (part == "restore") return &s.restore;
+  if (part == "training") return &s.training;
+  if (part == "data_wait") return &s.data_wait;
+  if (part == "comm_wait") return &s.comm_wait;
+  if (part == "evaluation") return &s.evaluation;
+  if (part == "checkpoint") return &s.checkpoint;
+  return nullptr;
+}
+
+api::GoodputSeconds plus(api::GoodputSeconds a, const api::GoodputSeconds& b) {
+  a.startup += b.startup;
+  a.comm_init += b.comm_init;
+  a.restore += b.restore;
+  a.training += b.training;
+  a.data_wait += b.data_wait;
+  a.comm_wait += b.comm_wait;
+  a.evaluation += b.evaluation;
+  a.checkpoint += b.checkpoint;
+  return a;
+}
+
+double sample_or_zero(const std::map<std::string, double>& s, const char* name) {
+  auto it = s.find(name);
+  return it == s.end() || !std::isfinite(it->second) ? 0 : it->second;
+}
+
+// The previous attempt's own parts (the status's totals less the attempts before it), with the share of its steps'
+// time that `lost_s` was taken out of training and the waits alike.
+api::GoodputSeconds kept_of_previous(const api::Goodput& before, double lost_s) {
+  const api::GoodputSeconds& t = before.seconds;
+  const api::GoodputSeconds& e = before.earlier_attempts;
+  api::GoodputSeconds own{t.startup - e.startup,       t.comm_init - e.comm_init,  t.restore - e.restore,
+                          t.training - e.training,     t.data_wait - e.data_wait,  t.comm_wait - e.comm_wait,
+                          t.evaluation - e.evaluation, t.checkpoint - e.checkpoint};
+  const double stepping = own.training + own.data_wait + own.comm_wait;
+  const double keep = stepping > 0 ? std::clamp(1 - lost_s / stepping, 0.0, 1.0) : 1.0;
+  own.training *= keep;
+  own.data_wait *= keep;
+  own.comm_wait *= keep;
+  return own;
+}
+
+}  // namespace
+
+std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, double>& s, int attempt) {
+  const std::string family = "torus_worker_goodput_seconds_total{";
+  GoodputReading r{.attempt = attempt};
+  bool found = false;
+  for (auto it = s.lower_bound(family); it != s.end() && it->first.starts_with(family); ++it) {
+    if (goodput_series_label(it->first, "attempt") != std::to_string(attempt) || !std::isfinite(it->second)) continue;
+    if (double* part = part_of(r.seconds, goodput_series_label(it->first, "part"))) {
+      *part = it->second;
+      found = true;
+    }
+  }
+  if (!found) return std::nullopt;
+  r.seconds.comm_init = sample_or_zero(s, "torus_worker_comm_init_seconds");
+  r.global_step = static_cast<int64_t>(sample_or_zero(s, "torus_worker_global_step"));
+  const double count = sample_or_zero(s, "torus_worker_step_seconds_count");
+  if (count > 0) r.step_seconds = sample_or_zero(s, "torus_worker_step_seconds_sum") / count;
+  return r;
+}
+
+api::Goodput next_goodput(const api::Goodput& before, const GoodputReading& now, int64_t resumed_step,
+                          double wall_seconds, const std::string& now_rfc3339) {
+  api::Goodput g = before;
+  if (now.attempt > before.attempt && (before.last_step > 0 || before.seconds != api::GoodputSeconds{})) {
+    const int64_t lost_steps = std::max<int64_t>(before.last_step - resumed_step, 0);
+    const double lost_s = static_cast<double>(lost_steps) * before.step_seconds;
+    g.lost_steps += lost_steps;
+    g.lost_work_seconds += lost_s;
+    g.earlier_attempts = plus(before.earlier_attempts, kept_of_previous(before, lost_s));
+  }
+  g.attempt = now.attempt;
+  g.seconds = plus(g.earlier_attempts, now.seconds);
+  g.last_step = std::max(now.global_step, resumed_step);
+  if (now.step_seconds > 0) g.step_seconds = now.step_seconds;
+  g.wall_seconds = wall_seconds;
+  g.ratio = wall_seconds > 0 ? std::clamp(g.seconds.training / wall_seconds, 0.0, 1.0) : 0;
+  g.update_time = now_rfc3339;
+  return g;
+}
+
+}  // namespace torus::controller

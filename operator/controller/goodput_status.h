@@ -1,0 +1,32 @@
+#pragma once
+// status.goodput from rank 0's Prometheus samples (torus_worker_goodput_seconds_total{part}, the step histogram):
+// the current attempt's parts added to the earlier attempts', and at each new attempt the steps the previous one
+// lost (the last global step read from it less the step the new one resumed from) times its step time.
+// Pure; the progress poller reads, the controller writes. The operator reads rank 0 every poll interval, so its lost
+// work counts from the last reading: a lower bound by up to one interval of steps (`torus run` counts exactly).
+#include <map>
+#include <optional>
+#include <string>
+
+#include "common/api/training_job.h"
+
+namespace torus::controller {
+
+// Rank 0's goodput ledger of one attempt, as its /metrics shows it.
+struct GoodputReading {
+  int attempt = 0;
+  api::GoodputSeconds seconds;
+  int64_t global_step = 0;
+  double step_seconds = 0;  // mean step time of the attempt (torus_worker_step_seconds sum / count)
+};
+
+// The ledger of `attempt` in rank 0's samples; nullopt when they hold none of it (an older worker, another attempt).
+std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, double>& samples, int attempt);
+
+// The next status.goodput: `before` advanced by `now`. `resumed_step`: the step now's attempt resumed from (when it
+// is a later attempt than before's, the steps from there to before.lastStep were lost). `wall_seconds`: since
+// status.startTime.
+api::Goodput next_goodput(const api::Goodput& before, const GoodputReading& now, int64_t resumed_step,
+                          double wall_seconds, const std::string& now_rfc3339);
+
+}  // namespace torus::controller

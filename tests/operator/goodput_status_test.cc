@@ -1,0 +1,75 @@
+// status.goodput from rank 0's /metrics: the ledger's series read back, and the attempts summed with the work each
+// restart lost.
+#include "operator/controller/goodput_status.h"
+
+#include <gtest/gtest.h>
+
+#include "common/api/codec.h"
+#include "common/metrics/goodput_metrics.h"
+#include "common/metrics/registry.h"
+#include "common/metrics/worker_metrics.h"
+#include "operator/controller/progress.h"
+
+namespace torus::controller {
+namespace {
+
+using process::TimePart;
+
+// Rank 0's exposition after `steps` steps of 0.1 s (0.08 training, 0.02 communication wait) in `attempt`.
+std::string rank0_exposition(int attempt, int64_t global_step, int steps) {
+  metrics::Registry registry;
+  metrics::WorkerMetrics worker(registry, "j", "ns", 0, attempt);
+  metrics::GoodputMetrics goodput(registry, "j", "ns", 0, attempt);
+  goodput.add(TimePart::kStartup, 2);
+  goodput.set_comm_init(0.5);
+  for (int i = 0; i < steps; ++i) {
+    worker.record_step({.step = 0.1, .data_wait = 0, .compute = 0.08, .comm_wait = 0.02}, 32);
+    goodput.add(TimePart::kTraining, 0.08);
+    goodput.add(TimePart::kCommWait, 0.02);
+  }
+  worker.global_step.set(static_cast<double>(global_step));
+  return registry.expose();
+}
+
+TEST(GoodputStatus, RankZerosSeriesOfTheAttemptAreRead) {
+  const auto samples = parse_prometheus_text(rank0_exposition(1, 70, 10));
+  const auto r = goodput_from_metrics(samples, 1);
+  ASSERT_TRUE(r);
+  EXPECT_DOUBLE_EQ(r->seconds.startup, 2);
+  EXPECT_DOUBLE_EQ(r->seconds.comm_init, 0.5);
+  EXPECT_NEAR(r->seconds.training, 0.8, 1e-9);
+  EXPECT_NEAR(r->seconds.comm_wait, 0.2, 1e-9);
+  EXPECT_EQ(r->global_step, 70);
+  EXPECT_NEAR(r->step_seconds, 0.1, 1e-9);
+  EXPECT_FALSE(goodput_from_metrics(samples, 0)) << "attempt 0's series are not attempt 1's";
+}
+
+// Attempt 0 is last read at step 50; attempt 1 resumed from the checkpoint of step 40: 10 steps of 0.1 s were lost,
+// and attempt 0's training keeps only what its kept steps did.
+TEST(GoodputStatus, ANewAttemptAddsToTheEarlierOnesAndCountsWhatTheRestartLost) {
+  api::Goodput g;
+  g = next_goodput(g, *goodput_from_metrics(parse_prometheus_text(rank0_exposition(0, 50, 50)), 0), 0, 10, "t1");
+  EXPECT_EQ(g.last_step, 50);
+  EXPECT_NEAR(g.seconds.training, 4, 1e-9);
+  EXPECT_NEAR(g.ratio, 0.4, 1e-9);
+  g = next_goodput(g, *goodput_from_metrics(parse_prometheus_text(rank0_exposition(1, 60, 20)), 1), 40, 20, "t2");
+  EXPECT_EQ(g.attempt, 1);
+  EXPECT_EQ(g.lost_steps, 10);
+  EXPECT_NEAR(g.lost_work_seconds, 1.0, 1e-9);
+  EXPECT_NEAR(g.earlier_attempts.training, 4 * (1 - 1.0 / 5), 1e-9);  // 1 s lost of 5 s of steps
+  EXPECT_NEAR(g.seconds.training, 3.2 + 1.6, 1e-9);
+  EXPECT_NEAR(g.seconds.startup, 4, 1e-9);
+  EXPECT_NEAR(g.ratio, 4.8 / 20, 1e-9);
+  // Later readings of the same attempt replace its figures; the restart is counted once.
+  g = next_goodput(g, *goodput_from_metrics(parse_prometheus_text(rank0_exposition(1, 80, 40)), 1), 40, 22, "t3");
+  EXPECT_EQ(g.lost_steps, 10);
+  EXPECT_NEAR(g.seconds.training, 3.2 + 3.2, 1e-9);
+  // What the controller writes is what the schema's codec reads back.
+  api::TrainingJobStatus status;
+  status.goodput = g;
+  const auto back = api::decode_json({{"status", api::status_to_json(status)}}).job.status.goodput;
+  EXPECT_EQ(back, g);
+}
+
+}  // namespace
+}  // namespace torus::controller
