@@ -407,8 +407,20 @@ std::optional<json> Controller::with_progress(const json& job, const Plan& plan,
     base["lastCheckpoint"] = api::status_to_json(api::TrainingJobStatus{.last_checkpoint = *reading->checkpoint})["lastCheckpoint"];
   }
   if (reading->resumed_step) record_resume(job, base, *reading->resumed_step, events);
+  if (reading->goodput) record_goodput(base, *reading->goodput, reading->resumed_step.value_or(0));
   if (base != before) status = base;
   return status;
+}
+
+// status.goodput advanced by rank 0's ledger of the current attempt (operator/controller/goodput_status.h).
+void Controller::record_goodput(json& status, const GoodputReading& reading, int64_t resumed_step) {
+  // Only the goodput member is decoded: what this controller wrote last time.
+  const json only_goodput = {{"status", {{"goodput", member(status, "goodput")}}}};
+  const api::Goodput before = api::decode_json(only_goodput).job.status.goodput;
+  const auto started = parse_time(status.value("startTime", ""));
+  const double wall = started ? std::chrono::duration<double>(Clock::now() - *started).count() : 0;
+  const api::Goodput next = next_goodput(before, reading, resumed_step, wall, format_time(Clock::now()));
+  status["goodput"] = api::status_to_json(api::TrainingJobStatus{.goodput = next})["goodput"];
 }
 
 // Once per attempt: the step its rank 0 resumed from, in the status and (after a restart, a resume or an edit) as
