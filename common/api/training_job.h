@@ -351,7 +351,7 @@ struct Progress {
   double accuracy = 0;  // last validation accuracy, 0..1
   double images_per_second = 0;
   int64_t eta_seconds = 0;
-  double bus_bandwidth_gbps = 0;  // all-reduce bus bandwidth (nccl-tests definition), GB/s
+  double bus_bandwidth_gbps = 0;    // all-reduce bus bandwidth (nccl-tests definition), GB/s
   std::string allreduce_algorithm;  // the gang-wide algorithm that carried the most bytes ("ring", ...)
   std::string update_time;
   bool operator==(const Progress&) const = default;
@@ -372,14 +372,14 @@ struct GoodputSeconds {
 
 // status.goodput: where the job's time went across its attempts, and the share that trained.
 struct Goodput {
-  double ratio = 0;         // seconds.training / wallSeconds
-  double wall_seconds = 0;  // status.startTime to updateTime
-  GoodputSeconds seconds;   // every attempt's, summed
+  double ratio = 0;              // seconds.training / wallSeconds
+  double wall_seconds = 0;       // status.startTime to updateTime
+  GoodputSeconds seconds;        // every attempt's, summed
   double lost_work_seconds = 0;  // steps redone after restarts x the step time then
   int64_t lost_steps = 0;
-  double step_seconds = 0;  // rank 0's mean step time in the current attempt
-  int32_t attempt = 0;      // the attempt the current figures come from
-  int64_t last_step = 0;    // the last global step read from it
+  double step_seconds = 0;          // rank 0's mean step time in the current attempt
+  int32_t attempt = 0;              // the attempt the current figures come from
+  int64_t last_step = 0;            // the last global step read from it
   GoodputSeconds earlier_attempts;  // the attempts before it, summed (what `seconds` adds the current one to)
   std::string update_time;
   bool operator==(const Goodput&) const = default;
