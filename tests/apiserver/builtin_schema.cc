@@ -47,13 +47,13 @@ bool scalar_fits(const std::string& type, const json& value) {
 
 class Checker {
  public:
-  explicit Checker(FieldProblems& out) : out_(out) {}
+  Checker(FieldProblems& out, PathStyle style) : out_(out), style_(style) {}
 
   void walk(const std::string& type, json& value, const std::string& path, const std::string& owner) {
     if (value.is_null() || type == "object") return;
     if (type.rfind("List[", 0) == 0) {
       if (!value.is_array()) return mistyped(value, path, owner, "[]" + go_struct(inner(type, 5)));
-      for (size_t i = 0; i < value.size(); ++i) walk(inner(type, 5), value[i], path + "[" + std::to_string(i) + "]", owner);
+      for (size_t i = 0; i < value.size(); ++i) walk(inner(type, 5), value[i], path + element(value[i], i), owner);
       return;
     }
     if (type.rfind("Dict[str, ", 0) == 0) {
@@ -82,8 +82,14 @@ class Checker {
 
  private:
   static std::string inner(const std::string& type, size_t skip) { return type.substr(skip, type.size() - skip - 1); }
-  static std::string join(const std::string& path, const std::string& key) {
-    return path.empty() ? key : path + "." + key;
+  std::string join(const std::string& path, const std::string& key) const {
+    return path.empty() && style_ == PathStyle::kDecoder ? key : path + "." + key;
+  }
+  std::string element(const json& item, size_t i) const {
+    if (style_ == PathStyle::kApply && item.is_object() && item.contains("name") && item["name"].is_string()) {
+      return "[name=\"" + item["name"].get<std::string>() + "\"]";
+    }
+    return "[" + std::to_string(i) + "]";
   }
   void mistyped(const json& value, const std::string& path, const std::string& owner, const std::string& type) {
     if (!out_.mistyped.empty()) return;
@@ -92,17 +98,19 @@ class Checker {
   }
 
   FieldProblems& out_;
+  PathStyle style_;
 };
 
 }  // namespace
 
-FieldProblems check_builtin_fields(const std::string& api_version, const std::string& kind, json& object) {
+FieldProblems check_builtin_fields(const std::string& api_version, const std::string& kind, json& object,
+                                   PathStyle style) {
   FieldProblems problems;
   const json& kinds = schema()["kinds"];
   const std::string key = api_version + " " + kind;
   if (!kinds.contains(key)) return problems;
   const std::string model = kinds[key].get<std::string>();
-  Checker(problems).walk(model, object, "", go_struct(model));
+  Checker(problems, style).walk(model, object, "", go_struct(model));
   return problems;
 }
 

@@ -534,7 +534,8 @@ json KubeletSim::handle_control(const json& request) {
   } else if (action == "nodes") {
     return {{"nodes", node_names()}};
   } else {
-    throw bad_request("kubelet: action: expected terminate, holdPending, holdStart, release or nodes; got \"" + action + "\"");
+    throw bad_request("kubelet: action: expected terminate, holdPending, holdStart, release or nodes; got \"" + action +
+                      "\"");
   }
   return make_status(200, "", "kubelet: " + action + " done");
 }

@@ -25,7 +25,7 @@ std::vector<std::string> strings(const json& object, const char* field) {
 
 std::string str(const json& object, const char* field) {
   return object.is_object() && object.contains(field) && object[field].is_string() ? object[field].get<std::string>()
-                                                                                  : "";
+                                                                                   : "";
 }
 
 std::string meta(const json& object, const char* field) { return str(object.value("metadata", json::object()), field); }
@@ -134,9 +134,9 @@ std::vector<json> bound_rules(const json& binding, const RbacObjects& rbac, std:
 // The bootstrap policy's discovery roles (system:discovery, system:public-info-viewer), bound to every
 // authenticated user.
 bool bootstrap_allows(const RequestAttributes& r) {
-  static const std::vector<std::string> kPublic{"/api",     "/api/*",    "/apis",     "/apis/*", "/openapi",
-                                                "/openapi/*", "/version", "/version/", "/healthz", "/livez",
-                                                "/readyz"};
+  static const std::vector<std::string> kPublic{"/api",     "/api/*",     "/apis",    "/apis/*",
+                                                "/openapi", "/openapi/*", "/version", "/version/",
+                                                "/healthz", "/livez",     "/readyz"};
   return !r.resource_request() && r.verb == "get" && path_matches(kPublic, r.path);
 }
 
@@ -181,8 +181,7 @@ std::string forbidden_message(const RequestAttributes& r, const std::string& rea
   } else {
     const std::string qualified = r.api_group.empty() ? r.resource : r.resource + "." + r.api_group;
     const std::string resource = r.subresource.empty() ? r.resource : r.resource + "/" + r.subresource;
-    const std::string scope =
-        r.ns.empty() ? "at the cluster scope" : "in the namespace \"" + r.ns + "\"";
+    const std::string scope = r.ns.empty() ? "at the cluster scope" : "in the namespace \"" + r.ns + "\"";
     message = qualified + (r.name.empty() ? "" : " \"" + r.name + "\"") + " is forbidden: " + user + " cannot " +
               r.verb + " resource \"" + resource + "\" in API group \"" + r.api_group + "\" " + scope;
   }

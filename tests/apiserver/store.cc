@@ -209,7 +209,8 @@ void Store::admit_custom(const ResourceType& type, json& object, const WriteOpti
 void Store::admit_builtin(const ResourceType& type, json& object, const WriteOptions& options,
                           std::vector<std::string>& warnings) const {
   const FieldProblems problems = check_builtin_fields(type.api_version(), type.kind, object);
-  const std::string prefix = type.kind + " in version \"" + type.version + "\" cannot be handled as a " + type.kind + ": ";
+  const std::string prefix =
+      type.kind + " in version \"" + type.version + "\" cannot be handled as a " + type.kind + ": ";
   if (!problems.mistyped.empty()) throw bad_request(prefix + problems.mistyped);
   if (!problems.unknown.empty() && options.validation == FieldValidation::kStrict) {
     std::string message = prefix + "strict decoding error: ";

@@ -108,7 +108,7 @@ TEST_F(KubeletTest, StartHeldPodsAreBoundButPendingUntilReleased) {
   const std::string labels = "labels: {job: a}";
   gated.replace(gated.find(labels), labels.size(), "labels: {job: a, gate: shut}");
   ok({"apply", "-f", write_file("p.yaml", gated + "---\n" + pod_yaml("p1"))});
-  ok({"wait", "--for=condition=Ready", "pod/p1", "--timeout=10s"});  // not matched: started
+  ok({"wait", "--for=condition=Ready", "pod/p1", "--timeout=10s"});            // not matched: started
   ok({"wait", "--for=jsonpath={.spec.nodeName}", "pod/p0", "--timeout=10s"});  // bound
   json pod = get_json({"get", "pod", "p0", "-o", "json"});
   EXPECT_EQ(pod["status"]["phase"], "Pending") << pod.dump();

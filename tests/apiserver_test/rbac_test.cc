@@ -29,8 +29,8 @@ json role(const std::string& kind, const std::string& ns, const std::string& nam
   return {{"kind", kind}, {"metadata", meta}, {"rules", rules}};
 }
 
-json binding(const std::string& ns, const std::string& name, const std::string& role_kind,
-             const std::string& role_name, json subject) {
+json binding(const std::string& ns, const std::string& name, const std::string& role_kind, const std::string& role_name,
+             json subject) {
   json meta = {{"name", name}};
   if (!ns.empty()) meta["namespace"] = ns;
   return {{"metadata", meta},
@@ -44,24 +44,30 @@ const json kOperatorSubject = {{"kind", "ServiceAccount"}, {"name", "torus-opera
 // team-a granted through a RoleBinding to a ClusterRole, and a Role named by a binding but missing.
 RbacObjects chart_like() {
   RbacObjects rbac;
-  rbac.cluster_roles.push_back(role(
-      "ClusterRole", "", "torus-operator",
-      json::array({rule({"torus.dev"}, {"trainingjobs"}, {"get", "list", "watch", "patch"}),
-                   rule({"torus.dev"}, {"trainingjobs/status"}, {"get", "update", "patch"}),
-                   rule({""}, {"pods"}, {"get", "list", "watch", "create", "delete"}), rule({""}, {"nodes"}, {"get"})})));
-  rbac.cluster_role_bindings.push_back(binding("", "torus-operator", "ClusterRole", "torus-operator", kOperatorSubject));
-  rbac.roles.push_back(role("Role", "torus-system", "leader",
-                            json::array({rule({"coordination.k8s.io"}, {"leases"}, {"get", "update"}, {"torus-operator"}),
-                                         rule({"coordination.k8s.io"}, {"leases"}, {"create"})})));
+  rbac.cluster_roles.push_back(
+      role("ClusterRole", "", "torus-operator",
+           json::array({rule({"torus.dev"}, {"trainingjobs"}, {"get", "list", "watch", "patch"}),
+                        rule({"torus.dev"}, {"trainingjobs/status"}, {"get", "update", "patch"}),
+                        rule({""}, {"pods"}, {"get", "list", "watch", "create", "delete"}),
+                        rule({""}, {"nodes"}, {"get"})})));
+  rbac.cluster_role_bindings.push_back(
+      binding("", "torus-operator", "ClusterRole", "torus-operator", kOperatorSubject));
+  rbac.roles.push_back(
+      role("Role", "torus-system", "leader",
+           json::array({rule({"coordination.k8s.io"}, {"leases"}, {"get", "update"}, {"torus-operator"}),
+                        rule({"coordination.k8s.io"}, {"leases"}, {"create"})})));
   rbac.role_bindings.push_back(binding("torus-system", "leader", "Role", "leader", kOperatorSubject));
-  rbac.cluster_roles.push_back(role("ClusterRole", "", "secrets-reader",
-                                    json::array({rule({""}, {"secrets"}, {"get", "list"}), rule({"*"}, {"*/status"}, {"*"})})));
-  rbac.role_bindings.push_back(binding("team-a", "secrets", "ClusterRole", "secrets-reader",
-                                       {{"kind", "ServiceAccount"}, {"name", "torus-operator"}, {"namespace", "torus-system"}}));
+  rbac.cluster_roles.push_back(
+      role("ClusterRole", "", "secrets-reader",
+           json::array({rule({""}, {"secrets"}, {"get", "list"}), rule({"*"}, {"*/status"}, {"*"})})));
+  rbac.role_bindings.push_back(
+      binding("team-a", "secrets", "ClusterRole", "secrets-reader",
+              {{"kind", "ServiceAccount"}, {"name", "torus-operator"}, {"namespace", "torus-system"}}));
   rbac.role_bindings.push_back(binding("team-b", "gone", "Role", "missing", kOperatorSubject));
-  rbac.cluster_role_bindings.push_back(binding("", "group-wide", "ClusterRole", "viewer",
-                                               {{"kind", "Group"}, {"name", "viewers"}}));
-  rbac.cluster_roles.push_back(role("ClusterRole", "", "viewer", json::array({rule({"apps"}, {"deployments"}, {"list"})})));
+  rbac.cluster_role_bindings.push_back(
+      binding("", "group-wide", "ClusterRole", "viewer", {{"kind", "Group"}, {"name", "viewers"}}));
+  rbac.cluster_roles.push_back(
+      role("ClusterRole", "", "viewer", json::array({rule({"apps"}, {"deployments"}, {"list"})})));
   return rbac;
 }
 
@@ -95,9 +101,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"cluster role, any namespace", kOperator, "list", "", "pods", "", "default", "", Verdict::kAllow},
         Case{"cluster role, all namespaces", kOperator, "watch", "", "pods", "", "", "", Verdict::kAllow},
         Case{"verb not granted", kOperator, "patch", "", "pods", "", "default", "p", Verdict::kDeny},
-        Case{"deletecollection is its own verb", kOperator, "deletecollection", "", "pods", "", "x", "", Verdict::kDeny},
+        Case{"deletecollection is its own verb", kOperator, "deletecollection", "", "pods", "", "x", "",
+             Verdict::kDeny},
         Case{"group must match", kOperator, "list", "apps", "pods", "", "x", "", Verdict::kDeny},
-        Case{"subresource granted", kOperator, "update", "torus.dev", "trainingjobs", "status", "x", "j", Verdict::kAllow},
+        Case{"subresource granted", kOperator, "update", "torus.dev", "trainingjobs", "status", "x", "j",
+             Verdict::kAllow},
         Case{"main resource rule does not cover status", kOperator, "update", "torus.dev", "trainingjobs", "", "x", "j",
              Verdict::kDeny},
         Case{"status rule does not cover the main resource", kOperator, "patch", "", "pods", "status", "x", "p",
@@ -108,8 +116,8 @@ INSTANTIATE_TEST_SUITE_P(
              "torus-operator", Verdict::kAllow},
         Case{"resourceNames limit", kOperator, "update", "coordination.k8s.io", "leases", "", "torus-system", "other",
              Verdict::kDeny},
-        Case{"resourceNames never cover a request without a name", kOperator, "get", "coordination.k8s.io", "leases", "", "torus-system",
-             "", Verdict::kDeny},
+        Case{"resourceNames never cover a request without a name", kOperator, "get", "coordination.k8s.io", "leases",
+             "", "torus-system", "", Verdict::kDeny},
         Case{"role outside its namespace", kOperator, "create", "coordination.k8s.io", "leases", "", "default", "",
              Verdict::kDeny},
         Case{"rolebinding to a clusterrole, its namespace", kOperator, "get", "", "secrets", "", "team-a", "s",
@@ -138,7 +146,8 @@ TEST(Authorize, EveryAuthenticatedUserReadsDiscoveryButNoOtherPath) {
 TEST(Authorize, AggregatedClusterRoleGrantsTheRulesOfTheRolesItSelects) {
   RbacObjects rbac;
   json aggregate = role("ClusterRole", "", "aggregate", json::array());
-  aggregate["aggregationRule"] = {{"clusterRoleSelectors", json::array({{{"matchLabels", {{"torus.dev/agg", "true"}}}}})}};
+  aggregate["aggregationRule"] = {
+      {"clusterRoleSelectors", json::array({{{"matchLabels", {{"torus.dev/agg", "true"}}}}})}};
   json part = role("ClusterRole", "", "part", json::array({rule({""}, {"configmaps"}, {"list"})}));
   part["metadata"]["labels"] = {{"torus.dev/agg", "true"}};
   rbac.cluster_roles = {aggregate, part};
@@ -200,8 +209,8 @@ class RbacStandinTest : public StandinTest {
 };
 
 TEST_F(RbacStandinTest, AServiceAccountTokenIsRefusedWhatItsRolesDoNotGrant) {
-  ok({"apply", "-f", write_file("sa.yaml",
-                                "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: worker, namespace: default}\n")});
+  ok({"apply", "-f",
+      write_file("sa.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: worker, namespace: default}\n")});
   // The TokenRequest API, as a cluster mints service-account tokens.
   const std::string token = ok({"create", "token", "worker", "-n", "default"});
   ASSERT_FALSE(token.empty());
@@ -227,8 +236,10 @@ subjects: [{kind: ServiceAccount, name: worker, namespace: default}]
   EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
   CommandResult other_ns = sa.run({"get", "pods", "-n", "kube-system"});
   EXPECT_NE(other_ns.err.find("in the namespace \"kube-system\""), std::string::npos) << other_ns.err;
-  CommandResult create = sa.run({"apply", "-f", write_file("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: "
-                                                                      "{name: c, namespace: default}\n")});
+  CommandResult create = sa.run({"apply", "-f",
+                                 write_file("cm.yaml",
+                                            "apiVersion: v1\nkind: ConfigMap\nmetadata: "
+                                            "{name: c, namespace: default}\n")});
   EXPECT_NE(create.exit_code, 0);
   EXPECT_NE(create.err.find("cannot get resource \"configmaps\""), std::string::npos) << create.err;
   // The token dies with its account.

@@ -354,6 +354,14 @@ class DefaultValues(ChartOnStandin, unittest.TestCase):
         self.assertIn('strict decoding error: unknown field "spec.replicass", unknown field '
                       '"spec.template.spec.containers[0].imagePullPolicyy"', result.stderr)
         self.assertIn("NotFound", self.standin.kubectl("get", "deployment", "typo", "-n", NAMESPACE).stderr)
+        # Server-side apply (Helm 4) converts the patch to its typed form first, which names the field its way.
+        container = deployment["spec"]["template"]["spec"]["containers"][0]["name"]
+        result = self.standin.kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(deployment))
+        self.assertNotEqual(result.returncode, 0, result.stdout)
+        self.assertIn(f"failed to create typed patch object ({NAMESPACE}/typo; apps/v1, Kind=Deployment):",
+                      result.stderr)
+        self.assertIn(f'.spec.template.spec.containers[name="{container}"].imagePullPolicyy: field not declared in '
+                      "schema", result.stderr)
         # --validate=warn: applied with a warning naming the field, which is dropped.
         result = self.standin.kubectl("apply", "--validate=warn", "-f", "-", stdin=json.dumps(deployment))
         self.assertEqual(result.returncode, 0, result.stderr)

@@ -108,7 +108,8 @@ class SlowGangE2E : public OperatorRequestsE2E {};
 
 TEST_F(SlowGangE2E, AJobWhoseGangIsSlowIsShownPendingBeforeItsPodsStart) {
   control("DELETE", "stats");
-  control("POST", "kubelet", {{"action", "holdStart"}, {"namespace", kNs}, {"labelSelector", "torus.dev/job-name=slow"}});
+  control("POST", "kubelet",
+          {{"action", "holdStart"}, {"namespace", kNs}, {"labelSelector", "torus.dev/job-name=slow"}});
   apply("slow", 2);
   ASSERT_TRUE(eventually([&] { return status_of("slow").value("phase", "") == "Pending"; }, 30s))
       << status_of("slow").dump();
