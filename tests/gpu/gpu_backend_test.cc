@@ -120,11 +120,13 @@ TEST_F(GpuTest, ConvWeightsRoundTripThroughTheNativeLayout) {
 // --- batch norm -------------------------------------------------------------------------------------------------
 TEST_P(GpuPrecisionTest, BatchNormMatchesCpuInTrainingAndInference) {
   const DType type = GetParam();
-  // 16 channels (half a warp of lanes) over 3 row slices; 48 channels (a second, partial tile) over 13 slices.
+  // 16 channels (half a warp of lanes) over 3 row slices; 48 channels (a second, partial tile) over 13 slices, with
+  // an eps below cuDNN's minimum (1e-5), which our kernels take (cuDNN's fused fp16 path is skipped for it).
   for (const std::array<int64_t, 3>& shape : {std::array<int64_t, 3>{8, 6, 16}, std::array<int64_t, 3>{4, 20, 48}}) {
     for (Activation act : {Activation::kNone, Activation::kRelu}) {
       const int64_t channels = shape[2];
-      const NormGeometry g{shape[0], shape[1], shape[1], channels, 1e-5f, act};
+      const float eps = channels == 48 ? 1e-7f : 1e-5f;
+      const NormGeometry g{shape[0], shape[1], shape[1], channels, eps, act};
       const std::string what = std::string("batch norm ") + dtype_name(type) +
                                (act == Activation::kRelu ? " +relu" : "") + " " + g.shape().str();
       const auto x = rounded(random_vector(static_cast<size_t>(g.shape().numel()), 4, 2.0f), type);

@@ -58,7 +58,7 @@ TEST(NormMath, MomentsInKernelOrderMatchTwoPassDoubles) {
     const Reference want = reference(v);
     for (int64_t slices : {int64_t{1}, int64_t{3}, bn_row_slices(m, 64)}) {
       const Moments got = kernel_order(v, slices);
-      EXPECT_EQ(got.n, static_cast<float>(m));
+      EXPECT_EQ(got.n, m);
       EXPECT_NEAR(got.mean, want.mean, 1e-5 * (1 + std::abs(want.mean))) << m << " rows, " << slices << " slices";
       EXPECT_NEAR(biased_var(got), want.var, 1e-4 * want.var + 1e-6) << m << " rows, " << slices << " slices";
     }
@@ -147,9 +147,29 @@ TEST(NormMath, TheGridFillsTheGpuAndGivesEveryThreadRows) {
     }
   }
   EXPECT_TRUE(bn_rows_supported(1));
-  EXPECT_TRUE(bn_rows_supported(int64_t{1} << 24));
+  EXPECT_TRUE(bn_rows_supported((int64_t{1} << 24) + 1));
+  EXPECT_TRUE(bn_rows_supported(int64_t{1} << 33));
   EXPECT_FALSE(bn_rows_supported(0));
-  EXPECT_FALSE(bn_rows_supported((int64_t{1} << 24) + 1));
+}
+
+// Past 2^24 rows an fp32 count stops growing (2^24 + 1 rounds to 2^24): each later value would be weighed as if it
+// were the first of the next 2^24. The integer count keeps pushes and merges exact.
+TEST(NormMath, CountsStayExactPastTwoToTheTwentyFour) {
+  const int64_t big = int64_t{1} << 24;
+  Moments a{big, 1.0f, 0.0f};
+  moments_push(a, 1.0f);
+  EXPECT_EQ(a.n, big + 1);
+  EXPECT_EQ(a.mean, 1.0f);
+  // Two halves of 2^25 rows, the second with mean 3: the merged mean is 2 and the variance 1 (each value 1 or 3).
+  const Moments merged = moments_merge(Moments{big, 1.0f, 0.0f}, Moments{big, 3.0f, 0.0f});
+  EXPECT_EQ(merged.n, 2 * big);
+  EXPECT_FLOAT_EQ(merged.mean, 2.0f);
+  EXPECT_FLOAT_EQ(biased_var(merged), 1.0f);
+  // A thread folding 2^24 + 1000 rows in the kernels' order: all of them counted, the mean of a ramp exact enough.
+  Moments lane;
+  for (int64_t r = 0; r < big + 1000; ++r) moments_push(lane, r < big ? 0.0f : 1.0f);
+  EXPECT_EQ(lane.n, big + 1000);
+  EXPECT_NEAR(lane.mean, 1000.0 / static_cast<double>(big + 1000), 1e-7);
 }
 
 }  // namespace

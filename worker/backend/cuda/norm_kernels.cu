@@ -43,7 +43,8 @@ __global__ void bn_moments_kernel(const void* x, int64_t m, int64_t c, kmath::Mo
   const int64_t ch = bn_channel();
   kmath::Moments acc;
   if (ch < c) TORUS_BN_ROWS(r, m) kmath::moments_push(acc, S::load(in, r * c + ch));
-  __shared__ float n[kBnRowsPerBlock][kBnLanes], mean[kBnRowsPerBlock][kBnLanes], m2[kBnRowsPerBlock][kBnLanes];
+  __shared__ int64_t n[kBnRowsPerBlock][kBnLanes];
+  __shared__ float mean[kBnRowsPerBlock][kBnLanes], m2[kBnRowsPerBlock][kBnLanes];
   n[threadIdx.y][threadIdx.x] = acc.n;
   mean[threadIdx.y][threadIdx.x] = acc.mean;
   m2[threadIdx.y][threadIdx.x] = acc.m2;
@@ -152,7 +153,7 @@ __global__ void bn_backward_dx_kernel(const void* x, const void* dy, void* dx, i
 void expect_rows(int64_t m, int64_t c) {
   if (!kmath::bn_rows_supported(m) || c <= 0)
     throw InvalidArgument("batch norm: " + std::to_string(m) + " rows (N * H * W) of " + std::to_string(c) +
-                          " channels; expected 1 to 2^24 rows and at least one channel");
+                          " channels; expected at least one row and one channel");
 }
 
 // The scratch's two parts: per-slice partials, then per-channel values, each 256-byte aligned.

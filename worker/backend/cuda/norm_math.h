@@ -9,32 +9,36 @@
 
 namespace torus::worker::cuda::kmath {
 
-// Count, mean and sum of squared deviations of the values seen (Welford); counts stay exact in fp32 up to 2^24,
-// which bn_rows_supported() enforces.
+// Count, mean and sum of squared deviations of the values seen (Welford). The count is an integer, exact at any
+// number of rows (an fp32 count stops growing at 2^24: a thread folding more rows, or a merge past it, would weigh
+// every later value wrong); the mean and m2 stay fp32, whose relative rounding the count's conversion matches.
 struct Moments {
-  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+  int64_t n = 0;
+  float mean = 0.0f, m2 = 0.0f;
 };
 
 TORUS_HD inline void moments_push(Moments& a, float x) {
-  a.n += 1.0f;
+  a.n += 1;
   const float d = x - a.mean;
-  a.mean += d / a.n;
+  a.mean += d / static_cast<float>(a.n);
   a.m2 += d * (x - a.mean);
 }
 
 // Chan et al.'s merge of two disjoint sets' moments.
 TORUS_HD inline Moments moments_merge(Moments a, Moments b) {
-  if (b.n == 0.0f) return a;
-  if (a.n == 0.0f) return b;
+  if (b.n == 0) return a;
+  if (a.n == 0) return b;
   Moments r;
   r.n = a.n + b.n;
   const float d = b.mean - a.mean;
-  r.mean = a.mean + d * (b.n / r.n);
-  r.m2 = a.m2 + b.m2 + d * d * (a.n * (b.n / r.n));
+  const float share = static_cast<float>(b.n) / static_cast<float>(r.n);
+  r.mean = a.mean + d * share;
+  r.m2 = a.m2 + b.m2 + d * d * (static_cast<float>(a.n) * share);
   return r;
 }
 
-TORUS_HD inline bool bn_rows_supported(int64_t m) { return m > 0 && m <= (int64_t{1} << 24); }
+// Rows are indexed in int64 and counted exactly: any positive count.
+TORUS_HD inline bool bn_rows_supported(int64_t m) { return m > 0; }
 
 // The statistics kernels' grid: blocks of kBnLanes channels x kBnRowsPerBlock rows; `bn_row_slices` row slices
 // (gridDim.y) so that about kBnTargetBlocks blocks fill the GPU, each thread folding at least kBnMinRowsPerThread
@@ -65,8 +69,10 @@ TORUS_HD inline float bn_apply(const Affine& f, float x) {
 
 // One channel's batch statistics from its merged moments over m rows: the biased variance the interface saves,
 // and the unbiased one the running variance follows (PyTorch's convention, as the CPU backend).
-TORUS_HD inline float biased_var(const Moments& a) { return a.n > 0.0f ? a.m2 / a.n : 0.0f; }
-TORUS_HD inline float unbiased_var(const Moments& a) { return a.n > 1.0f ? a.m2 / (a.n - 1.0f) : biased_var(a); }
+TORUS_HD inline float biased_var(const Moments& a) { return a.n > 0 ? a.m2 / static_cast<float>(a.n) : 0.0f; }
+TORUS_HD inline float unbiased_var(const Moments& a) {
+  return a.n > 1 ? a.m2 / static_cast<float>(a.n - 1) : biased_var(a);
+}
 
 // The backward of y = (x - mean) * invstd * gamma + beta over m rows, from the channel's sums of dy and of
 // dy * (x - mean): dbeta = sum dy, dgamma = invstd * sum dy (x - mean), and

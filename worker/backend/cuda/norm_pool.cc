@@ -27,9 +27,8 @@ CudaBackend::NormPlan& CudaBackend::norm_plan(const NormGeometry& g, DType type)
   auto key = std::make_pair(g, type);
   auto it = norm_plans_.find(key);
   if (it != norm_plans_.end()) return *it->second;
-  if (g.eps < CUDNN_BN_MIN_EPSILON)
-    throw InvalidArgument("batch norm: eps must be at least " + std::to_string(CUDNN_BN_MIN_EPSILON) +
-                          " for cuDNN, got " + std::to_string(g.eps));
+  // 1/sqrt(var + eps) needs eps > 0 where a channel is constant; cuDNN's minimum binds only cuDNN's fused path.
+  if (!(g.eps > 0.0f)) throw InvalidArgument("batch norm: eps must be positive, got " + std::to_string(g.eps));
   expect_not_capturing("planning a new batch norm shape");
   auto p = std::make_unique<NormPlan>();
   set_nhwc(p->x, type, g.n, g.h, g.w, g.c);
@@ -38,7 +37,7 @@ CudaBackend::NormPlan& CudaBackend::norm_plan(const NormGeometry& g, DType type)
   // cuDNN documents BN + ReLU fusion for NHWC fp16 in its persistent kernels; fp32 and bf16 run BN, then our ReLU
   // with a 1-bit mask.
   const bool fusable = g.activation == Activation::kRelu && type == DType::kF16 &&
-                       options_.bn_fusion == BnFusion::kCudnn && g.c % 4 == 0;
+                       options_.bn_fusion == BnFusion::kCudnn && g.c % 4 == 0 && g.eps >= CUDNN_BN_MIN_EPSILON;
   if (fusable) {
     const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
     const auto ops = CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
