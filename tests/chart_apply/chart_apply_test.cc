@@ -31,6 +31,10 @@ TEST(ChartApply, MonitoringAndNamespacedValuesInstallWithTheMonitoringCrds) {
   expect_passes("MonitoringAndNamespacedValues");
 }
 
+// The operator as the chart's ServiceAccount under the stand-in's RBAC: runs a job; a verb removed from the
+// ClusterRole fails it with a 403 naming the verb.
+TEST(ChartApply, TheOperatorRunsUnderTheChartsRbacAndAMissingVerbIsForbidden) { expect_passes("ChartRbacIsEnforced"); }
+
 TEST(ChartApply, MinimalValuesInstallOnlyDeploymentAndService) { expect_passes("MinimalValues"); }
 
 TEST(ChartApply, AKindTheStandinDoesNotServeFailsTheApply) { expect_passes("UnknownKindFailsLoudly"); }
