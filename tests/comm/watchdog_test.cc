@@ -33,6 +33,12 @@ TEST(Watchdog, ReportsTheRanksThatNeverArrived) {
       const std::string report = world->watchdog().reports();
       EXPECT_NE(report.find("all_reduce #1"), std::string::npos) << report;
       EXPECT_NE(report.find("ranks that never arrived: 1"), std::string::npos) << report;
+      // Where it runs, as it said when it joined: its node (and, in a pod, the pod's name: its host name).
+      const std::string host = own_host_name();
+      EXPECT_NE(report.find("ranks that never arrived: 1 (" + (host == "sim-node1" ? "" : "pod " + host + ", ") +
+                            "node sim-node1)"),
+                std::string::npos)
+          << report;
     }
     done.arrive_and_wait();  // rank 1 stays alive (hung, from rank 0's view) until rank 0 has its answer
   });

@@ -111,6 +111,21 @@ std::vector<int> Watchdog::ranks_behind(uint64_t sequence) {
   return behind;
 }
 
+std::string Watchdog::where(int rank) {
+  const std::string r = std::to_string(rank);
+  try {
+    const std::vector<bool> known = store_->check({"join/" + r, "host/" + r});
+    const std::string node = known[0] ? to_string(store_->get("join/" + r, milliseconds(1000))) : "";
+    const std::string host = known[1] ? to_string(store_->get("host/" + r, milliseconds(1000))) : "";
+    if (node.empty() && host.empty()) return "";
+    // Locally the host is the node; in Kubernetes it is the pod's name.
+    if (host.empty() || host == node) return " (node " + node + ")";
+    return " (pod " + host + (node.empty() ? "" : ", node " + node) + ")";
+  } catch (const std::exception&) {
+    return "";  // the report names the rank alone
+  }
+}
+
 void Watchdog::publish_progress() {
   uint64_t seq = 0;
   {
@@ -137,7 +152,7 @@ void Watchdog::fire(const Entry& entry) {
     std::vector<int> behind = ranks_behind(info.sequence);
     report << "ranks that never arrived: ";
     if (behind.empty()) report << "none (all started it; a peer hung or died inside it)";
-    for (size_t i = 0; i < behind.size(); ++i) report << (i ? ", " : "") << behind[i];
+    for (size_t i = 0; i < behind.size(); ++i) report << (i ? ", " : "") << behind[i] << where(behind[i]);
   } catch (const std::exception& e) {
     report << "the store cannot tell which ranks are missing (" << e.what() << ")";
   }

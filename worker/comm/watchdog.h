@@ -63,6 +63,8 @@ class Watchdog {
   };
   void loop();
   void say_last_words();
+  // " (pod P, node N)" of a rank, from what it published when it joined; "" when unknown.
+  std::string where(int rank);
   void publish_progress();
   void fire(const Entry& entry);
 

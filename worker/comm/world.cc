@@ -1,5 +1,7 @@
 #include "worker/comm/world.h"
 
+#include <unistd.h>
+
 #include <csignal>
 
 #include "common/log/log.h"
@@ -20,10 +22,11 @@ std::string default_bind_host(const RankEnv& env) {
 
 WorldOptions WorldOptions::from_tunables(const tunables::Snapshot& env) {
   WorldOptions o;
-  o.rendezvous_timeout = milliseconds(env.integer("TORUS_RENDEZVOUS_TIMEOUT_MS").value_or(o.rendezvous_timeout.count()));
+  o.rendezvous_timeout =
+      milliseconds(env.integer("TORUS_RENDEZVOUS_TIMEOUT_MS").value_or(o.rendezvous_timeout.count()));
   o.shared_memory = env.integer("TORUS_SHM").value_or(1) != 0;
-  o.shm_slot_bytes = static_cast<size_t>(
-      env.integer("TORUS_SHM_SLOT_BYTES").value_or(static_cast<int64_t>(o.shm_slot_bytes)));
+  o.shm_slot_bytes =
+      static_cast<size_t>(env.integer("TORUS_SHM_SLOT_BYTES").value_or(static_cast<int64_t>(o.shm_slot_bytes)));
   o.bind_host = env.text("TORUS_COMM_BIND_ADDR").value_or("");
   o.cost = CostModel::from_tunables(env);
   return o;
@@ -85,6 +88,8 @@ World::~World() {
 
 void World::join() {
   store_->set("join/" + std::to_string(env_.rank), to_bytes(env_.node_name));
+  // The rank's host name (a pod's name in Kubernetes): the watchdog names where a rank that never arrived runs.
+  store_->set("host/" + std::to_string(env_.rank), to_bytes(own_host_name()));
   std::vector<std::string> keys;
   for (int r = 0; r < env_.world_size; ++r) keys.push_back("join/" + std::to_string(r));
   std::vector<std::string> missing = store_->wait(keys, options_.rendezvous_timeout);
@@ -94,6 +99,12 @@ void World::join() {
   throw Timeout("rendezvous: ranks " + ranks + " of " + std::to_string(env_.world_size) + " did not join job " +
                 env_.job_name + " attempt " + std::to_string(env_.attempt) + " within " +
                 std::to_string(options_.rendezvous_timeout.count()) + " ms");
+}
+
+std::string own_host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
 }
 
 std::unique_ptr<World> make_world(const RankEnv& env, const WorldOptions& options) {

@@ -27,7 +27,7 @@ struct WorldOptions {
   // How long ranks wait for each other (and for rank 0's store) at start-up. TORUS_RENDEZVOUS_TIMEOUT_MS.
   milliseconds rendezvous_timeout{120000};
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;  // spec.allReduce.algorithm
-  bool shared_memory = true;               // TORUS_SHM=0 turns the host-local fast path off
+  bool shared_memory = true;                                 // TORUS_SHM=0 turns the host-local fast path off
   // TORUS_SHM_SLOT_BYTES: the window reduced at a time. Small enough that both ranks' slices stay in cache
   // (measured at 64 MiB, 2 ranks, before the pipelined all-reduce on an idle machine: 16 MiB windows 2.3 GB/s bus
   // bandwidth, 2 MiB 3.0, 512 KiB 3.9), large enough that a window's work outweighs its hand-offs: with the
@@ -75,6 +75,9 @@ class World {
   std::shared_ptr<Watchdog> watchdog_;
   std::unique_ptr<TopologyCommunicator> comm_;
 };
+
+// gethostname(): in a pod, the pod's name; "" when it cannot be read.
+std::string own_host_name();
 
 std::unique_ptr<World> make_world(const RankEnv& env, const WorldOptions& options = WorldOptions::from_tunables());
 
