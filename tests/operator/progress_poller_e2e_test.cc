@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/metrics/goodput_metrics.h"
 #include "common/metrics/http_exporter.h"
 #include "common/metrics/worker_metrics.h"
 #include "tests/operator/e2e_support.h"
@@ -57,6 +58,9 @@ TEST_F(ProgressPollerE2E, AQuietRunningJobIsPolledOnThePeriod) {
 
   metrics::Registry registry;
   metrics::WorkerMetrics rank0(registry, "victor", kNs, 0, 0);
+  metrics::GoodputMetrics goodput(registry, "victor", kNs, 0, 0);
+  goodput.add(process::TimePart::kStartup, 1.5);
+  goodput.add(process::TimePart::kTraining, 12.25);
   rank0.global_step.set(100);
   rank0.epoch.set(0.5);
   metrics::HttpExporter exporter(registry, {.host = ip, .port = port});
@@ -66,6 +70,12 @@ TEST_F(ProgressPollerE2E, AQuietRunningJobIsPolledOnThePeriod) {
   rank0.epoch.set(1.25);
   ASSERT_TRUE(eventually([] { return progress_step("victor") == 250; }, 20s)) << progress_step("victor");
   EXPECT_EQ(job("victor")->at("status").at("progress").value("epoch", -1), 1);
+  // status.goodput (issue 31.2): rank 0's ledger, through the CRD's schema (nothing pruned).
+  const json goodput_status = job("victor")->at("status").value("goodput", json::object());
+  EXPECT_DOUBLE_EQ(goodput_status.value("seconds", json::object()).value("training", -1.0), 12.25) << goodput_status;
+  EXPECT_DOUBLE_EQ(goodput_status.value("seconds", json::object()).value("startup", -1.0), 1.5) << goodput_status;
+  EXPECT_EQ(goodput_status.value("lastStep", -1), 250) << goodput_status;
+  EXPECT_GT(goodput_status.value("ratio", -1.0), 0) << goodput_status;
   ASSERT_EQ(kubectl({"delete", "trainingjob", "victor", "--wait=false"}).code, 0);
 }
 
