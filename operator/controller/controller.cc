@@ -404,7 +404,8 @@ std::optional<json> Controller::with_progress(const json& job, const Plan& plan,
   const json before = base;
   base["progress"] = api::status_to_json(api::TrainingJobStatus{.progress = reading->progress})["progress"];
   if (reading->checkpoint && member(base, "lastCheckpoint").value("step", int64_t{0}) != reading->checkpoint->step) {
-    base["lastCheckpoint"] = api::status_to_json(api::TrainingJobStatus{.last_checkpoint = *reading->checkpoint})["lastCheckpoint"];
+    base["lastCheckpoint"] =
+        api::status_to_json(api::TrainingJobStatus{.last_checkpoint = *reading->checkpoint})["lastCheckpoint"];
   }
   if (reading->resumed_step) record_resume(job, base, *reading->resumed_step, events);
   if (reading->goodput) record_goodput(base, *reading->goodput, reading->resumed_step.value_or(0));
