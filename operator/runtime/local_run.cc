@@ -175,7 +175,7 @@ class Console : public GangListener {
   }
 
   void on_event(int rank, const nlohmann::json& event) {
-    report_.on_event(rank, event);
+    if (auto straggler = report_.on_event(rank, event)) say(straggler_line(*straggler));
     const std::string type = event.value("event", "");
     if (type == process::event::kStarted && event.contains("metrics_port")) {
       say("rank " + std::to_string(rank) +

@@ -44,21 +44,24 @@ std::string format_duration(double seconds) {
 
 void RunReport::on_attempt_start(int attempt, LedgerClock::time_point now) {
   attempt_ = attempt;
+  if (stragglers_) stragglers_->on_attempt_start();
   goodput_.on_attempt_start(attempt, now);
 }
 
-void RunReport::on_event(int rank, const nlohmann::json& e, LedgerClock::time_point now) {
+std::optional<Straggler> RunReport::on_event(int rank, const nlohmann::json& e, LedgerClock::time_point now) {
   goodput_.on_event(rank, e, now);
   const std::string type = value_or<std::string>(e, "event", "");
+  if (!stragglers_ && type == process::event::kStarted) stragglers_.emplace(value_or<int>(e, "world_size", 1));
+  std::optional<Straggler> straggler = stragglers_ ? stragglers_->on_event(rank, e) : std::nullopt;
   if (type == process::event::kStarted) {
     const int port = value_or<int>(e, "metrics_port", 0);
     if (port > 0) metrics_ports_.push_back(port);
     if (rank == 0 && value_or<int64_t>(e, "resumed_step", 0) > 0)
       resumed_step_ = value_or<int64_t>(e, "resumed_step", 0);
     if (rank == 0 && e.contains("target_accuracy")) target_ = value_or<double>(e, "target_accuracy", 0);
-    return;
+    return straggler;
   }
-  if (rank != 0) return;
+  if (rank != 0) return straggler;
   if (type == process::event::kProgress) {
     progress_.epoch = value_or<int>(e, "epoch", progress_.epoch);
     progress_.epochs = value_or<int>(e, "epochs", progress_.epochs);
@@ -85,6 +88,7 @@ void RunReport::on_event(int rank, const nlohmann::json& e, LedgerClock::time_po
     allreduce_calls_ = value_or<uint64_t>(e, "allreduce_calls", allreduce_calls_);
     allreduce_bytes_ = value_or<uint64_t>(e, "allreduce_bytes", allreduce_bytes_);
   }
+  return straggler;
 }
 
 std::string RunReport::progress_line() const {
@@ -111,6 +115,12 @@ std::string goodput_line(const JobGoodput& g) {
                      " s (" + std::to_string(g.lost_steps) + " steps), restarts and other " + s(g.restart_and_other_s) +
                      "; step " + fixed(g.step_s * 1000, 1) + " ms";
   return line;
+}
+
+std::string straggler_line(const Straggler& s) {
+  return "straggler: rank " + std::to_string(s.rank) + " arrives at the all-reduce after " + fixed(s.slowdown, 2) +
+         "x the gang's median own work per step (" + fixed(s.arrival_s * 1000, 1) + " vs " +
+         fixed(s.median_s * 1000, 1) + " ms)";
 }
 
 std::string goodput_fields(const JobGoodput& g) {
@@ -156,6 +166,8 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
                   (resumed_step_ ? ", resumed at step " + std::to_string(*resumed_step_) : ""));
   lines.push_back("wall time: " + format_duration(wall_seconds));
   lines.push_back(goodput_line(ledger));
+  const std::optional<Straggler> straggler = stragglers_ ? stragglers_->worst() : std::nullopt;
+  if (straggler) lines.push_back(straggler_line(*straggler));
   for (const AttemptLoss& l : ledger.losses) {
     lines.push_back("attempt " + std::to_string(l.attempt) + " lost " + std::to_string(l.reached_step - l.saved_step) +
                     " steps (step " + std::to_string(l.reached_step) + " back to the checkpoint of step " +
@@ -171,6 +183,8 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
   if (!algorithm_.empty()) result << " allreduce_algorithm=" << algorithm_;
   if (allreduce_calls_ > 0) result << " allreduce_bytes_per_call=" << allreduce_bytes_ / allreduce_calls_;
   result << goodput_fields(ledger);
+  if (straggler)
+    result << " straggler_rank=" << straggler->rank << " straggler_slowdown=" << fixed(straggler->slowdown, 2);
   if (outcome.reason != controller::Reason::kNone) result << " reason=" << controller::to_string(outcome.reason);
   lines.push_back(result.str());
   return lines;

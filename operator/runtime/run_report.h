@@ -9,6 +9,7 @@
 
 #include "operator/runtime/goodput.h"
 #include "operator/runtime/local_gang.h"
+#include "operator/runtime/straggler.h"
 
 namespace torus::runtime {
 
@@ -23,7 +24,9 @@ class RunReport {
  public:
   // An event from `rank`. Rank 0 speaks for the gang (its figures are global); other ranks' starts are counted.
   // `now`: when it arrived, on the launcher's clock (the goodput ledger's clock).
-  void on_event(int rank, const nlohmann::json& event, LedgerClock::time_point now = LedgerClock::now());
+  // Returns a straggler when this event closes a window of steps in which one stood out (straggler.h).
+  std::optional<Straggler> on_event(int rank, const nlohmann::json& event,
+                                    LedgerClock::time_point now = LedgerClock::now());
   void on_attempt_start(int attempt, LedgerClock::time_point now = LedgerClock::now());
   // A rank of the current attempt failed: the first failure is when the attempt's unsaved work was lost.
   void on_rank_failed(LedgerClock::time_point now = LedgerClock::now()) { goodput_.on_failure(now); }
@@ -52,7 +55,11 @@ class RunReport {
   std::optional<int64_t> resumed_step_;
   std::vector<int> metrics_ports_;
   GoodputLedger goodput_;
+  std::optional<StragglerWatch> stragglers_;  // from the first started event's world size
 };
+
+// "straggler: rank 1 arrives at the all-reduce after 1.80x the gang's median own work per step (12.3 vs 6.8 ms)"
+std::string straggler_line(const Straggler& s);
 
 // "goodput 0.93: training 40.1 s, start-up 1.2 s (communicator 0.3 s), ..." and the RESULT fields of the ledger
 // (" goodput=0.930 lost_work_s=3.1 ...").

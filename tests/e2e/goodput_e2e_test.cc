@@ -1,11 +1,14 @@
 // The goodput ledger of `torus run` end to end (issue 31): real `torus` and `torus-worker` processes on a tiny
 // synthetic job (2 ranks, a few seconds), one rank killed at a known step after a checkpoint at a known step.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "tests/support/temp_dir.h"
 #include "tests/support/torus_cli.h"
@@ -23,7 +26,7 @@ constexpr int kLostSteps = kKillAfterStep - kKillAfterStep / kCheckpointEvery * 
 
 // 2 ranks of a narrow ResNet-9 on 28x28 synthetic images, 100 steps of ~10 ms; a target every run reaches at its
 // only evaluation, so time to target spans the restart.
-fs::path write_job(const fs::path& dir) {
+fs::path write_job(const fs::path& dir, int train_images = 6400) {
   const fs::path file = dir / "goodput.yaml";
   std::ofstream(file) << "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: goodput}\nspec:\n"
                          "  gang: {workers: 2, threadsPerProcess: 1}\n"
@@ -32,7 +35,9 @@ fs::path write_job(const fs::path& dir) {
                          "    dataset: synthetic\n"
                          "    imageSize: 28\n"
                          "    loaderThreads: 1\n"
-                         "    synthetic: {trainImages: 6400, validationImages: 64, numClasses: 4}\n"
+                         "    synthetic: {trainImages: "
+                      << train_images
+                      << ", validationImages: 64, numClasses: 4}\n"
                          "  training:\n"
                          "    epochs: 1\n"
                          "    batchSize: 64\n"
@@ -104,6 +109,42 @@ TEST(GoodputE2E, AnUninterruptedJobLosesNothing) {
   EXPECT_GT(number(out, "goodput"), 0) << out.result_line();
   expect_parts_sum_to_wall(out);
   EXPECT_NE(out.text().find("goodput "), std::string::npos) << "the summary shows the ledger:\n" << out.text();
+}
+
+// Rank 1 is throttled from outside (stopped 10 ms of every 20 while it trains): its own work per step takes about
+// twice its peer's, and `torus run` names it while the job keeps training.
+TEST(GoodputE2E, AThrottledRankIsNamedAsTheStraggler) {
+  const test::TempDir tmp("goodput-e2e-straggler");
+  std::atomic<pid_t> slow{0};
+  std::atomic<bool> done{false};
+  std::thread throttle([&] {
+    while (!done) {
+      const pid_t pid = slow.load();
+      if (pid == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polls for the rank to exist
+        continue;
+      }
+      ::kill(pid, SIGSTOP);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the throttle itself is a duty cycle
+      ::kill(pid, SIGCONT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  const RunOutput out = run_torus({"run", write_job(tmp.path(), 19200).string()}, std::chrono::seconds(180),
+                                  [&](pid_t torus, const std::string& line) {
+                                    if (slow.load() != 0 || line.find("effective configuration") == std::string::npos)
+                                      return;
+                                    if (auto pid = test::worker_pid(torus, 1)) slow.store(*pid);
+                                  });
+  done = true;
+  throttle.join();
+  if (slow.load() != 0) ::kill(slow.load(), SIGCONT);
+  ASSERT_NE(slow.load(), 0) << out.text();
+  ASSERT_EQ(out.exit_code, 0) << out.text();
+  EXPECT_EQ(out.field("straggler_rank"), "1") << out.text();
+  EXPECT_GT(number(out, "straggler_slowdown"), 1.25) << out.result_line();
+  // Named while it trained (a window closed), not only in the summary.
+  EXPECT_NE(out.text().find("straggler: rank 1 arrives at the all-reduce after"), std::string::npos) << out.text();
 }
 
 }  // namespace
