@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 
@@ -84,12 +85,16 @@ class InjectedKill final : public TrainObserver {
     const auto spec = tunables::process_snapshot().text("TORUS_TEST_SIGKILL_AT_STEP");
     if (!spec || env.attempt != 0) return nullptr;
     const auto colon = spec->find(':');
-    if (colon == std::string::npos) {
-      throw InvalidArgument("TORUS_TEST_SIGKILL_AT_STEP: expected RANK:STEP, got '" + *spec + "'");
+    int rank = -1, step = -1;
+    const char* end = spec->data() + spec->size();
+    if (colon == std::string::npos ||
+        std::from_chars(spec->data(), spec->data() + colon, rank).ptr != spec->data() + colon ||
+        std::from_chars(spec->data() + colon + 1, end, step).ptr != end || rank < 0 || step < 1) {
+      throw InvalidArgument("TORUS_TEST_SIGKILL_AT_STEP: expected RANK:STEP (a rank >= 0, a step >= 1), got '" + *spec +
+                            "'");
     }
-    const int rank = std::stoi(spec->substr(0, colon));
     if (rank != env.rank) return nullptr;
-    return std::make_unique<InjectedKill>(rank, std::stoi(spec->substr(colon + 1)));
+    return std::make_unique<InjectedKill>(rank, step);
   }
   void on_event(const ProgressEvent& e) override {
     if (e.kind != EventKind::kStep || e.step != step_) return;
