@@ -505,6 +505,9 @@ const char* to_string(ChildKind kind) {
   return "";
 }
 
+// Of a worker's termination message, what its failure's description quotes (the first line, at most).
+constexpr size_t kTerminationMessageChars = 400;
+
 WorkerState worker_state(const json& pod) {
   WorkerState w;
   w.name = pod["metadata"].value("name", "");
@@ -519,6 +522,12 @@ WorkerState worker_state(const json& pod) {
     if (term.contains("exitCode")) {
       w.exit_code = term["exitCode"].get<int>();
       w.detail = term.value("reason", "");
+      // The worker's own words (/dev/termination-log): a collective timeout names the ranks that never arrived and
+      // the pods and nodes they run on, so the restart's event and condition say so.
+      if (std::string m = term.value("message", ""); !m.empty()) {
+        m = m.substr(0, std::min(m.find('\n'), kTerminationMessageChars));
+        w.detail += (w.detail.empty() ? "" : ": ") + m;
+      }
     }
   }
   if (w.phase == PodPhase::kFailed && !w.exit_code) {

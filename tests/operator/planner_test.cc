@@ -529,5 +529,18 @@ TEST(Planner, WorkerStateReadsExitCodeAndReason) {
   EXPECT_EQ(w.detail, "OOMKilled");
 }
 
+// A worker's termination message (the worker writes its reason to /dev/termination-log) is quoted: a collective
+// timeout's names the rank, pod and node that never arrived (issue 31.3).
+TEST(Planner, WorkerStateQuotesTheTerminationMessage) {
+  json pod = PodBuilder("j", 0).exited(43, "Error").build();
+  pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] =
+      "CollectiveTimeout: collective all_reduce #3 on rank 0 did not finish within 2000 ms; ranks that never arrived: "
+      "1 (pod j-worker-1, node n2)\nsecond line";
+  const WorkerState w = worker_state(pod);
+  EXPECT_EQ(w.detail,
+            "Error: CollectiveTimeout: collective all_reduce #3 on rank 0 did not finish within 2000 ms; ranks that "
+            "never arrived: 1 (pod j-worker-1, node n2)");
+}
+
 }  // namespace
 }  // namespace torus::controller
