@@ -70,13 +70,14 @@ std::string phase_after(const json& job, const Plan& plan) {
 }
 
 // What the caches keep of each kind, left out while the watch events are parsed: no object's managedFields (a real
-// server's, read by no one); of a pod, its metadata, status and spec.nodeName (the planner's rank map), as its
+// server's, read by no one); of a pod, its metadata, status, spec.nodeName (the planner's rank map) and
+// spec.schedulerName (what an unscheduled worker waits for), as its
 // containers, env and volumes are most of its JSON and change in none of its events; of a secret, its name (data
 // stays out of the operator's memory). Config maps are kept whole: the planner compares and rewrites them.
 kube::FieldFilter cached_fields(const kube::Resource& r) {
   kube::FieldFilter fields;
   fields.drop("metadata.managedFields");
-  if (r.plural == res::kPods.plural && r.group == res::kPods.group) fields.keep_only("spec", {"nodeName"});
+  if (r.plural == res::kPods.plural && r.group == res::kPods.group) fields.keep_only("spec", {"nodeName", "schedulerName"});
   if (r.plural == res::kSecrets.plural && r.group == res::kSecrets.group) fields.drop("data").drop("stringData");
   return fields;
 }

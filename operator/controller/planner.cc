@@ -542,6 +542,13 @@ WorkerState worker_state(const json& pod) {
         if (std::string m = c.value("message", ""); !m.empty()) w.detail += ": " + m;
       }
     }
+    // Another scheduler's pod that nothing has looked at: on a cluster without that scheduler it stays so, with no
+    // condition to tell; name the scheduler it waits for.
+    const json& spec = member(pod, "spec");
+    const std::string scheduler = spec.value("schedulerName", "default-scheduler");
+    if (w.detail.empty() && spec.value("nodeName", "").empty() && scheduler != "default-scheduler") {
+      w.detail = "waiting for scheduler \"" + scheduler + "\"";
+    }
   }
   return w;
 }

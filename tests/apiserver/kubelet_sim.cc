@@ -18,21 +18,6 @@ std::string pod_key(const json& pod) { return object_key(namespace_of(pod), name
 std::string node_ip(int i) { return "127.1." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1); }
 std::string pod_subnet(int i) { return "127." + std::to_string(2 + i / 256) + "." + std::to_string(i % 256); }
 
-int gpus_requested(const json& pod) {
-  int total = 0;
-  for (const json& c : pod["spec"].value("containers", json::array())) {
-    const json resources = c.value("resources", json::object());
-    for (const char* section : {"limits", "requests"}) {
-      const json values = resources.value(section, json::object());
-      if (!values.contains("nvidia.com/gpu")) continue;
-      const json& v = values["nvidia.com/gpu"];
-      total += v.is_number() ? v.get<int>() : std::atoi(v.get<std::string>().c_str());
-      break;
-    }
-  }
-  return total;
-}
-
 bool has_condition(const json& pod, const std::string& type, const std::string& status, const std::string& reason) {
   for (const json& c : pod.value("status", json::object()).value("conditions", json::array())) {
     if (c.value("type", "") == type && c.value("status", "") == status && c.value("reason", "") == reason) return true;
@@ -100,7 +85,7 @@ void KubeletSim::create_nodes() {
   const ResourceType& node_type = *store_.registry().find("", "v1", "nodes");
   int per_rack = (options_.pool.nodes + options_.pool.racks - 1) / options_.pool.racks;
   for (int i = 0; i < options_.pool.nodes; ++i) {
-    Node node{"node-" + std::to_string(i), json::object(), options_.pool.gpus_per_node, i};
+    Node node{"node-" + std::to_string(i), json::object(), i};
     node.labels = {{"kubernetes.io/hostname", node.name},
                    {"kubernetes.io/os", "linux"},
                    {"kubernetes.io/arch", "amd64"},
@@ -235,6 +220,7 @@ void KubeletSim::process(const json& pod) {
   }
   std::string node = pod["spec"].value("nodeName", "");
   if (node.empty()) {
+    if (!served(pod)) return;  // another scheduler's pod: without it the pod stays Pending, with no condition
     if (held(pod)) {
       mark_unschedulable(pod, "0/" + std::to_string(nodes_.size()) +
                                   " nodes are available: pod held Pending by the test (simulated unschedulable).");
@@ -263,35 +249,60 @@ void KubeletSim::process(const json& pod) {
   starts_.emplace(std::chrono::steady_clock::now() + options_.start_delay, key);
 }
 
+// The scheduler's view of the nodes: their Node objects as they are now (labels and taints a test or `kubectl taint`
+// changed included).
+std::vector<NodeView> KubeletSim::node_views() const {
+  std::vector<NodeView> views;
+  for (const ObjectPtr& node : store_.list(*store_.registry().find("", "v1", "nodes"), "").items) {
+    const json& n = *node;
+    NodeView v{n["metadata"].value("name", ""), n["metadata"].value("labels", json::object()),
+               n.value("spec", json::object()).value("taints", json::array())};
+    const json allocatable = n.value("status", json::object()).value("allocatable", json::object());
+    v.cpu = cpu_cores(allocatable.value("cpu", json("0")));
+    v.gpus = std::atoi(allocatable.value("nvidia.com/gpu", std::string("0")).c_str());
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
+bool KubeletSim::served(const json& pod) const {
+  std::lock_guard lock(mutex_);
+  return schedulers_.count(pod["spec"].value("schedulerName", "default-scheduler")) > 0;
+}
+
 void KubeletSim::schedule(const json& pod) {
-  int gpus = gpus_requested(pod);
-  json selector = pod["spec"].value("nodeSelector", json::object());
-  Node* best = nullptr;
-  std::map<std::string, int> load;
+  const std::vector<NodeView> nodes = node_views();
+  const std::string key = pod_key(pod);
+  std::string best;
+  std::map<std::string, int> reasons;
   {
     std::lock_guard lock(mutex_);
-    if (placed_.count(pod_key(pod))) return;  // being bound by another thread (a release racing the watch)
-    for (const auto& [key, node] : placed_) ++load[node];
-    for (Node& n : nodes_) {
-      bool fits = n.gpus_free >= gpus;
-      for (auto it = selector.begin(); fits && it != selector.end(); ++it) {
-        fits = n.labels.contains(it.key()) && n.labels[it.key()] == it.value();
-      }
-      if (fits && (best == nullptr || load[n.name] < load[best->name])) best = &n;
+    if (placed_.count(key)) return;  // being bound by another thread (a release racing the watch)
+    std::vector<PlacedPod> placed;
+    std::map<std::string, int> load;
+    for (const auto& [other, at] : placed_) {
+      placed.push_back(at);
+      ++load[at.node];
     }
-    if (best != nullptr) {
-      best->gpus_free -= gpus;
-      placed_[pod_key(pod)] = best->name;
+    for (const NodeView& n : nodes) {
+      const std::string reason = unfit_reason(pod, n, nodes, placed);
+      if (!reason.empty()) {
+        ++reasons[reason];
+      } else if (best.empty() || load[n.name] < load[best]) {
+        best = n.name;
+      }
+    }
+    if (!best.empty()) {
+      placed_[key] = PlacedPod{namespace_of(pod), pod["metadata"].value("labels", json::object()), best,
+                               cpu_requested(pod), gpus_requested(pod)};
     }
   }
-  if (best == nullptr) {
-    mark_unschedulable(pod, "0/" + std::to_string(nodes_.size()) +
-                                " nodes are available: insufficient nvidia.com/gpu or node(s) didn't match Pod's "
-                                "node affinity/selector.");
+  if (best.empty()) {
+    mark_unschedulable(pod, unschedulable_message(nodes.size(), reasons));
     return;
   }
   try {
-    store_.bind(namespace_of(pod), name_of(pod), best->name);
+    store_.bind(namespace_of(pod), name_of(pod), best);
   } catch (const ApiError&) {
     release_capacity(pod);  // deleted or bound meanwhile
   }
@@ -429,13 +440,7 @@ void KubeletSim::stop_and_remove(const json& pod) {
 
 void KubeletSim::release_capacity(const json& pod) {
   std::lock_guard lock(mutex_);
-  auto it = placed_.find(pod_key(pod));
-  if (it == placed_.end()) return;
-  int gpus = gpus_requested(pod);
-  for (Node& n : nodes_) {
-    if (n.name == it->second) n.gpus_free += gpus;
-  }
-  placed_.erase(it);
+  placed_.erase(pod_key(pod));
 }
 
 void KubeletSim::reschedule_pending() {
@@ -444,6 +449,14 @@ void KubeletSim::reschedule_pending() {
   for (const ObjectPtr& pod : store_.list(pods_, "", unbound).items) {
     if (!(*pod)["metadata"].contains("deletionTimestamp") && !held(*pod)) schedule(*pod);
   }
+}
+
+void KubeletSim::serve_scheduler(const std::string& name) {
+  {
+    std::lock_guard lock(mutex_);
+    schedulers_.insert(name);
+  }
+  reschedule_pending();
 }
 
 void KubeletSim::hold_pending(const std::string& ns, const std::string& pod) {
@@ -533,9 +546,11 @@ json KubeletSim::handle_control(const json& request) {
     }
   } else if (action == "nodes") {
     return {{"nodes", node_names()}};
+  } else if (action == "serveScheduler") {
+    serve_scheduler(required(request, "name"));
   } else {
-    throw bad_request("kubelet: action: expected terminate, holdPending, holdStart, release or nodes; got \"" + action +
-                      "\"");
+    throw bad_request("kubelet: action: expected terminate, holdPending, holdStart, release, nodes or serveScheduler;"
+                      " got \"" + action + "\"");
   }
   return make_status(200, "", "kubelet: " + action + " done");
 }

@@ -1,6 +1,7 @@
 #pragma once
-// A simulated scheduler + kubelet for the stand-in: it owns a pool of Nodes (with rack labels), binds each new
-// pod to a node that fits (nodeSelector, nvidia.com/gpu capacity), and moves it Pending -> Running (podIP,
+// A simulated scheduler + kubelet for the stand-in: it owns a pool of Nodes (with rack labels), binds each new pod
+// of default-scheduler to a node that fits (scheduling.h: node selector and affinity, taints, CPU and GPU requests,
+// required pod (anti-)affinity; the Node objects as they are now), and moves it Pending -> Running (podIP,
 // Ready conditions, running containerStatuses). On command it terminates a pod's containers with an exit code
 // (-> Succeeded/Failed per restartPolicy, or a container restart), or keeps chosen pods Pending as unschedulable
 // (PodScheduled=False, reason Unschedulable). Pods being deleted are stopped and removed, as a kubelet does.
@@ -12,6 +13,8 @@
 //   {"action":"holdStart","namespace":"ns","labelSelector":"job=a"}  matching pods are bound but not started (Pending,
 //    as while their images are pulled) until release
 //   {"action":"release", same fields as holdPending}  (with labelSelector: every hold, start holds included)
+//   {"action":"serveScheduler","name":"volcano"}  pods of that schedulerName are scheduled too (none but
+//    default-scheduler's otherwise: another scheduler's pods stay Pending, as on a cluster without it)
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "tests/apiserver/process_kubelet.h"
+#include "tests/apiserver/scheduling.h"
 #include "tests/apiserver/selectors.h"
 #include "tests/apiserver/server.h"
 #include "tests/apiserver/store.h"
@@ -68,6 +72,9 @@ class KubeletSim {
   // test opens instead of waiting out a start delay.
   void hold_start(const std::string& ns, const LabelSelector& selector);
   void release(const std::string& ns, const std::string& pod);
+  // Schedules the pods of schedulerName `name` too (a test's stand-in for Volcano or scheduler-plugins); pods of a
+  // name no one serves stay Pending with no condition, as on a cluster without that scheduler.
+  void serve_scheduler(const std::string& name);
   void release_all();  // every hold; pods held at the start are started now
 
   std::vector<std::string> node_names() const;
@@ -77,7 +84,6 @@ class KubeletSim {
   struct Node {
     std::string name;
     json labels;
-    int gpus_free;
     int index;
   };
   void create_nodes();
@@ -86,6 +92,8 @@ class KubeletSim {
   bool held(const json& pod) const;
   bool start_held(const json& pod) const;  // under mutex_
   void schedule(const json& pod);
+  std::vector<NodeView> node_views() const;
+  bool served(const json& pod) const;
   void mark_unschedulable(const json& pod, const std::string& message);
   void start(const std::string& ns, const std::string& name);
   void stop_and_remove(const json& pod);
@@ -105,7 +113,8 @@ class KubeletSim {
   std::vector<std::pair<std::string, LabelSelector>> held_selectors_;
   std::vector<std::pair<std::string, LabelSelector>> start_held_selectors_;
   std::set<std::string> gated_;  // "ns/name": bound pods a start hold keeps from starting
-  std::map<std::string, std::string> placed_;  // "ns/name" -> node name (capacity accounting)
+  std::map<std::string, PlacedPod> placed_;  // "ns/name" -> where it went, what it asked (scheduling.h)
+  std::set<std::string> schedulers_{"default-scheduler"};  // the schedulerNames this simulation serves
   std::multimap<std::chrono::steady_clock::time_point, std::string> starts_;  // delayed starts, "ns/name"
   std::atomic<bool> stopping_{false};
   WatchStream* stream_ = nullptr;  // guarded by mutex_: cancelled by the destructor

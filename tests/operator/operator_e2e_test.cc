@@ -133,8 +133,10 @@ TEST_F(OperatorE2E, ServesMetricsHealthAndReadiness) {
 }
 
 // Gang scheduling: the coscheduling PodGroup (its CRD is installed on the stand-in) is created with the job's
-// minAvailable and owned by it, so it goes with the job.
+// minAvailable and owned by it, so it goes with the job. The stand-in's scheduler serves that schedulerName here, as
+// scheduler-plugins would (a pod of a name no scheduler serves stays Pending: the next test).
 TEST_F(OperatorE2E, AGangSchedulerGetsAPodGroupOwnedByTheJob) {
+  control("kubelet", {{"action", "serveScheduler"}, {"name", "scheduler-plugins-scheduler"}});
   apply("quebec", 3,
         "    schedulingPolicy:\n      schedulerName: scheduler-plugins-scheduler\n      minAvailable: 2\n");
   ASSERT_TRUE(eventually([] { return gang_running("quebec", 3, 0); })) << phase("quebec");
@@ -151,10 +153,18 @@ TEST_F(OperatorE2E, AGangSchedulerGetsAPodGroupOwnedByTheJob) {
   EXPECT_TRUE(eventually([] { return !client_->try_get(res::kCoschedulingPodGroups, kNs, "quebec"); }));
 }
 
-// A cluster without Volcano does not serve its PodGroup: the job says so in a Warning event and runs anyway.
-TEST_F(OperatorE2E, AnUnservedPodGroupKindIsAWarningAndTheGangStillRuns) {
-  apply("romeo", 2, "    schedulingPolicy:\n      schedulerName: volcano\n      queue: research\n");
-  ASSERT_TRUE(eventually([] { return gang_running("romeo", 2, 0); })) << phase("romeo");
+// A cluster without Volcano: its PodGroup kind is not served (a Warning event says so) and nothing schedules the
+// gang's pods, which stay Pending with no node, as on a real cluster. The job says what they wait for and fails at its
+// runningDeadlineSeconds instead of waiting silently.
+TEST_F(OperatorE2E, AGangForAnUnservedSchedulerWaitsAndFailsAtItsRunningDeadline) {
+  apply("romeo", 2,
+        "    runningDeadlineSeconds: 2\n    schedulingPolicy:\n      schedulerName: volcano\n      queue: research\n");
+  wait_phase("romeo", "Failed");
+  const json status = job("romeo")->at("status");
+  std::string messages;
+  for (const json& c : status.value("conditions", json::array())) messages += c.value("message", "") + "\n";
+  EXPECT_NE(messages.find("waiting for scheduler \"volcano\""), std::string::npos) << status.dump();
+  for (const json& pod : pods_of("romeo")) EXPECT_EQ(pod["spec"].value("nodeName", ""), "") << pod.dump();
   auto warned = [] {
     const json events = client_->list(res::kEvents, kNs, {.field_selector = "involvedObject.name=romeo"});
     for (const auto& e : events.value("items", json::array())) {

@@ -529,6 +529,18 @@ TEST(Planner, WorkerStateReadsExitCodeAndReason) {
   EXPECT_EQ(w.detail, "OOMKilled");
 }
 
+// A pending worker of another scheduler that nothing scheduled (no node, no PodScheduled condition: a cluster
+// without that scheduler) names the scheduler it waits for; the default scheduler's says nothing of the kind.
+TEST(Planner, WorkerStateNamesTheSchedulerAnUnscheduledWorkerWaitsFor) {
+  json pod = PodBuilder("j", 0).build();
+  pod["spec"]["schedulerName"] = "volcano";
+  pod["spec"].erase("nodeName");
+  pod["status"] = {{"phase", "Pending"}};
+  EXPECT_EQ(worker_state(pod).detail, "waiting for scheduler \"volcano\"");
+  pod["spec"]["schedulerName"] = "default-scheduler";
+  EXPECT_EQ(worker_state(pod).detail, "");
+}
+
 // A worker's termination message (the worker writes its reason to /dev/termination-log) is quoted: a collective
 // timeout's names the rank, pod and node that never arrived (issue 31.3).
 TEST(Planner, WorkerStateQuotesTheTerminationMessage) {
