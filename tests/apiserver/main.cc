@@ -4,13 +4,16 @@
 //   kube-standin [--address 127.0.0.1] [--port 0] [--kubelet] [--nodes 4] [--racks 2] [--gpus-per-node 8]
 //                [--start-delay-ms 0] [--history 50000] [--bookmark-interval-ms 10000] [--crds FILE_OR_DIR]...
 //                [--kubeconfig PATH] [--tls-dir DIR] [--no-auth]
-//                [--run-pods DIR [--pod-command NAME=PATH]... [--pod-env NAME=VALUE]...]
+//                [--run-pods DIR [--pod-command NAME=PATH]... [--pod-image IMAGE=PATH]... [--pod-env NAME=VALUE]...]
 //
 // --run-pods runs every pod the kubelet starts as local processes (tests/apiserver/process_kubelet.h), each container
 // in its own mount namespace and private root (pod_root.h; the stand-in must run as root), with a folder
 // per pod under DIR; --pod-command maps a container's command to a program (torus-worker=build/bin/torus-worker),
-// --pod-env adds a variable to every container. With --kubelet, the workload controllers run too
-// (workload_controllers.h: Deployments make ReplicaSets make pods, as kube-controller-manager does).
+// --pod-image maps an image (without its tag) to the program its entrypoint runs, for containers without a command
+// (ghcr.io/torus-dev/torus-operator=build/bin/torus), --pod-env adds a variable to every container; containers get
+// the service-account token projected and KUBERNETES_SERVICE_HOST/PORT pointing here. With --kubelet, the workload
+// controllers run too (workload_controllers.h: Deployments make ReplicaSets make pods, as kube-controller-manager
+// does).
 //
 // --tls-dir serves HTTPS with a fresh CA and writes ca.crt, client.crt and client.key (CN standin-admin,
 // O system:masters) into DIR, and then authenticates like an apiserver without anonymous access: the bearer token
@@ -29,8 +32,8 @@
 #include "common/util/error.h"
 #include "common/util/main_guard.h"
 #include "tests/apiserver/kubelet_sim.h"
-#include "tests/apiserver/workload_controllers.h"
 #include "tests/apiserver/server.h"
+#include "tests/apiserver/workload_controllers.h"
 #include "tests/apiserver/yaml_json.h"
 
 namespace {
@@ -105,6 +108,8 @@ Flags parse_flags(int argc, char** argv) {
       sandbox(flags).root = value();
     } else if (arg == "--pod-command") {
       sandbox(flags).commands.insert(assignment(arg, value()));
+    } else if (arg == "--pod-image") {
+      sandbox(flags).images.insert(assignment(arg, value()));
     } else if (arg == "--pod-env") {
       sandbox(flags).env.insert(assignment(arg, value()));
     } else if (arg == "--no-auth") {
@@ -114,7 +119,7 @@ Flags parse_flags(int argc, char** argv) {
     }
   }
   if (flags.kubelet_options.processes && flags.kubelet_options.processes->root.empty()) {
-    throw InvalidArgument("--pod-command and --pod-env need --run-pods DIR");
+    throw InvalidArgument("--pod-command, --pod-image and --pod-env need --run-pods DIR");
   }
   if (!flags.tls_dir.empty() && !no_auth) {
     flags.server.authentication = standin::ServerOptions::Authentication::kRequired;
@@ -186,6 +191,14 @@ int run(int argc, char** argv) {
   server.start();
   std::unique_ptr<standin::KubeletSim> kubelet;
   std::unique_ptr<standin::WorkloadControllers> controllers;
+  if (flags.kubelet_options.processes) {
+    // As a kubelet does: tokens from the TokenRequest API, and the `kubernetes` Service's address (ours).
+    flags.kubelet_options.processes->mint_token = [&server](const std::string& ns, const std::string& account) {
+      return server.mint_service_account_token(ns, account);
+    };
+    flags.kubelet_options.processes->service_host = flags.server.address;
+    flags.kubelet_options.processes->service_port = server.port();
+  }
   if (flags.kubelet) {
     kubelet = std::make_unique<standin::KubeletSim>(server, flags.kubelet_options);
     controllers = std::make_unique<standin::WorkloadControllers>(server.store());

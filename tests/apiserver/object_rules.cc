@@ -213,4 +213,96 @@ std::vector<Cause> validate_secret(const json& secret) {
   return causes;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Service accounts
+
+std::vector<json> namespace_defaults(const std::string& ns, const std::string& root_ca_pem) {
+  json account = {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", "default"}}}};
+  json root_ca = {{"apiVersion", "v1"},
+                  {"kind", "ConfigMap"},
+                  {"metadata",
+                   {{"name", kRootCaConfigMap},
+                    {"annotations",
+                     {{"kubernetes.io/description",
+                       "Contains a CA bundle that can be used to verify the kube-apiserver when "
+                       "using internal endpoints such as the internal service IP or "
+                       "kubernetes.default.svc. No other usage is guaranteed across distributions "
+                       "of Kubernetes clusters."}}}}},
+                  {"data", {{"ca.crt", root_ca_pem}}}};
+  for (json* object : {&account, &root_ca}) (*object)["metadata"]["namespace"] = ns;
+  return {account, root_ca};
+}
+
+std::string default_service_account(json& pod) {
+  json& spec = pod["spec"];
+  std::string account = spec.value("serviceAccountName", "");
+  if (account.empty()) account = spec.value("serviceAccount", "");
+  if (account.empty()) account = "default";
+  spec["serviceAccountName"] = account;
+  spec["serviceAccount"] = account;  // the deprecated alias, still filled in by the apiserver
+  return account;
+}
+
+void refuse_missing_service_account(const json& pod, const std::string& ns, const std::string& account) {
+  const std::string name = pod.value("metadata", json::object()).value("name", "");
+  StatusDetails details;
+  details.name = name;
+  details.kind = "pods";
+  throw ApiError(403, "Forbidden",
+                 "pods \"" + name + "\" is forbidden: error looking up service account " + ns + "/" + account +
+                     ": serviceaccount \"" + account + "\" not found",
+                 details);
+}
+
+namespace {
+
+bool automount(const json& pod, const json& account) {
+  const json& spec = pod["spec"];
+  if (spec.contains("automountServiceAccountToken") && spec["automountServiceAccountToken"].is_boolean())
+    return spec["automountServiceAccountToken"].get<bool>();
+  return account.value("automountServiceAccountToken", true);
+}
+
+json api_access_volume(const std::string& name) {
+  return {{"name", name},
+          {"projected",
+           {{"defaultMode", 420},
+            {"sources",
+             {{{"serviceAccountToken", {{"expirationSeconds", 3607}, {"path", "token"}}}},
+              {{"configMap", {{"name", kRootCaConfigMap}, {"items", {{{"key", "ca.crt"}, {"path", "ca.crt"}}}}}}},
+              {{"downwardAPI",
+                {{"items",
+                  {{{"path", "namespace"},
+                    {"fieldRef", {{"apiVersion", "v1"}, {"fieldPath", "metadata.namespace"}}}}}}}}}}}}}};
+}
+
+bool mounts_token_path(const json& container) {
+  for (const json& m : container.value("volumeMounts", json::array())) {
+    if (m.value("mountPath", "") == kServiceAccountMountPath) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void mount_service_account_token(json& pod, const json& account) {
+  if (!automount(pod, account)) return;
+  json& spec = pod["spec"];
+  const std::string volume = "kube-api-access-" + random_suffix();
+  bool mounted = false;
+  for (const char* list : {"initContainers", "containers"}) {
+    if (!spec.contains(list) || !spec[list].is_array()) continue;
+    for (json& container : spec[list]) {
+      if (mounts_token_path(container)) continue;
+      if (!container.contains("volumeMounts")) container["volumeMounts"] = json::array();
+      container["volumeMounts"].push_back(
+          {{"name", volume}, {"mountPath", kServiceAccountMountPath}, {"readOnly", true}});
+      mounted = true;
+    }
+  }
+  if (!mounted) return;
+  if (!spec.contains("volumes") || !spec["volumes"].is_array()) spec["volumes"] = json::array();
+  spec["volumes"].push_back(api_access_volume(volume));
+}
+
 }  // namespace torus::standin

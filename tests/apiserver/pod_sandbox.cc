@@ -89,6 +89,54 @@ VolumeSource empty_dir(const json& e, const fs::path& dir, const std::string& na
   return VolumeSource{RootMount::Kind::kBind, dir};
 }
 
+std::string field_value(const json& pod, const std::string& path, const std::string& where);
+
+// A projected volume's files (the service-account token, CA and namespace of kube-api-access-*), or a reason to
+// wait for a ConfigMap or Secret it names.
+std::variant<VolumeSource, Waiting> projected_volume(const Store& store, const json& pod, const json& v,
+                                                     const SandboxOptions& options, const fs::path& dir) {
+  const std::string ns = namespace_of(pod);
+  const std::string name = v.value("name", "");
+  std::map<std::string, std::string> files;
+  for (const json& source : v["projected"].value("sources", json::array())) {
+    if (source.contains("serviceAccountToken")) {
+      const std::string account = pod["spec"].value("serviceAccountName", "default");
+      if (options.mint_token)
+        files[source["serviceAccountToken"].value("path", "token")] = options.mint_token(ns, account);
+    } else if (source.contains("configMap") || source.contains("secret")) {
+      const bool is_map = source.contains("configMap");
+      const json& ref = is_map ? source["configMap"] : source["secret"];
+      const std::string object_name = ref.value("name", "");
+      auto object = find(store, is_map ? "configmaps" : "secrets", ns, object_name);
+      if (!object) {
+        if (ref.value("optional", false)) continue;
+        return Waiting{std::string(is_map ? "configmap" : "secret") + " \"" + object_name + "\" not found (volume " +
+                       name + ")"};
+      }
+      const std::map<std::string, std::string> data = data_of(**object, is_map ? Encoding::kPlain : Encoding::kBase64);
+      if (!ref.contains("items")) files.insert(data.begin(), data.end());
+      for (const json& item : ref.value("items", json::array())) {
+        auto it = data.find(item.value("key", ""));
+        if (it != data.end()) files[item.value("path", it->first)] = it->second;
+      }
+    } else if (source.contains("downwardAPI")) {
+      for (const json& item : source["downwardAPI"].value("items", json::array())) {
+        const std::string where =
+            "spec.volumes[" + name + "].projected.downwardAPI.items[" + item.value("path", "") + "]";
+        if (!item.contains("fieldRef")) throw InvalidArgument(where + ": the process kubelet serves fieldRef only");
+        files[item.value("path", "")] = field_value(pod, item["fieldRef"].value("fieldPath", ""), where);
+      }
+    } else {
+      throw InvalidArgument("spec.volumes[" + name +
+                            "].projected.sources: the process kubelet projects serviceAccountToken, configMap, secret "
+                            "and downwardAPI");
+    }
+  }
+  fs::create_directories(dir);
+  for (const auto& [path, bytes] : files) write_file(dir / path, bytes);
+  return VolumeSource{RootMount::Kind::kBind, dir, 0, RootMount::Access::kReadOnly};
+}
+
 // Volume `v` of the pod: its files written or its folder made, or a reason to wait (a ConfigMap, Secret or claim
 // that does not exist yet).
 std::variant<VolumeSource, Waiting> prepare_volume(const Store& store, const json& pod, const json& v,
@@ -108,6 +156,7 @@ std::variant<VolumeSource, Waiting> prepare_volume(const Store& store, const jso
     if (!object) return Waiting{"secret \"" + secret + "\" not found (volume " + name + ")"};
     return files_volume(own, v["secret"], data_of(**object, Encoding::kBase64));
   }
+  if (v.contains("projected")) return projected_volume(store, pod, v, options, own);
   if (v.contains("emptyDir")) return empty_dir(v["emptyDir"], own, name);
   if (v.contains("hostPath")) {
     const fs::path node = options.root / "_nodes" / pod["spec"].value("nodeName", "");
@@ -128,8 +177,8 @@ std::variant<VolumeSource, Waiting> prepare_volume(const Store& store, const jso
     return VolumeSource{RootMount::Kind::kBind, shared_folder(server, v["nfs"].value("path", "/"))};
   }
   throw InvalidArgument("spec.volumes[" + name +
-                        "]: the process kubelet runs configMap, secret, emptyDir, hostPath, persistentVolumeClaim "
-                        "and nfs volumes");
+                        "]: the process kubelet runs configMap, secret, projected, emptyDir, hostPath, "
+                        "persistentVolumeClaim and nfs volumes");
 }
 
 // The pod IP behind a headless-service DNS name, "" when `value` is no such name; a reason to wait when the pod
@@ -183,12 +232,47 @@ std::variant<std::map<std::string, std::string>, Waiting> container_env(const St
   return env;
 }
 
+// The image without its tag or digest: ghcr.io/torus-dev/torus-operator:0.4.0 -> ghcr.io/torus-dev/torus-operator.
+std::string image_repository(std::string image) {
+  if (const auto at = image.find('@'); at != std::string::npos) image.resize(at);
+  const auto colon = image.rfind(':');
+  if (colon != std::string::npos && image.find('/', colon) == std::string::npos) image.resize(colon);
+  return image;
+}
+
+// $(NAME) in a command or argument becomes the container's variable NAME, as the kubelet expands them; $$(NAME)
+// escapes, and a reference to an unknown variable stays as written.
+std::string expand_references(const std::string& text, const std::map<std::string, std::string>& env) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '$' || i + 1 >= text.size()) {
+      out += text[i];
+    } else if (text[i + 1] == '$') {
+      out += '$';
+      ++i;
+    } else if (const size_t close = text.find(')', i); text[i + 1] == '(' && close != std::string::npos) {
+      const auto it = env.find(text.substr(i + 2, close - i - 2));
+      out += it != env.end() ? it->second : text.substr(i, close - i + 1);
+      i = close;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> container_command(const json& container, const SandboxOptions& options) {
   std::vector<std::string> argv;
   for (const json& a : container.value("command", json::array())) argv.push_back(a.get<std::string>());
-  if (argv.empty())
-    throw InvalidArgument("spec.containers[" + container.value("name", "") +
-                          "].command: required by the process kubelet (it has no image to take an entrypoint from)");
+  if (argv.empty()) {
+    auto entrypoint = options.images.find(image_repository(container.value("image", "")));
+    if (entrypoint == options.images.end())
+      throw InvalidArgument("spec.containers[" + container.value("name", "") +
+                            "].command: required by the process kubelet unless its image's entrypoint is mapped "
+                            "(--pod-image); image \"" +
+                            container.value("image", "") + "\" is not");
+    argv.push_back(entrypoint->second);
+  }
   for (const json& a : container.value("args", json::array())) argv.push_back(a.get<std::string>());
   auto it = options.commands.find(argv[0]);
   if (it != options.commands.end()) argv[0] = it->second;
@@ -204,6 +288,7 @@ RootPlan container_root(const json& c, const Volumes& volumes, const SandboxOpti
   const std::string where = "spec.containers[" + c.value("name", "") + "]";
   std::vector<std::string> programs;
   for (const auto& [command, program] : options.commands) programs.push_back(program);
+  for (const auto& [image, program] : options.images) programs.push_back(program);
   RootPlan plan{dir / "root" / c.value("name", ""), base_mounts(programs, kDefaultShmBytes),
                 c.value("workingDir", "/")};
   if (const char* home = std::getenv("HOME"); home != nullptr && fs::path(home).is_absolute())
@@ -252,9 +337,15 @@ std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod
     const fs::path plan_file = launch.dir / (name + ".root.json");
     write_file(plan_file, to_json(container_root(c, volumes, options, launch.dir)).dump(2));
     std::vector<std::string> argv = {options.exec_helper, plan_file.string(), "--"};
-    for (std::string& a : container_command(c, options)) argv.push_back(std::move(a));
-    ContainerLaunch container{name, std::move(argv), std::get<std::map<std::string, std::string>>(env)};
+    const auto& variables = std::get<std::map<std::string, std::string>>(env);
+    for (const std::string& a : container_command(c, options)) argv.push_back(expand_references(a, variables));
+    ContainerLaunch container{name, std::move(argv), variables};
     for (const auto& [k, v] : options.env) container.env.emplace(k, v);
+    if (!options.service_host.empty()) {
+      container.env.emplace("KUBERNETES_SERVICE_HOST", options.service_host);
+      container.env.emplace("KUBERNETES_SERVICE_PORT", std::to_string(options.service_port));
+      container.env.emplace("KUBERNETES_SERVICE_PORT_HTTPS", std::to_string(options.service_port));
+    }
     launch.containers.push_back(std::move(container));
   }
   return launch;

@@ -14,8 +14,11 @@
 //   persistentVolumeClaim       _claims/<namespace>/<claim>-<uid>: outlives pods (the claim must exist, else the pod
 //                               waits); a claim made again under the same name gets a new folder
 //   nfs                         _nfs/<server>/<path>: shared by every pod
+//   projected                   <pod dir>/volumes/<name>, read-only: serviceAccountToken (minted for the pod's
+//                               account), configMap and secret items, downwardAPI fieldRef items
 // A path the container did not mount is in its private root: visible to it alone, and lost when it ends.
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <variant>
@@ -48,8 +51,18 @@ struct SandboxOptions {
   std::filesystem::path root;
   std::map<std::string, std::string> commands;  // container command[0] -> the program to run (e.g. a built binary)
   std::map<std::string, std::string> env;       // added to every container (e.g. OMP_WAIT_POLICY)
+  // Image repository (the image without its tag or digest) -> the program its entrypoint runs, for containers
+  // without `command` (their `args` follow it), e.g. ghcr.io/torus-dev/torus-operator -> build/bin/torus.
+  std::map<std::string, std::string> images;
   // The program that enters a container's root and execs its command (pod_exec_main.cc); the build's by default.
   std::string exec_helper = TORUS_STANDIN_POD_EXEC;
+  // Mints a token of service account (namespace, name) for a projected serviceAccountToken, as the kubelet asks the
+  // TokenRequest API (ApiServer::mint_service_account_token); unset: no token file is written.
+  std::function<std::string(const std::string&, const std::string&)> mint_token;
+  // The `kubernetes` Service's address the kubelet gives every container (KUBERNETES_SERVICE_HOST/PORT); unset
+  // when empty.
+  std::string service_host;
+  int service_port = 0;
 };
 
 // The pod's folder under `root` (also where the runner writes logs and pid files).

@@ -30,7 +30,16 @@ struct ApiServer::TlsContext {
 // ---------------------------------------------------------------------------------------------------------------
 // ApiServer
 
-ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)), store_(options_.store) {
+namespace {
+// Over TLS every namespace publishes the CA (ConfigMap kube-root-ca.crt), as kube-controller-manager does.
+StoreOptions store_options(const ServerOptions& options) {
+  StoreOptions store = options.store;
+  if (options.tls && store.root_ca_pem.empty()) store.root_ca_pem = options.tls->ca_cert_pem;
+  return store;
+}
+}  // namespace
+
+ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)), store_(store_options(options_)) {
   if (options_.tls) tls_ = make_tls_context(*options_.tls);
   set_control_handler("auth", [this](const json& body) {
     std::set<std::string> tokens;

@@ -285,7 +285,10 @@ WriteResult Store::create_locked(const ResourceType& type, const std::string& ns
   const std::string gr = type.group_resource();
   if (gr == "pods") {
     causes = validate_pod(object);
-    if (causes.empty()) default_pod(object);
+    if (causes.empty()) {
+      default_pod(object);
+      admit_service_account_locked(ns, object);
+    }
   } else if (gr == "services") {
     json& spec = object["spec"];
     if (!spec.contains("type")) spec["type"] = "ClusterIP";
@@ -343,7 +346,27 @@ WriteResult Store::create_locked(const ResourceType& type, const std::string& ns
     return {std::make_shared<const json>(std::move(object)), warnings, WriteKind::kCreated};
   }
   if (gr == "customresourcedefinitions.apiextensions.k8s.io") registry_.register_crd(object);
-  return {commit_locked(gr, key, std::move(object), EventType::kAdded, nullptr), warnings, WriteKind::kCreated};
+  ObjectPtr stored = commit_locked(gr, key, std::move(object), EventType::kAdded, nullptr);
+  if (gr == "namespaces") create_namespace_defaults_locked(name);
+  return {stored, warnings, WriteKind::kCreated};
+}
+
+// The ServiceAccount admission plugin: the account must exist; its token is mounted unless automounting is off.
+void Store::admit_service_account_locked(const std::string& ns, json& pod) {
+  const std::string account = default_service_account(pod);
+  ObjectPtr stored = find_locked("serviceaccounts", object_key(ns, account));
+  if (!stored) refuse_missing_service_account(pod, ns, account);
+  mount_service_account_token(pod, *stored);
+}
+
+// What kube-controller-manager's ServiceAccount and root-CA-publisher controllers make in every namespace.
+void Store::create_namespace_defaults_locked(const std::string& ns) {
+  WriteOptions options;
+  options.field_manager = "kube-controller-manager";
+  for (json& object : namespace_defaults(ns, options_.root_ca_pem)) {
+    const std::string resource = object["kind"] == "ServiceAccount" ? "serviceaccounts" : "configmaps";
+    create_locked(*registry_.find("", "v1", resource), ns, std::move(object), options);
+  }
 }
 
 ObjectPtr Store::get(const ResourceType& type, const std::string& ns, const std::string& name) const {

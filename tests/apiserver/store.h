@@ -90,6 +90,8 @@ struct ListResult {
 struct StoreOptions {
   size_t history_limit = 50000;  // events kept for watches to resume from
   std::chrono::milliseconds bookmark_interval{10000};
+  // The CA the apiserver's serving certificate chains to: every namespace's ConfigMap kube-root-ca.crt (ca.crt).
+  std::string root_ca_pem;
 };
 
 // One event as a watch hands it out.
@@ -214,6 +216,8 @@ class Store {
   ObjectPtr find_locked(const std::string& group_resource, const std::string& key) const;
   ObjectPtr require_locked(const ResourceType& type, const std::string& ns, const std::string& name) const;
   void check_namespace_locked(const ResourceType& type, const std::string& ns) const;
+  void admit_service_account_locked(const std::string& ns, json& pod);
+  void create_namespace_defaults_locked(const std::string& ns);
   void admit_builtin(const ResourceType& type, json& object, const WriteOptions& options,
                      std::vector<std::string>& warnings) const;
   void admit_custom(const ResourceType& type, json& object, const WriteOptions& options,

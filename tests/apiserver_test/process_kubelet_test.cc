@@ -24,6 +24,12 @@ class ProcessKubeletTest : public StandinTest {
     kubelet_.reset();
     KubeletOptions options;
     options.processes = SandboxOptions{dir_ + "/pods", {{"shell", "/bin/sh"}}, {{"FROM_KUBELET", "yes"}}};
+    options.processes->images = {{"registry.test/sh", "/bin/sh"}};
+    options.processes->mint_token = [this](const std::string& ns, const std::string& account) {
+      return server_->mint_service_account_token(ns, account);
+    };
+    options.processes->service_host = "127.0.0.1";
+    options.processes->service_port = server_->port();
     kubelet_ = std::make_unique<KubeletSim>(*server_, options);
   }
 
@@ -121,6 +127,37 @@ TEST_F(ProcessKubeletTest, APodWithoutACommandCannotRun) {
                  "  containers: [{name: main, image: busybox}]\n")});
   ok({"wait", "--for=jsonpath={.status.phase}=Failed", "pod/nocmd", "--timeout=30s"});
   EXPECT_EQ(pod("nocmd")["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "ContainerCannotRun");
+}
+
+// A container without a command runs its image's mapped entrypoint with its args, $(VAR) expanded as the kubelet
+// does ($$ escapes).
+TEST_F(ProcessKubeletTest, AMappedImageRunsItsEntrypointWithTheArgsExpanded) {
+  ok({"apply", "-f",
+      write_file("p.yaml",
+                 "apiVersion: v1\nkind: Pod\nmetadata:\n  name: entry\nspec:\n  restartPolicy: Never\n"
+                 "  containers:\n  - name: main\n    image: registry.test/sh:1.2\n"
+                 "    args: [-c, \"echo 'said=$(GREETING) kept=$$(GREETING) unknown=$(NOPE)'\"]\n"
+                 "    env: [{name: GREETING, value: hello}]\n")});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/entry", "--timeout=30s"});
+  EXPECT_THAT(log_of("entry"), HasSubstr("said=hello kept=$(GREETING) unknown=$(NOPE)"));
+}
+
+// The ServiceAccount admission's kube-api-access volume, projected as a kubelet does: a token minted for the pod's
+// account (TokenRequest), the namespace's kube-root-ca.crt, the namespace; and the `kubernetes` Service's address.
+TEST_F(ProcessKubeletTest, APodGetsItsAccountsTokenTheRootCaItsNamespaceAndTheApiServersAddress) {
+  const std::string sa = "/var/run/secrets/kubernetes.io/serviceaccount";
+  ok({"apply", "-f",
+      write_file("sa.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: reader}\n---\n" +
+                                pod_yaml("sa-reader",
+                                         "echo ns=$(cat " + sa + "/namespace) token=$(cat " + sa +
+                                             "/token) ca=$(wc -c < " + sa + "/ca.crt) at=$KUBERNETES_SERVICE_HOST:" +
+                                             "$KUBERNETES_SERVICE_PORT; touch " + sa + "/x || echo read-only",
+                                         "  serviceAccountName: reader\n"))});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/sa-reader", "--timeout=30s"});
+  const std::string log = log_of("sa-reader");
+  EXPECT_THAT(log, HasSubstr("ns=default token=sa-"));
+  EXPECT_THAT(log, HasSubstr("ca=0 at=127.0.0.1:" + std::to_string(server_->port())));  // plain HTTP: no CA
+  EXPECT_THAT(log, HasSubstr("read-only"));
 }
 
 // What a pod did not mount is its own and goes with it; a claim outlives pods; hostPath is per node; emptyDir is per

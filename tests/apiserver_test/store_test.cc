@@ -105,6 +105,72 @@ TEST_F(StoreTest, MetadataAndResourceVersions) {
   EXPECT_EQ(code_of([&] { store.get(cms, "default", "nope"); }), 404);
 }
 
+// What kube-controller-manager makes in every namespace, and the ServiceAccount admission plugin on pods.
+TEST(StoreServiceAccounts, EveryNamespaceHasTheDefaultAccountAndTheRootCa) {
+  Store store(StoreOptions{.root_ca_pem = "-----BEGIN CERTIFICATE-----\n"});
+  const Registry& r = store.registry();
+  store.create(*r.find("", "v1", "namespaces"), "", parse(R"({"metadata":{"name":"team"}})"));
+  for (const char* ns : {"default", "kube-system", "team"}) {
+    EXPECT_NO_THROW(store.get(*r.find("", "v1", "serviceaccounts"), ns, "default")) << ns;
+    ObjectPtr ca = store.get(*r.find("", "v1", "configmaps"), ns, "kube-root-ca.crt");
+    EXPECT_EQ((*ca)["data"]["ca.crt"], "-----BEGIN CERTIFICATE-----\n") << ns;
+  }
+}
+
+TEST(StoreServiceAccounts, PodsGetTheirAccountsTokenVolumeUnlessAutomountIsOff) {
+  Store store;
+  const ResourceType& pods = *store.registry().find("", "v1", "pods");
+  const ResourceType& accounts = *store.registry().find("", "v1", "serviceaccounts");
+  const char* containers = R"("containers":[{"name":"a","image":"i"},{"name":"b","image":"i"}])";
+  ObjectPtr pod =
+      store
+          .create(pods, "default", json::parse(std::string(R"({"metadata":{"name":"p"},"spec":{)") + containers + "}}"))
+          .object;
+  const json& spec = (*pod)["spec"];
+  EXPECT_EQ(spec["serviceAccountName"], "default");
+  ASSERT_EQ(spec["volumes"].size(), 1u);
+  const json& volume = spec["volumes"][0];
+  const std::string name = volume["name"];
+  EXPECT_EQ(name.rfind("kube-api-access-", 0), 0u) << name;
+  EXPECT_EQ(name.size(), std::string("kube-api-access-").size() + 5);
+  const json& sources = volume["projected"]["sources"];
+  ASSERT_EQ(sources.size(), 3u);
+  EXPECT_EQ(sources[0]["serviceAccountToken"]["path"], "token");
+  EXPECT_EQ(sources[1]["configMap"]["name"], "kube-root-ca.crt");
+  EXPECT_EQ(sources[1]["configMap"]["items"][0]["key"], "ca.crt");
+  EXPECT_EQ(sources[2]["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"], "metadata.namespace");
+  for (const json& c : spec["containers"]) {
+    ASSERT_EQ(c["volumeMounts"].size(), 1u) << c;
+    EXPECT_EQ(
+        c["volumeMounts"][0],
+        json({{"name", name}, {"mountPath", "/var/run/secrets/kubernetes.io/serviceaccount"}, {"readOnly", true}}));
+  }
+
+  // Off on the pod, or on the account (the pod's own setting wins).
+  store.create(accounts, "default", parse(R"({"metadata":{"name":"quiet"},"automountServiceAccountToken":false})"));
+  for (const std::string& extra :
+       {std::string(R"("automountServiceAccountToken":false,)"), std::string(R"("serviceAccountName":"quiet",)")}) {
+    const std::string body = R"({"metadata":{"generateName":"off-"},"spec":{)" + extra + containers + "}}";
+    EXPECT_FALSE((*store.create(pods, "default", json::parse(body)).object)["spec"].contains("volumes")) << body;
+  }
+  const std::string on = std::string(R"({"metadata":{"name":"on"},"spec":{"serviceAccountName":"quiet",)") +
+                         R"("automountServiceAccountToken":true,)" + containers + "}}";
+  EXPECT_EQ((*store.create(pods, "default", json::parse(on)).object)["spec"]["volumes"].size(), 1u);
+
+  // An account that does not exist: refused as the admission plugin refuses it.
+  try {
+    store.create(pods, "default",
+                 json::parse(std::string(R"({"metadata":{"name":"x"},"spec":{"serviceAccountName":"ghost",)") +
+                             containers + "}}"));
+    ADD_FAILURE() << "a pod of a missing service account was created";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), 403);
+    EXPECT_STREQ(e.what(),
+                 "pods \"x\" is forbidden: error looking up service account default/ghost: serviceaccount "
+                 "\"ghost\" not found");
+  }
+}
+
 TEST_F(StoreTest, GenerationCountsSpecChangesOnly) {
   ObjectPtr d =
       store.create(deployments, "default", parse(R"({"metadata":{"name":"d"},"spec":{"replicas":1}})")).object;
