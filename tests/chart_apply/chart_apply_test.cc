@@ -41,4 +41,17 @@ TEST(ChartApply, AKindTheStandinDoesNotServeFailsTheApply) { expect_passes("Unkn
 
 TEST(ChartApply, HelmInstallsUpgradesAndUninstallsTheChart) { expect_passes("HelmCli"); }
 
+// The operator runs as the chart's pod (operator_pod_test.py): `helm install` on kube-standin with the process
+// kubelet, the operator with its in-cluster config (the projected service-account token) and so the chart's RBAC;
+// a job applied with kubectl Succeeds, `helm upgrade` rolls the operator pod, `helm uninstall` leaves CRD and job.
+TEST(ChartApply, TheOperatorRunsAsTheChartsPodAndRunsAJob) {
+  const std::string bin = std::string(TORUS_BINARY_DIR) + "/bin/";
+  const ::torus::test::ShellResult outcome = ::torus::test::run_shell(
+      "timeout " + std::to_string(kDeadlineSeconds) + " /usr/bin/python3 " + std::string(TORUS_SOURCE_DIR) +
+      "/tests/chart_apply/operator_pod_test.py --standin " + bin + "kube-standin --torus " + bin +
+      "torus --torus-worker " + bin + "torus-worker --kubectl " + TORUS_KUBECTL + " --helm " + TORUS_HELM);
+  EXPECT_EQ(outcome.exit_code, 0) << (outcome.exit_code == 124 ? "past the deadline\n" : "") << outcome.output;
+  EXPECT_NE(outcome.output.find("\nOK"), std::string::npos) << outcome.output;
+}
+
 }  // namespace

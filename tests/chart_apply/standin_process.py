@@ -48,13 +48,13 @@ def key_of(obj):
 class Standin:
     """kube-standin as a process on a free port (HTTPS), with a kubeconfig and a kubectl discovery cache of its own."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, extra_args=()):
         self.kubeconfig = os.path.join(workdir, "kubeconfig")
         self.cache = os.path.join(workdir, "kubectl-cache")
         self.log = open(os.path.join(workdir, "standin.log"), "w+")
         # HTTPS with token authentication, as a cluster's apiserver serves kubectl.
         self.process = subprocess.Popen([STANDIN, "--port", "0", "--kubeconfig", self.kubeconfig,
-                                         "--tls-dir", os.path.join(workdir, "tls")],
+                                         "--tls-dir", os.path.join(workdir, "tls"), *extra_args],
                                         stdout=subprocess.PIPE, stderr=self.log, text=True)
         self.url = self._first_line()
 
