@@ -88,7 +88,9 @@ class Recorder {
 
 class InformerTest : public test::InProcessStandin {
  protected:
-  InformerOptions options(const std::string& selector = "") const {
+  // By default the test's own ConfigMaps (config_map labels them `app`): every namespace also has kube-root-ca.crt,
+  // as in a cluster.
+  InformerOptions options(const std::string& selector = "app") const {
     InformerOptions o;
     o.namespace_ = "default";
     o.label_selector = selector;
