@@ -91,8 +91,9 @@ void KubeletSim::create_nodes() {
                    {"kubernetes.io/arch", "amd64"},
                    {options_.pool.rack_label, "rack-" + std::to_string(i / per_rack)}};
     std::string ip = node_ip(i);
-    json capacity = {{"cpu", "16"},
-                     {"memory", "64Gi"},
+    // An 8-GPU node's size (a p4d's 96 cores, 1152 GiB): what the GPU examples ask for per worker fits one.
+    json capacity = {{"cpu", "96"},
+                     {"memory", "1152Gi"},
                      {"pods", "110"},
                      {"nvidia.com/gpu", std::to_string(options_.pool.gpus_per_node)}};
     json object = {

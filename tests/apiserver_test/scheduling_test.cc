@@ -84,7 +84,7 @@ TEST_F(SchedulingTest, RequiredNodeAffinityAndCpuRequests) {
   ok({"wait", "--for=condition=Ready", "pod/rack1", "--timeout=10s"});
   const json node = get_json({"get", "node", node_of("rack1"), "-o", "json"});
   EXPECT_EQ(node["metadata"]["labels"].value("topology.torus.dev/rack", ""), "rack-1");
-  ok({"apply", "-f", write_file("c.yaml", pod("big", "", "{requests: {cpu: \"20\"}}"))});
+  ok({"apply", "-f", write_file("c.yaml", pod("big", "", "{requests: {cpu: \"100\"}}"))});  // nodes have 96
   EXPECT_EQ(scheduled_message("big"), "0/4 nodes are available: 4 Insufficient cpu.");
 }
 

@@ -53,6 +53,12 @@ class ExamplesE2E : public ::testing::Test {
     standin_ = start_standin(dir_, kubeconfig_,
                              {"--nodes", "4", "--racks", "2", "--run-pods", (dir_ / "pods").string(), "--pod-command",
                               "torus-worker=" + probe.string()});
+    // The imagenet example gang-schedules with Volcano: this cluster has it (the stand-in's scheduler serves the
+    // name), as a cluster running that example would.
+    const fs::path serve = dir_ / "serve-volcano.json";
+    std::ofstream(serve) << R"({"action":"serveScheduler","name":"volcano"})";
+    const CmdResult served = kubectl({"create", "--raw", "/_standin/kubelet", "-f", serve.string()});
+    ASSERT_EQ(served.code, 0) << served.out;
     operator_ = std::make_unique<Daemon>("operator",
                                          std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig",
                                                                   kubeconfig_, "--metrics-addr", "127.0.0.1:0"},
