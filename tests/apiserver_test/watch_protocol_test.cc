@@ -98,11 +98,13 @@ TEST_F(WatchProtocolTest, SendInitialEventsEndsTheStateWithAnAnnotatedBookmark) 
   EXPECT_EQ((*event)["object"]["metadata"]["name"], "c");
 }
 
+// Changes after the resourceVersion only (a resourceVersion, not "now": the watch's registration races the create).
 TEST_F(WatchProtocolTest, SendInitialEventsFalseSkipsTheState) {
   ASSERT_EQ(create_configmap("a").status, 201);
+  const std::string rv = list_rv();
   WatchClient watch(server_->port(),
                     "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=false"
-                    "&resourceVersionMatch=NotOlderThan&resourceVersion=");
+                    "&resourceVersionMatch=NotOlderThan&resourceVersion=" + rv);
   ASSERT_EQ(create_configmap("b").status, 201);
   auto event = watch.next();
   ASSERT_TRUE(event);
