@@ -147,7 +147,7 @@ bool has_finite_sample(const json& result) {
 // /api/v1/query_range over [start, end]: what Grafana asks for a time series panel over the run.
 json query_range(const prom::PrometheusServer& prometheus, const std::string& expr, double start, double end) {
   const std::string target = "/api/v1/query_range?query=" + prom::url_encode(expr) + "&start=" + std::to_string(start) +
-                             "&end=" + std::to_string(end) + "&step=2";
+                             "&end=" + std::to_string(end) + "&step=1";
   const prom::HttpReply reply = prom::http_get("127.0.0.1", prometheus.port(), target, 30s);
   if (reply.status != 200) return json{{"error", reply.body}};
   return json::parse(reply.body)["data"]["result"];
@@ -166,7 +166,9 @@ TEST(DashboardsOnARun, EveryWorkerPanelHasDataFromARealTorusRun) {
   const test::TempDir dir("torus-e2e-metrics-dashboards");  // outlives the run, which writes into it
   const double run_start = unix_now();
   // Checkpoints during the epoch too: the one at its end comes as the run exits, after the last scrape.
-  BackgroundRun run({"run", kExample, "--workers", std::to_string(kWorkers), "--set", "spec.training.epochs=1", "--set",
+  // Two epochs: one lasts about 5 s on 2 ranks now, too few 1 s scrapes for the rate() panels to have two samples at
+  // the query's evaluation times.
+  BackgroundRun run({"run", kExample, "--workers", std::to_string(kWorkers), "--set", "spec.training.epochs=2", "--set",
                      "spec.training.checkpoint.everySteps=60", "--set",
                      "spec.training.checkpoint.dir=" + (dir.path() / "ckpt").string()});
 
