@@ -3,20 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "operator/controller/progress.h"
+
 namespace torus::controller {
 namespace {
-
-// The value of `label` in a series key "name{a=\"x\",b=\"y\"}", or "".
-std::string goodput_series_label(const std::string& series, const std::string& label) {
-  const std::string key = label + "=\"";
-  for (size_t at = series.find(key); at != std::string::npos; at = series.find(key, at + 1)) {
-    if (at == 0 || (series[at - 1] != '{' && series[at - 1] != ',')) continue;
-    const size_t begin = at + key.size();
-    const size_t end = series.find('"', begin);
-    return end == std::string::npos ? "" : series.substr(begin, end - begin);
-  }
-  return "";
-}
 
 double* part_of(api::GoodputSeconds& s, const std::string& part) {
   if (part == "startup") return &s.startup;
@@ -69,8 +59,8 @@ std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, d
   GoodputReading r{.attempt = attempt};
   bool found = false;
   for (auto it = s.lower_bound(family); it != s.end() && it->first.starts_with(family); ++it) {
-    if (goodput_series_label(it->first, "attempt") != std::to_string(attempt) || !std::isfinite(it->second)) continue;
-    if (double* part = part_of(r.seconds, goodput_series_label(it->first, "part"))) {
+    if (label_of(it->first, "attempt") != std::to_string(attempt) || !std::isfinite(it->second)) continue;
+    if (double* part = part_of(r.seconds, label_of(it->first, "part"))) {
       *part = it->second;
       found = true;
     }

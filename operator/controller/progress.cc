@@ -14,18 +14,6 @@ std::optional<double> sample(const std::map<std::string, double>& s, const char*
   return it->second;
 }
 
-// The value of label `label` in a series key "name{a=\"x\",b=\"y\"}", or "" when it has none.
-std::string label_of(const std::string& series, const std::string& label) {
-  const std::string key = label + "=\"";
-  for (size_t at = series.find(key); at != std::string::npos; at = series.find(key, at + 1)) {
-    if (at == 0 || (series[at - 1] != '{' && series[at - 1] != ',')) continue;
-    const size_t begin = at + key.size();
-    const size_t end = series.find('"', begin);
-    return end == std::string::npos ? "" : series.substr(begin, end - begin);
-  }
-  return "";
-}
-
 // The algorithm of the gang-wide ("global") all-reduce series that carried the most bytes.
 std::string busiest_algorithm(const std::map<std::string, double>& s) {
   const std::string family = "torus_worker_allreduce_bytes_total{";
@@ -40,6 +28,17 @@ std::string busiest_algorithm(const std::map<std::string, double>& s) {
 }
 
 }  // namespace
+
+std::string label_of(const std::string& series, const std::string& label) {
+  const std::string key = label + "=\"";
+  for (size_t at = series.find(key); at != std::string::npos; at = series.find(key, at + 1)) {
+    if (at == 0 || (series[at - 1] != '{' && series[at - 1] != ',')) continue;
+    const size_t begin = at + key.size();
+    const size_t end = series.find('"', begin);
+    return end == std::string::npos ? "" : series.substr(begin, end - begin);
+  }
+  return "";
+}
 
 std::map<std::string, double> parse_prometheus_text(const std::string& text) {
   std::map<std::string, double> out;

@@ -14,6 +14,8 @@ namespace torus::controller {
 // exposes per label (the all-reduce's, per algorithm and level). Hand-written: Debian ships no Prometheus client
 // parser for C++.
 std::map<std::string, double> parse_prometheus_text(const std::string& text);
+// The value of label `label` in a series key "name{a=\"x\",b=\"y\"}" (parse_prometheus_text's keys), or "".
+std::string label_of(const std::string& series, const std::string& label);
 
 // Progress from rank 0's samples: epoch, step, loss, accuracy, images/s (whole gang), an ETA from the planned
 // steps, and the gang-wide all-reduce algorithm that carried the most bytes (the rule of `torus run`'s summary). nullopt when the text holds none of the worker's metrics.
