@@ -368,6 +368,18 @@ void KubeletSim::on_container_exit(const ProcessKubelet::Exit& exit) {
       return;
     }
     terminate(exit.ns, exit.pod, exit.exit_code, exit.container, exit.reason);
+    // terminate() counted a restart: start the process again, after the kubelet's crash-loop back-off (10 s doubling
+    // up to 5 minutes from the second restart on; the first is at once, as a kubelet's first restart is).
+    const ObjectPtr after = store_.get(pods_, exit.ns, exit.pod);
+    for (const json& c : (*after)["status"].value("containerStatuses", json::array())) {
+      if (c.value("name", "") != exit.container || !c["state"].contains("running")) continue;
+      const int restarts = c.value("restartCount", 0);
+      const int doublings = std::min(std::max(restarts - 2, 0), 5);
+      const auto delay = restarts <= 1 ? std::chrono::milliseconds(0)
+                                       : std::min<std::chrono::milliseconds>(std::chrono::seconds(10 << doublings),
+                                                                             std::chrono::minutes(5));
+      processes_->restart(exit.ns, exit.pod, exit.container, delay);
+    }
   } catch (const ApiError& e) {  // the process kubelet's thread: gone or changed meanwhile, logged
     TLOG(Warn) << "kubelet: " << exit.ns << "/" << exit.pod << " container " << exit.container << " exited "
                << exit.exit_code << ": " << e.what();

@@ -35,6 +35,10 @@ struct ProcessKubelet::Impl {
     std::string key;
     std::chrono::seconds grace;
   };
+  struct Restart {
+    std::string ns, pod, container;
+    Clock::time_point at;
+  };
 
   Impl(const Store& s, SandboxOptions o, ExitHandler h) : store(s), options(std::move(o)), on_exit(std::move(h)) {
     if (::pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw_errno("process kubelet: pipe");
@@ -66,7 +70,7 @@ struct ProcessKubelet::Impl {
       const bool waiting = start_pending();
       handle_stops();
       kill_overdue();
-      milliseconds timeout = waiting ? kRetry : milliseconds(1000);
+      milliseconds timeout = std::min(waiting ? kRetry : milliseconds(1000), start_due_restarts());
       if (!kill_at.empty()) {
         timeout = std::min(timeout, std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
                                                                   kill_at.begin()->second - Clock::now())));
@@ -120,13 +124,45 @@ struct ProcessKubelet::Impl {
       running[key] += static_cast<int>(launch.containers.size());
     }
     for (const ContainerLaunch& c : launch.containers) {
-      auto log = std::make_unique<std::ofstream>(launch.dir / (c.name + ".log"), std::ios::app);
-      const size_t index = sup.start({key + "/" + c.name, c.argv, c.env});
-      if (procs.size() <= index) procs.resize(index + 1);
-      procs[index] = Proc{ns, name, c.name, std::move(log)};
-      std::ofstream(launch.dir / (c.name + ".pid")) << sup.pid(index) << "\n";
-      TLOG(Info) << "process kubelet: " << key << " container " << c.name << " started as pid " << sup.pid(index);
+      launches[key + "/" + c.name] = {launch.dir, c};
+      start_container(ns, name, launch.dir, c);
     }
+  }
+
+  void start_container(const std::string& ns, const std::string& name, const std::filesystem::path& dir,
+                       const ContainerLaunch& c) {
+    const std::string key = key_of(ns, name);
+    auto log = std::make_unique<std::ofstream>(dir / (c.name + ".log"), std::ios::app);
+    const size_t index = sup.start({key + "/" + c.name, c.argv, c.env});
+    if (procs.size() <= index) procs.resize(index + 1);
+    procs[index] = Proc{ns, name, c.name, std::move(log)};
+    std::ofstream(dir / (c.name + ".pid")) << sup.pid(index) << "\n";
+    TLOG(Info) << "process kubelet: " << key << " container " << c.name << " started as pid " << sup.pid(index);
+  }
+
+  // Starts the restarts that are due; returns how long until the next one (1 s when none waits).
+  milliseconds start_due_restarts() {
+    std::vector<Restart> due;
+    milliseconds next(1000);
+    {
+      std::lock_guard lock(mu);
+      const auto now = Clock::now();
+      for (auto it = restarts.begin(); it != restarts.end();) {
+        if (it->at <= now) {
+          due.push_back(*it);
+          it = restarts.erase(it);
+        } else {
+          next = std::min(next, std::chrono::duration_cast<milliseconds>(it->at - now) + milliseconds(1));
+          ++it;
+        }
+      }
+      for (const Restart& r : due) ++running[key_of(r.ns, r.pod)];
+    }
+    for (const Restart& r : due) {
+      auto launch = launches.find(key_of(r.ns, r.pod) + "/" + r.container);
+      if (launch != launches.end()) start_container(r.ns, r.pod, launch->second.first, launch->second.second);
+    }
+    return next;
   }
 
   void cannot_run(const json& pod, const std::string& why) {
@@ -203,9 +239,12 @@ struct ProcessKubelet::Impl {
   std::vector<StopRequest> stops;      // pods to stop
   std::map<std::string, int> running;  // pod key -> containers running
   std::set<std::string> cancelled;     // deleted while waiting to start
+  std::vector<Restart> restarts;       // containers to start again, when due
 
   // The thread's own.
   std::vector<Proc> procs;  // by supervisor index
+  // "ns/pod/container" -> its pod's folder and its launch, for a restart.
+  std::map<std::string, std::pair<std::filesystem::path, ContainerLaunch>> launches;
   std::map<std::string, Clock::time_point> kill_at;
   process::Supervisor sup{[this](size_t i, process::Stream, std::string_view line) { on_line(i, line); }};
   std::thread thread;
@@ -230,10 +269,20 @@ void ProcessKubelet::run(const json& pod) {
   impl_->wake();
 }
 
+void ProcessKubelet::restart(const std::string& ns, const std::string& name, const std::string& container,
+                             std::chrono::milliseconds delay) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->restarts.push_back({ns, name, container, Clock::now() + delay});
+  }
+  impl_->wake();
+}
+
 bool ProcessKubelet::stop(const std::string& ns, const std::string& name, std::chrono::seconds grace) {
   const std::string key = key_of(ns, name);
   {
     std::lock_guard lock(impl_->mu);
+    std::erase_if(impl_->restarts, [&](const Impl::Restart& r) { return key_of(r.ns, r.pod) == key; });
     for (auto it = impl_->pending.begin(); it != impl_->pending.end(); ++it) {
       if (key_of(namespace_of(*it), name_of(*it)) == key) {
         impl_->pending.erase(it);

@@ -44,6 +44,11 @@ class ProcessKubelet {
   // The pod is being deleted: SIGTERM now, SIGKILL after `grace`. False when none of its processes runs (nothing to
   // wait for).
   bool stop(const std::string& ns, const std::string& name, std::chrono::seconds grace);
+  // Starts container `container` of a running pod again after `delay` (restartPolicy Always, or OnFailure after a
+  // failure: the kubelet's restart, with its crash-loop back-off as the delay), as the same launch: its volumes
+  // stay, anything else it wrote is gone with the old process's private root. Dropped when the pod is stopped.
+  void restart(const std::string& ns, const std::string& name, const std::string& container,
+               std::chrono::milliseconds delay);
 
  private:
   struct Impl;

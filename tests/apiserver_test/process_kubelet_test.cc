@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "tests/apiserver_test/standin_fixture.h"
 
@@ -93,6 +94,37 @@ TEST_F(ProcessKubeletTest, ExitZeroSucceeds) {
   ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/done", "--timeout=30s"});
   EXPECT_EQ(pod("done")["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "Completed");
   EXPECT_THAT(log_of("done"), HasSubstr("fine"));
+}
+
+// restartPolicy Always: an exited container is started again (the kubelet's restart, the first one at once), its
+// volumes kept; the status counts the restart and the pod runs again. The emptyDir counts the starts.
+TEST_F(ProcessKubeletTest, AnExitedContainerOfAnAlwaysPodIsStartedAgain) {
+  std::string spec = pod_yaml("again",
+                              "echo start >> /data/starts; if [ $(wc -l < /data/starts) -ge 2 ]; then exec sleep 60; "
+                              "fi; exit 3",
+                              "  volumes: [{name: data, emptyDir: {}}]\n",
+                              "    volumeMounts: [{name: data, mountPath: /data}]\n");
+  spec.replace(spec.find("restartPolicy: Never"), 20, "restartPolicy: Always");
+  ok({"apply", "-f", write_file("again.yaml", spec)});
+  ok({"wait", "--for=jsonpath={.status.containerStatuses[0].restartCount}=1", "pod/again", "--timeout=20s"});
+  const json status = pod("again")["status"];
+  EXPECT_EQ(status["phase"], "Running");
+  EXPECT_EQ(status["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 3);
+  // The second start is a real process: it writes its line to the pod's emptyDir (the status may come first, so
+  // the file is watched until it does, within a deadline).
+  const auto starts = pod_dir(dir_ + "/pods", pod("again")) / "volumes" / "data" / "starts";
+  auto lines = [&] {
+    std::ifstream in(starts);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) ++n;
+    return n;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (lines() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a file has no event to wait on here
+  }
+  EXPECT_EQ(lines(), 2);
 }
 
 TEST_F(ProcessKubeletTest, DeletionAsksWithSigtermAndKillsAfterTheGracePeriod) {
