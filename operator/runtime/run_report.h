@@ -9,9 +9,12 @@
 
 #include "operator/runtime/goodput.h"
 #include "operator/runtime/local_gang.h"
-#include "operator/runtime/straggler.h"
+#include "common/process/straggler.h"
 
 namespace torus::runtime {
+
+using process::Straggler;  // shared with the operator (common/process/straggler.h)
+using process::StragglerWatch;
 
 struct Progress {
   int epoch = 0, epochs = 0;

@@ -1,5 +1,5 @@
 // A straggler named from the ranks' arrival offsets (data wait + own work per step) over a window of steps.
-#include "operator/runtime/straggler.h"
+#include "common/process/straggler.h"
 
 #include <gtest/gtest.h>
 
@@ -43,6 +43,29 @@ TEST(StragglerWatch, AnEvenGangHasNone) {
   EXPECT_FALSE(watch.on_event(0, progress(100, 0.011)));
   EXPECT_FALSE(watch.on_event(1, progress(100, 0.012)));  // 1.09x: within the margin
   EXPECT_FALSE(watch.worst());
+}
+
+// The operator reads every closed window's verdict from cumulative samples: the slowest rank even under the margin
+// (its metric), and whether it is past it (its condition), so a recovered rank shows as no longer straggling.
+TEST(StragglerWatch, EveryClosedWindowSaysItsSlowestRankAndWhetherItStraggles) {
+  StragglerWatch watch(2, 50, 1.25);
+  EXPECT_FALSE(watch.on_sample(0, 0, 0));
+  EXPECT_FALSE(watch.on_sample(1, 0, 0));
+  EXPECT_FALSE(watch.on_sample(0, 100, 1.0));  // rank 1 has not reported the window's steps yet
+  auto w = watch.on_sample(1, 100, 2.0);
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(w->straggling);
+  EXPECT_EQ(w->slowest.rank, 1);
+  EXPECT_NEAR(w->slowest.slowdown, 2.0, 1e-9);
+  // Recovered: 1.1x is the slowest of the next window, but under the margin.
+  EXPECT_FALSE(watch.on_sample(0, 200, 2.0));
+  w = watch.on_sample(1, 200, 3.1);
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(w->straggling);
+  EXPECT_EQ(w->slowest.rank, 1);
+  EXPECT_NEAR(w->slowest.slowdown, 1.1, 1e-9);
+  EXPECT_EQ(watch.worst()->rank, 1);
+  EXPECT_FALSE(StragglerWatch(1).on_sample(0, 100, 1.0));  // a gang of one has no straggler
 }
 
 TEST(StragglerWatch, TheSummaryNamesIt) {

@@ -1,4 +1,4 @@
-#include "operator/runtime/straggler.h"
+#include "common/process/straggler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,14 +7,13 @@
 #include "common/process/goodput.h"
 #include "common/process/worker_events.h"
 
-namespace torus::runtime {
+namespace torus::process {
 
-std::optional<Straggler> StragglerWatch::on_event(int rank, const nlohmann::json& e) {
-  if (world_ < 2 || e.value("event", "") != process::event::kProgress || !e.contains("ledger")) return std::nullopt;
-  const process::RankLedger l = process::rank_ledger_from_json(e["ledger"]);
+std::optional<StragglerWindow> StragglerWatch::on_sample(int rank, int64_t steps, double arrival_offset_s) {
+  if (world_ < 2) return std::nullopt;
   Window& w = windows_[rank];
-  w.steps = l.steps;
-  w.offset = l[process::TimePart::kDataWait] + l[process::TimePart::kTraining];
+  w.steps = steps;
+  w.offset = arrival_offset_s;
   if (w.steps_at_start < 0) {
     w.steps_at_start = w.steps;
     w.offset_at_start = w.offset;
@@ -31,22 +30,29 @@ std::optional<Straggler> StragglerWatch::on_event(int rank, const nlohmann::json
   const auto mid = static_cast<long>((sorted.size() - 1) / 2);
   std::nth_element(sorted.begin(), sorted.begin() + mid, sorted.end());
   const double median = sorted[static_cast<size_t>(mid)];
-  std::optional<Straggler> found;
+  std::optional<Straggler> slowest;
   size_t i = 0;
   for (auto& [r, x] : windows_) {
     const double mine = per_step[i++];
-    if (median > 0 && mine >= threshold_ * median && (!found || mine > found->arrival_s)) {
-      found = Straggler{r, mine / median, mine, median};
-    }
+    if (!slowest || mine > slowest->arrival_s) slowest = Straggler{r, median > 0 ? mine / median : 1, mine, median};
     x.steps_at_start = x.steps;
     x.offset_at_start = x.offset;
   }
-  if (found && (!worst_ || found->slowdown > worst_->slowdown)) worst_ = found;
+  const bool straggling = median > 0 && slowest->arrival_s >= threshold_ * median;
+  if (straggling && (!worst_ || slowest->slowdown > worst_->slowdown)) worst_ = slowest;
+  return StragglerWindow{*slowest, straggling};
+}
+
+std::optional<Straggler> StragglerWatch::on_event(int rank, const nlohmann::json& e) {
+  if (e.value("event", "") != event::kProgress || !e.contains("ledger")) return std::nullopt;
+  const RankLedger l = rank_ledger_from_json(e["ledger"]);
+  const auto window = on_sample(rank, l.steps, l[TimePart::kDataWait] + l[TimePart::kTraining]);
+  if (!window || !window->straggling) return std::nullopt;
   // Said once per rank, and again only when its slowdown moved by a fifth or more.
-  if (!found) return std::nullopt;
-  if (named_ && named_->rank == found->rank && std::abs(found->slowdown - named_->slowdown) < 0.2) return std::nullopt;
+  const Straggler& found = window->slowest;
+  if (named_ && named_->rank == found.rank && std::abs(found.slowdown - named_->slowdown) < 0.2) return std::nullopt;
   named_ = found;
   return found;
 }
 
-}  // namespace torus::runtime
+}  // namespace torus::process
