@@ -76,6 +76,7 @@ TEST(WorkQueue, AddAfterDeliversOnlyOnceDue) {
   EXPECT_EQ(q.length(), 0u);
   auto key = q.get();
   EXPECT_EQ(key, "ns/timer");
+  // The property (a lower bound, which load cannot break): a delayed key is not handed out before it is due.
   EXPECT_GE(std::chrono::steady_clock::now() - start, 30ms);
 }
 
