@@ -42,6 +42,9 @@ constexpr std::array kTable = std::to_array<Tunable>({
      "`torus run`: the torus-worker executable it starts; default the one next to `torus` (e.g. a sanitizer build)"},
     {"TORUS_TEST_SIGKILL_AT_STEP", Type::kString, "", "",
      "tests only: RANK:STEP makes that rank of attempt 0 SIGKILL itself after that global step (known lost work)"},
+    {"TORUS_TEST_SIGSTOP_AT_STEP", Type::kString, "", "",
+     "tests only: RANK:STEP makes that rank of attempt 0 SIGSTOP itself after that global step, until a SIGCONT "
+     "(its peers wait alive in the next collective)"},
     {"TORUS_CUDA_TF32", Type::kInteger, "1", "", "GPU: 1 lets fp32 convolutions and GEMMs use TF32, 0 denies it"},
     {"TORUS_CUDNN_BENCHMARK", Type::kInteger, "0", "", "GPU: 1 times the cuDNN convolution algorithms"},
     {"TORUS_CUDNN_DETERMINISTIC", Type::kInteger, "0", "",

@@ -76,13 +76,17 @@ class FanOut final : public TrainObserver {
   std::vector<TrainObserver*> observers_;
 };
 
-// TORUS_TEST_SIGKILL_AT_STEP=RANK:STEP (a test tunable): that rank of attempt 0 SIGKILLs itself once it has
-// finished that global step, so a test knows exactly which steps a failure loses.
-class InjectedKill final : public TrainObserver {
+// Test tunables RANK:STEP: that rank of attempt 0 raises a signal at itself once it has finished that global step.
+// TORUS_TEST_SIGKILL_AT_STEP: SIGKILL, so a test knows exactly which steps a failure loses.
+// TORUS_TEST_SIGSTOP_AT_STEP: SIGSTOP, until the test sends SIGCONT: the rank is held at a known step and its peers
+// wait for it in the next collective, alive (their metrics served), whatever the speed of the machine.
+class InjectedSignal final : public TrainObserver {
  public:
-  InjectedKill(int rank, int step) : rank_(rank), step_(step) {}
-  static std::unique_ptr<InjectedKill> from_tunables(const launch::RankEnv& env) {
-    const auto spec = tunables::process_snapshot().text("TORUS_TEST_SIGKILL_AT_STEP");
+  InjectedSignal(const char* tunable, int signal, const char* signal_name, int rank, int step)
+      : tunable_(tunable), signal_(signal), signal_name_(signal_name), rank_(rank), step_(step) {}
+  static std::unique_ptr<InjectedSignal> from_tunables(const launch::RankEnv& env, const char* tunable, int signal,
+                                                       const char* signal_name) {
+    const auto spec = tunables::process_snapshot().text(tunable);
     if (!spec || env.attempt != 0) return nullptr;
     const auto colon = spec->find(':');
     int rank = -1, step = -1;
@@ -90,20 +94,23 @@ class InjectedKill final : public TrainObserver {
     if (colon == std::string::npos ||
         std::from_chars(spec->data(), spec->data() + colon, rank).ptr != spec->data() + colon ||
         std::from_chars(spec->data() + colon + 1, end, step).ptr != end || rank < 0 || step < 1) {
-      throw InvalidArgument("TORUS_TEST_SIGKILL_AT_STEP: expected RANK:STEP (a rank >= 0, a step >= 1), got '" + *spec +
+      throw InvalidArgument(std::string(tunable) + ": expected RANK:STEP (a rank >= 0, a step >= 1), got '" + *spec +
                             "'");
     }
     if (rank != env.rank) return nullptr;
-    return std::make_unique<InjectedKill>(rank, step);
+    return std::make_unique<InjectedSignal>(tunable, signal, signal_name, rank, step);
   }
   void on_event(const ProgressEvent& e) override {
     if (e.kind != EventKind::kStep || e.step != step_) return;
-    TLOG(Warn) << "TORUS_TEST_SIGKILL_AT_STEP: rank " << rank_ << " kills itself after step " << step_;
+    TLOG(Warn) << tunable_ << ": rank " << rank_ << " raises " << signal_name_ << " after step " << step_;
     std::fflush(stdout);
-    ::raise(SIGKILL);
+    ::raise(signal_);
   }
 
  private:
+  const char* tunable_;
+  int signal_;
+  const char* signal_name_;
   int rank_, step_;
 };
 
@@ -139,27 +146,18 @@ std::vector<comm::ParamSpan> param_spans(const Arena& grads) {
   return spans;
 }
 
-// Gradient averaging for this rank's backend: the bucketed host reducer over the world communicator (Gloo, shared
-// memory) for host memory; for device memory, NCCL on its own communicator (bootstrapped through the world's store,
+// Gradient averaging of device memory on GPUs: NCCL on its own communicator (bootstrapped through the world's store,
 // watched by the world's watchdog), while the small host collectives stay on the world communicator.
 // `nccl_traffic` receives the NCCL gradient path's calls, bytes and device time (the host path's are in the world
 // communicator's own stats).
-GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, const comm::ReducerOptions& reducer,
-                                          [[maybe_unused]] const std::shared_ptr<comm::TrafficCounter>& nccl_traffic) {
-  if (backend.memory_space() == MemorySpace::kHost) {
-    return [&w, reducer](const Arena& grads) -> std::unique_ptr<GradientSync> {
-      auto sync = std::make_unique<CommGradientSync>(w.comm(), grads.all().span(), param_spans(grads), reducer);
-      // The reducer's own buckets, in the bytes it sends (16-bit compression halves them).
-      const size_t element = reducer.compression == api::Compression::kNone ? 4 : 2;
-      if (w.rank() == 0) {
-        TLOG(Info) << "gradient all-reduce: " << comm::describe(sync->reducer().buckets(), element);
-      }
-      return sync;
-    };
-  }
+GradientPath nccl_gradient_path([[maybe_unused]] comm::World& w, [[maybe_unused]] Backend& backend,
+                                [[maybe_unused]] const RunOptions& run,
+                                [[maybe_unused]] const std::shared_ptr<comm::TrafficCounter>& nccl_traffic) {
 #if defined(TORUS_WITH_NCCL)
   auto& gpu = dynamic_cast<cuda::CudaBackend&>(backend);
-  return [&w, &gpu, reducer, nccl_traffic](const Arena& grads) -> std::unique_ptr<GradientSync> {
+  const comm::ReducerOptions reducer = reducer_options(run.comm);
+  GradientPath path;
+  path.factory = [&w, &gpu, reducer, nccl_traffic](const Arena& grads) -> std::unique_ptr<GradientSync> {
     // Backends get twice the watchdog's deadline, so the watchdog reports a hung step first (with its exit code).
     auto nccl = std::make_unique<comm::NcclCommunicator>(w.rank(), w.size(), w.store(), gpu.device(), w.timeout() * 2,
                                                          "nccl/gradients/id");
@@ -173,6 +171,11 @@ GradientSyncFactory gradient_sync_factory(comm::World& w, Backend& backend, cons
     }
     return std::make_unique<GradientSyncOf<comm::NcclGradientSync>>(std::move(sync));
   };
+  path.plan = {
+      "all-reduce of the gradients: nccl (ncclAvg per bucket; spec.allReduce.algorithm and grid "
+      "do not apply to GPU gradients)"};
+  path.algorithm = "nccl";
+  return path;
 #else
   throw InvalidArgument("spec.gang.device: gpu with WORLD_SIZE=" + std::to_string(w.size()) +
                         " averages gradients with NCCL, which this torus-worker was built without (torus_comm_nccl)");
@@ -231,6 +234,34 @@ std::unique_ptr<Backend> make_backend(const RunOptions& run) {
 #endif
 }
 
+BackendFactory production_backends() {
+  BackendFactory f;
+  f.make_backend = make_backend;
+#if defined(TORUS_WITH_COMM)
+  f.device_gradients = nccl_gradient_path;
+#endif
+  return f;
+}
+
+#if defined(TORUS_WITH_COMM)
+GradientPath host_gradient_path(comm::World& w, const RunOptions& run) {
+  const comm::ReducerOptions reducer = reducer_options(run.comm);
+  GradientPath path;
+  path.factory = [&w, reducer](const Arena& grads) -> std::unique_ptr<GradientSync> {
+    auto sync = std::make_unique<CommGradientSync>(w.comm(), grads.all().span(), param_spans(grads), reducer);
+    // The reducer's own buckets, in the bytes it sends (16-bit compression halves them).
+    const size_t element = reducer.compression == api::Compression::kNone ? 4 : 2;
+    if (w.rank() == 0) {
+      TLOG(Info) << "gradient all-reduce: " << comm::describe(sync->reducer().buckets(), element);
+    }
+    return sync;
+  };
+  path.plan = describe_plan(w.comm().planner(), run.comm);
+  path.algorithm = std::string(api::to_string(main_algorithm(w.comm().planner(), run.comm)));
+  return path;
+}
+#endif
+
 RunResult train_job(const RunOptions& run, Backend& backend, const RankWiring& wiring,
                     std::vector<std::string>* described) {
   if (wiring.collectives == nullptr) throw InvalidArgument("train_job: the rank's collectives are required");
@@ -264,7 +295,8 @@ RunResult train_job(const RunOptions& run, Backend& backend, const RankWiring& w
   return r;
 }
 
-int run_worker(const WorkerOptions& options) {
+int run_worker(const WorkerOptions& options, const BackendFactory& backends) {
+  if (!backends.make_backend) throw InvalidArgument("run_worker: the backend factory is required");
   const launch::RankEnv rank_env = launch::rank_env_from_environment();
   const api::TrainingJob job = api::load_job_file(job_file_of(options, rank_env));
   if (rank_env.launch == launch::Launch::kLocalRanks) return run_pod_of_local_ranks(rank_env);
@@ -273,12 +305,13 @@ int run_worker(const WorkerOptions& options) {
   const RunOptions run = run_options(job.spec, rank_env, tunables::process_snapshot());
   LogObserver log_observer;
   Telemetry telemetry(run.telemetry);
-  const std::unique_ptr<InjectedKill> injected_kill = InjectedKill::from_tunables(rank_env);
-  FanOut observers({&log_observer, &telemetry, injected_kill.get()});
+  const auto injected_kill = InjectedSignal::from_tunables(rank_env, "TORUS_TEST_SIGKILL_AT_STEP", SIGKILL, "SIGKILL");
+  const auto injected_stop = InjectedSignal::from_tunables(rank_env, "TORUS_TEST_SIGSTOP_AT_STEP", SIGSTOP, "SIGSTOP");
+  FanOut observers({&log_observer, &telemetry, injected_kill.get(), injected_stop.get()});
   RunResult r;
   if (run.world_size == 1) {
     train::LocalCollectives alone;
-    auto backend = make_backend(run);
+    auto backend = backends.make_backend(run);
     r = train_job(run, *backend,
                   {.collectives = &alone, .observer = &observers, .telemetry = &telemetry, .started_at = started_at});
     telemetry.finished(r, 0, "");
@@ -290,23 +323,21 @@ int run_worker(const WorkerOptions& options) {
     w->watchdog().set_last_words([&telemetry] { telemetry.aborted(); });
     log::set_tag("rank " + std::to_string(w->rank()));
     CommCollectives collectives(w->comm());
-    auto backend = make_backend(run);
+    auto backend = backends.make_backend(run);
     auto nccl_traffic = std::make_shared<comm::TrafficCounter>();
+    if (backend->memory_space() != MemorySpace::kHost && !backends.device_gradients)
+      throw InvalidArgument("run_worker: " + backend->name() + " has device memory and no gradient path for it");
+    GradientPath gradients = backend->memory_space() == MemorySpace::kHost
+                                 ? host_gradient_path(*w, run)
+                                 : backends.device_gradients(*w, *backend, run, nccl_traffic);
     RankWiring wiring{.collectives = &collectives,
-                      .sync_factory = gradient_sync_factory(*w, *backend, reducer_options(run.comm), nccl_traffic),
+                      .sync_factory = std::move(gradients.factory),
                       .observer = &observers,
                       .telemetry = &telemetry,
+                      .comm_plan = std::move(gradients.plan),
+                      .algorithm = std::move(gradients.algorithm),
                       .started_at = started_at,
                       .comm_init_seconds = comm_init_seconds};
-    if (backend->memory_space() == MemorySpace::kHost) {
-      wiring.comm_plan = describe_plan(w->comm().planner(), run.comm);
-      wiring.algorithm = std::string(api::to_string(main_algorithm(w->comm().planner(), run.comm)));
-    } else {
-      wiring.comm_plan = {
-          "all-reduce of the gradients: nccl (ncclAvg per bucket; spec.allReduce.algorithm and grid "
-          "do not apply to GPU gradients)"};
-      wiring.algorithm = "nccl";
-    }
     telemetry.set_collective_sampler([&w, nccl_traffic] {
       std::vector<CollectiveSample> out;
       for (const auto& [key, s] : w->comm().stats()) {

@@ -3,6 +3,7 @@
 // (job, launch contract, tunables); the backend, the communicator, the trainer and the telemetry are each built from
 // their part of it, here and nowhere else. Kept out of main.cc so tests can run it in-process.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,11 @@
 #include "worker/app/telemetry.h"
 #include "worker/backend/backend.h"
 #include "worker/train/trainer.h"
+
+namespace torus::comm {
+class World;
+class TrafficCounter;
+}  // namespace torus::comm
 
 namespace torus::worker::app {
 
@@ -25,13 +31,40 @@ WorkerOptions parse_worker_args(int argc, char** argv);
 // --job FILE, else TORUS_JOB_FILE; throws InvalidArgument with the usage when neither names one.
 std::string job_file_of(const WorkerOptions& options, const launch::RankEnv& rank_env);
 
+// How the gradients of a rank are averaged across the world, as the communicator that does it describes itself.
+struct GradientPath {
+  train::GradientSyncFactory factory;
+  std::vector<std::string> plan;  // rank 0's effective configuration lines
+  std::string algorithm;          // torus_worker_run_info's algorithm label: "ring", "nccl", ...
+};
+
+// The machine-dependent part of a rank, the composition root's one dependency: the backend for `run`, and how the
+// gradients of a backend whose memory the host collectives must not read (MemorySpace::kDevice) are averaged. Host
+// memory always goes through the host reducer over the world communicator (host_gradient_path).
+struct BackendFactory {
+  std::function<std::unique_ptr<Backend>(const RunOptions&)> make_backend;
+  std::function<GradientPath(comm::World&, Backend&, const RunOptions&,
+                             const std::shared_ptr<comm::TrafficCounter>& device_traffic)>
+      device_gradients;
+};
+
+// torus-worker's: make_backend below (CPU or CUDA by run.engine.device), device gradients over NCCL (throws naming
+// the field where this worker was built without it).
+BackendFactory production_backends();
+
 // Reads the launch contract (common/launch/rank_env.h), loads and validates the job, trains this rank (alone when
-// WORLD_SIZE is 1 or unset) and returns the exit code: 0 when the run finished (target reached or all epochs done).
-// A pod of several local ranks (no RANK, LOCAL_WORLD_SIZE > 1) starts them instead (worker/app/local_ranks.h).
-int run_worker(const WorkerOptions& options);
+// WORLD_SIZE is 1 or unset) on what `backends` makes and returns the exit code: 0 when the run finished (target
+// reached or all epochs done). A pod of several local ranks (no RANK, LOCAL_WORLD_SIZE > 1) starts them instead
+// (worker/app/local_ranks.h): more processes of this same executable.
+int run_worker(const WorkerOptions& options, const BackendFactory& backends);
 
 // The backend run.engine names: the oneDNN CPU engine with its threads, or the GPU of this local rank.
 std::unique_ptr<Backend> make_backend(const RunOptions& run);
+
+// The bucketed host reducer over the world communicator, with the planner's algorithm per bucket size. For host
+// memory, and for a device whose memory the host can address after all (the tests' pretend device). Only in builds
+// with the communication layer (worker/comm).
+GradientPath host_gradient_path(comm::World& world, const RunOptions& run);
 
 // What the composition root wires around the trainer of one rank. `comm_plan`: the communicator's description of
 // its algorithm per bucket size (empty for one rank); `algorithm`: the run-info label of the gradient path.
