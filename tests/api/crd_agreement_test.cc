@@ -1,5 +1,7 @@
 // The CRD schema (what the apiserver enforces) and the C++ validator (what torus enforces) must agree: on every
 // corpus file they reach the same verdict, except for cross-field rules only C++ can check (`# schema: accepts`).
+// The schema side here is the stand-in's own checker (tests/support/openapi_schema.h); crd_oracle_test.cc checks that
+// checker against an independent one (Python's jsonschema).
 #include <gtest/gtest.h>
 
 #include <algorithm>

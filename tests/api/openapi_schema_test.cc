@@ -65,6 +65,37 @@ TEST(OpenApiSchema, IntegerTypeAndFormatRanges) {
   EXPECT_FALSE(validate_against_schema(kSchema, json::parse(R"({"spec": {"workers": null}})")).empty());
 }
 
+// Found by crd_oracle_test.cc against jsonschema: a date-time is a calendar date and a time of day, not just digits.
+TEST(OpenApiSchema, DateTimesAreCalendarDatesAndTimesOfDay) {
+  const json schema =
+      json::parse(R"({"type": "object", "properties": {"t": {"type": "string", "format": "date-time"}}})");
+  auto ok = [&](const char* t) { return validate_against_schema(schema, json{{"t", t}}).empty(); };
+  EXPECT_TRUE(ok("2026-11-22T06:00:00Z"));
+  EXPECT_TRUE(ok("2026-11-22t06:00:00.123456+01:00"));
+  EXPECT_TRUE(ok("2028-02-29T00:00:00Z"));
+  EXPECT_FALSE(ok("2026-02-29T00:00:00Z"));
+  EXPECT_FALSE(ok("2026-13-01T00:00:00Z"));
+  EXPECT_FALSE(ok("2026-11-22T24:00:00Z"));
+  EXPECT_FALSE(ok("2026-11-22T06:00:60Z"));
+  EXPECT_FALSE(ok("2026-11-22 06:00:00Z"));
+  EXPECT_FALSE(ok("2026-11-22T06:00:00"));
+}
+
+// Found by crd_oracle_test.cc: x-kubernetes-list-type map keeps one item per key, set one per value.
+TEST(OpenApiSchema, ListTypesRefuseDuplicates) {
+  const json schema = json::parse(R"({"type": "object", "properties": {
+    "conditions": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+                   "items": {"type": "object", "properties": {"type": {"type": "string"}, "status": {"type": "string"}}}},
+    "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}}}})");
+  const auto errors = validate_against_schema(schema, json::parse(R"({
+    "conditions": [{"type": "Ready", "status": "True"}, {"type": "Running"}, {"type": "Ready", "status": "False"}],
+    "tags": ["a", "b", "a"]})"));
+  EXPECT_EQ(errors, (std::vector<std::string>{"conditions[2]: Duplicate value: {\"type\":\"Ready\"}",
+                                              "tags[2]: Duplicate value: \"a\""}));
+  EXPECT_TRUE(
+      validate_against_schema(schema, json::parse(R"({"conditions": [{"type": "A"}, {"type": "B"}]})")).empty());
+}
+
 TEST(OpenApiSchema, PrunesUnknownFieldsLikeTheApiserver) {
   const json v = json::parse(R"({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"}, "junk": 1,
     "spec": {"workers": 1, "extra": 2, "template": {"kept": 3}, "labels": {"k": "v"}, "mode": null}})");

@@ -245,6 +245,16 @@ WriteResult Store::create_locked(const ResourceType& type, const std::string& ns
   object["kind"] = type.kind;
   if (!object.contains("metadata") || !object["metadata"].is_object()) object["metadata"] = json::object();
   json& m = meta(object);
+  // ObjectMeta's names are strings: null reads as absent (as Go decodes it) and another type is refused at its field
+  // (the apiserver refuses it while decoding), never a json type_error out of value() below.
+  for (const char* field : {"name", "generateName", "namespace"}) {
+    if (m.contains(field) && m[field].is_null()) m.erase(field);
+    if (m.contains(field) && !m[field].is_string()) {
+      throw invalid(type.qualified_kind(), type.group, "",
+                    {{"FieldValueInvalid", "Invalid value: " + m[field].dump() + ": must be of type string",
+                      std::string("metadata.") + field}});
+    }
+  }
   if (m.value("name", "").empty()) {
     std::string prefix = m.value("generateName", "");
     if (prefix.empty()) {

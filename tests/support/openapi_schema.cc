@@ -60,6 +60,20 @@ std::string type_of(const json& value) {
   }
 }
 
+// RFC 3339's date-time as the apiserver's format check (kube-openapi strfmt) reads it: a calendar date, `T`, a time
+// of day (hour <= 23, minute and second <= 59), an optional fraction and a zone (Z or +hh:mm); case-insensitive.
+bool is_date_time(const std::string& text) {
+  static const std::regex kRfc3339(
+      R"(^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, kRfc3339)) return false;
+  const int year = std::stoi(m[1]), month = std::stoi(m[2]), day = std::stoi(m[3]);
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  static const int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (month < 1 || month > 12 || day < 1 || day > kDays[month - 1] + (month == 2 && leap)) return false;
+  return std::stoi(m[4]) <= 23 && std::stoi(m[5]) <= 59 && std::stoi(m[6]) <= 59;
+}
+
 class Validator {
  public:
   explicit Validator(const ValidateOptions& options) : options_(options) {}
@@ -123,11 +137,8 @@ class Validator {
       if (!fits) add(path, ErrorKind::kInvalid, "Invalid value: " + compact(value) + ": must fit in int32");
     } else if (format == "int64" && value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX) {
       add(path, ErrorKind::kInvalid, "Invalid value: " + compact(value) + ": must fit in int64");
-    } else if (format == "date-time" && value.is_string()) {
-      static const std::regex kRfc3339(R"(^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$)");
-      if (!std::regex_match(value.get<std::string>(), kRfc3339)) {
-        add(path, ErrorKind::kInvalid, "Invalid value: " + compact(value) + ": must be an RFC 3339 date-time");
-      }
+    } else if (format == "date-time" && value.is_string() && !is_date_time(value.get<std::string>())) {
+      add(path, ErrorKind::kInvalid, "Invalid value: " + compact(value) + ": must be an RFC 3339 date-time");
     }
   }
 
@@ -189,6 +200,27 @@ class Validator {
     }
   }
 
+  // x-kubernetes-list-type: a `set` holds each value once, a `map` each combination of its list-map-keys once; the
+  // apiserver refuses the later duplicate (Duplicate value, at its index).
+  void check_list_type(const json& schema, const json& value, const std::string& path) {
+    const std::string list_type = schema.value("x-kubernetes-list-type", "");
+    if (list_type != "set" && list_type != "map") return;
+    std::set<std::string> seen;
+    for (size_t i = 0; i < value.size(); ++i) {
+      json key = value[i];
+      if (list_type == "map") {
+        if (!value[i].is_object()) continue;
+        key = json::object();
+        for (const json& k : schema.value("x-kubernetes-list-map-keys", json::array())) {
+          if (k.is_string() && value[i].contains(k.get<std::string>()))
+            key[k.get<std::string>()] = value[i][k.get<std::string>()];
+        }
+      }
+      if (!seen.insert(key.dump()).second)
+        add(item_path(path, i), ErrorKind::kDuplicate, "Duplicate value: " + compact(key));
+    }
+  }
+
   void check_array(const json& schema, const json& value, const std::string& path) {
     if (auto m = schema.find("minItems");
         m != schema.end() && m->is_number_integer() && value.size() < m->get<size_t>()) {
@@ -200,6 +232,7 @@ class Validator {
       add(path, ErrorKind::kTooMany,
           "Too many: " + std::to_string(value.size()) + ": must have at most " + compact(*m) + " items");
     }
+    check_list_type(schema, value, path);
     if (flag(schema, "uniqueItems")) {
       std::set<std::string> seen;
       for (size_t i = 0; i < value.size(); ++i) {

@@ -29,7 +29,8 @@
 // exclusiveMinimum/exclusiveMaximum (OpenAPI v3 boolean form), multipleOf, minLength/maxLength, pattern (ECMAScript
 // regex), minItems/maxItems, uniqueItems, items, additionalProperties (bool or schema), minProperties/maxProperties,
 // nullable, format (int32, int64, date-time, byte), allOf/anyOf/oneOf/not, x-kubernetes-preserve-unknown-fields,
-// x-kubernetes-int-or-string, x-kubernetes-embedded-resource. CEL rules (x-kubernetes-validations) are not
+// x-kubernetes-int-or-string, x-kubernetes-embedded-resource, x-kubernetes-list-type set / map (with
+// x-kubernetes-list-map-keys: duplicates refused). CEL rules (x-kubernetes-validations) are not
 // evaluated.
 #include <nlohmann/json.hpp>
 #include <string>
