@@ -79,6 +79,9 @@ void mirror(const fs::path& root, const RootMount& m, const fs::path& at) {
 
 void apply(const fs::path& root, const RootMount& m) {
   const fs::path at = root / fs::path(m.target).relative_path();
+  // The mirror's link to the host's entry (/etc/hosts -> /.host/etc/hosts) gives way to what the pod mounts there;
+  // following it would reach the host's tree, outside the new root.
+  if (std::error_code ec; m.kind != Kind::kMirror && fs::is_symlink(fs::symlink_status(at, ec))) fs::remove(at);
   switch (m.kind) {
     case Kind::kMirror:
       return mirror(root, m, at);
@@ -119,7 +122,7 @@ nlohmann::json to_json(const RootPlan& plan) {
                       {"readOnly", m.access == Access::kReadOnly},
                       {"sizeBytes", m.size_bytes}});
   }
-  return {{"root", plan.root.string()}, {"workingDir", plan.working_dir}, {"mounts", mounts}};
+  return {{"root", plan.root.string()}, {"workingDir", plan.working_dir}, {"hostname", plan.hostname}, {"mounts", mounts}};
 }
 
 RootPlan root_plan_from_json(const nlohmann::json& doc) {
@@ -127,6 +130,7 @@ RootPlan root_plan_from_json(const nlohmann::json& doc) {
   try {
     plan.root = doc.at("root").get<std::string>();
     plan.working_dir = doc.value("workingDir", "/");
+    plan.hostname = doc.value("hostname", "");
     for (const auto& m : doc.at("mounts")) {
       RootMount mount;
       mount.kind = kind_of(m.at("kind").get<std::string>());
@@ -178,7 +182,9 @@ std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uin
 }
 
 void enter_root(const RootPlan& plan) {
-  check(::unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)");
+  check(::unshare(CLONE_NEWNS | (plan.hostname.empty() ? 0 : CLONE_NEWUTS)), "unshare(CLONE_NEWNS)");
+  if (!plan.hostname.empty())
+    check(::sethostname(plan.hostname.data(), plan.hostname.size()), "sethostname " + plan.hostname);
   // Nothing mounted from here on reaches the host, and nothing the host mounts later reaches us.
   check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), "making / private");
   fs::create_directories(plan.root);

@@ -5,7 +5,8 @@
 //   - the host's system folders (/usr, /lib...; /etc and /opt as folders of links) and the programs the stand-in maps
 //     commands to, read-only;
 //   - /dev, /proc and /sys of the host (devices, process info), with a private tmpfs at /dev/shm and at /tmp;
-//   - the pod's volumes at their mountPaths (bind mounts of host folders, or a sized tmpfs for medium Memory).
+//   - the pod's volumes at their mountPaths (bind mounts of host folders, or a sized tmpfs for medium Memory);
+// and its own host name (a UTS namespace: gethostname() is the pod's, as in a cluster).
 // The stand-in writes a RootPlan per container (pod_sandbox.cc); `standin-pod-exec PLAN -- PROGRAM ARGS...`
 // (pod_exec_main.cc) enters it and execs the program, keeping its pid (so signals and pid files still name it).
 #include <cstdint>
@@ -32,6 +33,7 @@ struct RootPlan {
   std::filesystem::path root;     // an empty host folder the new root is mounted on (inside the namespace only)
   std::vector<RootMount> mounts;  // applied in order: parents before what is mounted under them
   std::string working_dir = "/";
+  std::string hostname;  // the pod's (spec.hostname, else its name); empty: the host's
 };
 
 nlohmann::json to_json(const RootPlan& plan);
@@ -42,7 +44,8 @@ RootPlan root_plan_from_json(const nlohmann::json& doc);  // throws InvalidArgum
 std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uint64_t shm_bytes);
 
 // In the calling process (which must be alone in its thread group, as after fork): a new mount namespace with
-// `plan`'s root, then pivot_root into it. Throws SystemError naming the path that failed.
+// `plan`'s root, then pivot_root into it, and a UTS namespace with the plan's host name. A mount at a path the
+// /etc or /opt mirror holds as a link replaces that link. Throws SystemError naming the path that failed.
 void enter_root(const RootPlan& plan);
 
 // A Kubernetes quantity ("64Mi", "1Gi", "500M", "1024") in bytes; throws InvalidArgument naming `field`.

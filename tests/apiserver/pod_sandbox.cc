@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <optional>
-#include <regex>
 
 #include "common/util/base64.h"
 #include "common/util/error.h"
@@ -181,22 +181,6 @@ std::variant<VolumeSource, Waiting> prepare_volume(const Store& store, const jso
                         "persistentVolumeClaim and nfs volumes");
 }
 
-// The pod IP behind a headless-service DNS name, "" when `value` is no such name; a reason to wait when the pod
-// it names has no IP yet.
-std::variant<std::string, Waiting> resolve_dns(const Store& store, const std::string& value) {
-  static const std::regex kPodName(R"(^([a-z0-9-]+)\.([a-z0-9-]+)\.([a-z0-9-]+)\.svc(\.cluster\.local)?\.?$)");
-  std::smatch m;
-  if (!std::regex_match(value, m, kPodName)) return std::string();
-  for (const ObjectPtr& p : store.list(*store.registry().find("", "v1", "pods"), m[3].str()).items) {
-    const json& spec = (*p)["spec"];
-    if (spec.value("hostname", "") != m[1].str() || spec.value("subdomain", "") != m[2].str()) continue;
-    if ((*p)["metadata"].contains("deletionTimestamp")) continue;
-    const std::string ip = (*p).value("status", json::object()).value("podIP", "");
-    if (!ip.empty()) return ip;
-  }
-  return Waiting{"DNS name " + value + " does not resolve yet (no running pod with that hostname and subdomain)"};
-}
-
 std::string field_value(const json& pod, const std::string& path, const std::string& where) {
   const json& meta = pod["metadata"];
   const json status = pod.value("status", json::object());
@@ -210,9 +194,9 @@ std::string field_value(const json& pod, const std::string& path, const std::str
   throw InvalidArgument(where + ".valueFrom.fieldRef.fieldPath: \"" + path + "\" is not served by the process kubelet");
 }
 
-// One container's environment; a reason to wait for DNS.
-std::variant<std::map<std::string, std::string>, Waiting> container_env(const Store& store, const json& pod,
-                                                                        const json& container) {
+// One container's environment. Values stay as written: a DNS name is resolved by the container, through the
+// /etc/hosts its kubelet keeps (cluster_dns.h).
+std::map<std::string, std::string> container_env(const json& pod, const json& container) {
   std::map<std::string, std::string> env;
   for (const json& e : container.value("env", json::array())) {
     const std::string name = e.value("name", "");
@@ -223,11 +207,7 @@ std::variant<std::map<std::string, std::string>, Waiting> container_env(const St
       env[name] = field_value(pod, e["valueFrom"]["fieldRef"].value("fieldPath", ""), where);
       continue;
     }
-    const std::string value = e.value("value", "");
-    auto resolved = resolve_dns(store, value);
-    if (auto* waiting = std::get_if<Waiting>(&resolved)) return *waiting;
-    const std::string& ip = std::get<std::string>(resolved);
-    env[name] = ip.empty() ? value : ip;
+    env[name] = e.value("value", "");
   }
   return env;
 }
@@ -279,20 +259,32 @@ std::vector<std::string> container_command(const json& container, const SandboxO
   return argv;
 }
 
+// Where each container sees its pod's name-service files (written by write_pod_dns).
+constexpr const char* kDnsFolder = "/.standin/dns";
+constexpr const char* kDnsFiles[] = {"hosts", "resolv.conf", "nsswitch.conf", "hostname"};
+
 // Docker's and containerd's default /dev/shm: what a pod gets unless it mounts a volume there.
 constexpr uint64_t kDefaultShmBytes = 64ull << 20;
 
 // The container's root: the base (system folders, the mapped programs, /dev, /proc, /sys, /tmp, /dev/shm), its
 // HOME as an empty folder, then its volume mounts, parents first.
-RootPlan container_root(const json& c, const Volumes& volumes, const SandboxOptions& options, const fs::path& dir) {
+RootPlan container_root(const json& pod, const json& c, const Volumes& volumes, const SandboxOptions& options,
+                        const fs::path& dir) {
   const std::string where = "spec.containers[" + c.value("name", "") + "]";
   std::vector<std::string> programs;
   for (const auto& [command, program] : options.commands) programs.push_back(program);
   for (const auto& [image, program] : options.images) programs.push_back(program);
   RootPlan plan{dir / "root" / c.value("name", ""), base_mounts(programs, kDefaultShmBytes),
-                c.value("workingDir", "/")};
+                c.value("workingDir", "/"), pod_hostname(pod)};
   if (const char* home = std::getenv("HOME"); home != nullptr && fs::path(home).is_absolute())
     plan.mounts.push_back({RootMount::Kind::kDirectory, "", home});
+  // The pod's name service, as a runtime bind-mounts the kubelet's files; here as links into one folder, so that a
+  // file the kubelet replaces (by rename, atomic for a reader) is the one the container reads next.
+  plan.mounts.push_back({RootMount::Kind::kBind, (dir / "dns").string(), kDnsFolder, RootMount::Access::kReadOnly});
+  for (const char* file : kDnsFiles) {
+    plan.mounts.push_back(
+        {RootMount::Kind::kSymlink, std::string(kDnsFolder) + "/" + file, std::string("/etc/") + file});
+  }
   std::vector<json> mounts = c.value("volumeMounts", json::array()).get<std::vector<json>>();
   std::stable_sort(mounts.begin(), mounts.end(), [](const json& a, const json& b) {
     return a.value("mountPath", "").size() < b.value("mountPath", "").size();
@@ -320,6 +312,29 @@ fs::path pod_dir(const fs::path& root, const json& pod) {
   return root / namespace_of(pod) / (name_of(pod) + "-" + pod["metadata"].value("uid", ""));
 }
 
+bool write_pod_dns(const std::vector<DnsRecord>& records, const json& pod, const fs::path& dir) {
+  const fs::path folder = dir / "dns";
+  const std::string ns = namespace_of(pod);
+  const std::map<std::string, std::string> files = {
+      {"hosts", hosts_file(records, pod)},
+      // No nameserver answers: every cluster name is in the hosts file, and nothing outside is reachable.
+      {"resolv.conf", "search " + ns + ".svc.cluster.local svc.cluster.local cluster.local\nnameserver 127.0.0.1\n"
+                      "options ndots:5 attempts:1 timeout:1\n"},
+      {"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"},
+      {"hostname", pod_hostname(pod) + "\n"}};
+  bool changed = false;
+  for (const auto& [file, bytes] : files) {
+    std::ifstream in(folder / file, std::ios::binary);
+    const std::string now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in && now == bytes) continue;
+    // Written aside and renamed: a container resolving at that moment reads the old file or the new, never half.
+    write_file(folder / (file + ".new"), bytes);
+    fs::rename(folder / (file + ".new"), folder / file);
+    changed = true;
+  }
+  return changed;
+}
+
 std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod, const SandboxOptions& options) {
   PodLaunch launch;
   launch.dir = pod_dir(options.root, pod);
@@ -330,14 +345,13 @@ std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod
     if (auto* waiting = std::get_if<Waiting>(&prepared)) return *waiting;
     volumes[v.value("name", "")] = std::get<VolumeSource>(prepared);
   }
+  write_pod_dns(cluster_dns_records(store), pod, launch.dir);
   for (const json& c : pod["spec"].value("containers", json::array())) {
-    auto env = container_env(store, pod, c);
-    if (auto* waiting = std::get_if<Waiting>(&env)) return *waiting;
+    const auto variables = container_env(pod, c);
     const std::string name = c.value("name", "");
     const fs::path plan_file = launch.dir / (name + ".root.json");
-    write_file(plan_file, to_json(container_root(c, volumes, options, launch.dir)).dump(2));
+    write_file(plan_file, to_json(container_root(pod, c, volumes, options, launch.dir)).dump(2));
     std::vector<std::string> argv = {options.exec_helper, plan_file.string(), "--"};
-    const auto& variables = std::get<std::map<std::string, std::string>>(env);
     for (const std::string& a : container_command(c, options)) argv.push_back(expand_references(a, variables));
     ContainerLaunch container{name, std::move(argv), variables};
     for (const auto& [k, v] : options.env) container.env.emplace(k, v);

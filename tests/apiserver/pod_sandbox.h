@@ -5,8 +5,10 @@
 // the container mounts), its command line and the environment a kubelet would give it, with:
 //   - downward API values filled in (fieldRef metadata.name, metadata.namespace, metadata.uid, spec.nodeName,
 //     spec.serviceAccountName, status.podIP, status.hostIP);
-//   - cluster DNS simulated: an env value that is a pod's headless-service name
-//     (<hostname>.<subdomain>.<namespace>.svc[.cluster.local]) becomes that pod's IP (a 127.x.y.z address).
+//   - the pod's own host name (a UTS namespace) and name service: /etc/hosts, /etc/resolv.conf, /etc/nsswitch.conf
+//     and /etc/hostname from <pod dir>/dns, where the cluster DNS's records (cluster_dns.h: names only through a
+//     headless Service that selects the pod) are kept current; env values stay as written (a DNS name is resolved
+//     by the container, and fails to resolve as in a cluster when no Service publishes it).
 // Volumes and where their data lives on the host (under SandboxOptions::root):
 //   configMap, secret           <pod dir>/volumes/<name>, written from the object, mounted read-only
 //   emptyDir                    <pod dir>/volumes/<name>; medium Memory: a tmpfs of sizeLimit (one per container)
@@ -24,6 +26,7 @@
 #include <variant>
 #include <vector>
 
+#include "tests/apiserver/cluster_dns.h"
 #include "tests/apiserver/store.h"
 
 namespace torus::standin {
@@ -41,7 +44,7 @@ struct PodLaunch {
   std::vector<ContainerLaunch> containers;
 };
 
-// Not yet: what the pod waits for (a ConfigMap, a Secret, a DNS name without a pod IP), as a kubelet keeps a pod in
+// Not yet: what the pod waits for (a ConfigMap, a Secret, a claim), as a kubelet keeps a pod in
 // ContainerCreating.
 struct Waiting {
   std::string reason;
@@ -67,6 +70,11 @@ struct SandboxOptions {
 
 // The pod's folder under `root` (also where the runner writes logs and pid files).
 std::filesystem::path pod_dir(const std::filesystem::path& root, const json& pod);
+
+// Writes the pod's name-service files into <dir>/dns (its /etc/hosts with `records`, resolv.conf, nsswitch.conf,
+// hostname); true when one changed. The process kubelet calls it again while the pod runs, as the cluster's DNS
+// answers what is true now.
+bool write_pod_dns(const std::vector<DnsRecord>& records, const json& pod, const std::filesystem::path& dir);
 
 // Writes the pod's volumes and resolves its containers, or says what it waits for. Throws InvalidArgument naming
 // the field for what no kubelet could run (no command, an unsupported volume or env source).

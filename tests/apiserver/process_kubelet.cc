@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <set>
@@ -19,8 +20,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// How often a pod that waits for a volume or a DNS name is looked at again.
+// How often a pod that waits for a volume is looked at again.
 constexpr milliseconds kRetry{100};
+// How often the running pods' /etc/hosts are brought up to date: the cluster DNS's answers follow the Services and
+// pods within this (CoreDNS follows EndpointSlices within about a second).
+constexpr milliseconds kDnsRefresh{250};
 
 std::string key_of(const std::string& ns, const std::string& name) { return ns + "/" + name; }
 
@@ -70,7 +74,8 @@ struct ProcessKubelet::Impl {
       const bool waiting = start_pending();
       handle_stops();
       kill_overdue();
-      milliseconds timeout = std::min(waiting ? kRetry : milliseconds(1000), start_due_restarts());
+      refresh_dns();
+      milliseconds timeout = std::min({waiting ? kRetry : milliseconds(1000), start_due_restarts(), kDnsRefresh});
       if (!kill_at.empty()) {
         timeout = std::min(timeout, std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
                                                                   kill_at.begin()->second - Clock::now())));
@@ -104,7 +109,7 @@ struct ProcessKubelet::Impl {
           still.push_back(std::move(pod));
           continue;
         }
-        start(namespace_of(pod), name_of(pod), std::get<PodLaunch>(prepared));
+        start(pod, std::get<PodLaunch>(prepared));
       } catch (const Error& e) {
         cannot_run(pod, e.what());
       }
@@ -116,13 +121,16 @@ struct ProcessKubelet::Impl {
     return !pending.empty();
   }
 
-  void start(const std::string& ns, const std::string& name, const PodLaunch& launch) {
+  void start(const json& pod, const PodLaunch& launch) {
+    const std::string ns = namespace_of(pod);
+    const std::string name = name_of(pod);
     const std::string key = key_of(ns, name);
     {
       std::lock_guard lock(mu);
       if (cancelled.erase(key)) return;  // deleted while it waited
       running[key] += static_cast<int>(launch.containers.size());
     }
+    started_pods[key] = {pod, launch.dir};
     for (const ContainerLaunch& c : launch.containers) {
       launches[key + "/" + c.name] = {launch.dir, c};
       start_container(ns, name, launch.dir, c);
@@ -163,6 +171,38 @@ struct ProcessKubelet::Impl {
       if (launch != launches.end()) start_container(r.ns, r.pod, launch->second.first, launch->second.second);
     }
     return next;
+  }
+
+  // The running pods' name-service files, from the records the cluster's DNS serves now.
+  void refresh_dns() {
+    std::vector<std::string> live;
+    {
+      std::lock_guard lock(mu);
+      for (auto it = started_pods.begin(); it != started_pods.end();) {
+        if (running.count(it->first) || restart_pending(it->first)) {
+          live.push_back(it->first);
+          ++it;
+        } else {
+          it = started_pods.erase(it);
+        }
+      }
+    }
+    if (live.empty()) return;
+    const std::vector<DnsRecord> records = cluster_dns_records(store);
+    for (const std::string& key : live) {
+      const auto& [pod, dir] = started_pods.at(key);
+      try {
+        if (write_pod_dns(records, pod, dir)) {
+          TLOG(Debug) << "process kubelet: " << key << ": /etc/hosts updated";
+        }
+      } catch (const std::exception& e) {
+        TLOG(Warn) << "process kubelet: " << key << ": cannot write its name-service files: " << e.what();
+      }
+    }
+  }
+
+  bool restart_pending(const std::string& key) const {
+    return std::any_of(restarts.begin(), restarts.end(), [&](const Restart& r) { return key_of(r.ns, r.pod) == key; });
   }
 
   void cannot_run(const json& pod, const std::string& why) {
@@ -246,6 +286,8 @@ struct ProcessKubelet::Impl {
   // "ns/pod/container" -> its pod's folder and its launch, for a restart.
   std::map<std::string, std::pair<std::filesystem::path, ContainerLaunch>> launches;
   std::map<std::string, Clock::time_point> kill_at;
+  // Pods whose containers were started -> (the pod as started, its folder): whose /etc/hosts the kubelet keeps.
+  std::map<std::string, std::pair<json, std::filesystem::path>> started_pods;
   process::Supervisor sup{[this](size_t i, process::Stream, std::string_view line) { on_line(i, line); }};
   std::thread thread;
 };

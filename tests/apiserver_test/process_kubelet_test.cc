@@ -1,7 +1,7 @@
 // The process kubelet (tests/apiserver/process_kubelet.h): pods run as real local processes, each container in its
 // own filesystem (pod_root.h) with its downward API values, ConfigMap and Secret volumes, claims, hostPath and
-// emptyDir volumes at their mount paths, headless-service names resolved to pod IPs, exit codes written back to
-// the pod status, and SIGTERM then SIGKILL on deletion.
+// emptyDir volumes at their mount paths, its own host name, DNS names resolved by the container through a headless
+// Service (cluster_dns.h), exit codes written back to the pod status, and SIGTERM then SIGKILL on deletion.
 #include "tests/apiserver/process_kubelet.h"
 
 #include <gmock/gmock.h>
@@ -12,10 +12,12 @@
 #include <thread>
 
 #include "tests/apiserver_test/standin_fixture.h"
+#include "tests/support/eventually.h"
 
 namespace torus::standin::testing {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 class ProcessKubeletTest : public StandinTest {
@@ -37,12 +39,21 @@ class ProcessKubeletTest : public StandinTest {
   // A pod running `script` in /bin/sh (through the "shell" command mapping), with extra spec lines.
   std::string pod_yaml(const std::string& name, const std::string& script, const std::string& extra = "",
                        const std::string& container_extra = "") {
-    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\nspec:\n  restartPolicy: Never\n" + extra +
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  labels: {app: " + name +
+           "}\nspec:\n  restartPolicy: Never\n" + extra +
            "  containers:\n  - name: main\n    image: busybox\n    command: [shell, -c, '" + script + "']\n" +
            container_extra;
   }
 
   json pod(const std::string& name) { return get_json({"get", "pod", name, "-o", "json"}); }
+
+  // A headless Service `name` selecting the pod whose name label is `pod_name` (the pods get `name: <pod>` labels
+  // from pod_yaml), publishing not-ready addresses as the operator's does.
+  static std::string service_yaml(const std::string& name, const std::string& pod_name) {
+    return "apiVersion: v1\nkind: Service\nmetadata:\n  name: " + name +
+           "\nspec:\n  clusterIP: None\n  publishNotReadyAddresses: true\n  selector: {app: " + pod_name +
+           "}\n  ports:\n  - {port: 29500}\n";
+  }
 
   std::string log_of(const std::string& name) {
     std::ifstream in(pod_dir(dir_ + "/pods", pod(name)) / "main.log");
@@ -58,9 +69,10 @@ TEST_F(ProcessKubeletTest, RunsTheContainerWithItsEnvironmentVolumesAndNamesAndR
   ok({"apply", "-f",
       write_file("rank0.yaml",
                  pod_yaml("job-worker-0", "exec sleep 60", "  hostname: job-worker-0\n  subdomain: job\n"))});
+  ok({"apply", "-f", write_file("svc.yaml", service_yaml("job", "job-worker-0"))});
   const std::string script =
-      "echo name=$NAME ip=$IP node=$NODE master=$MASTER kubelet=$FROM_KUBELET; cat $JOB_FILE; echo; cat $0; echo; "
-      "exit 3";
+      "echo name=$NAME ip=$IP node=$NODE master=$MASTER kubelet=$FROM_KUBELET host=$(hostname); "
+      "getent hosts $MASTER; cat $JOB_FILE; echo; cat $0; echo; exit 3";
   const std::string env =
       "    args: [/etc/secret/secret]\n"
       "    env:\n"
@@ -84,9 +96,31 @@ TEST_F(ProcessKubeletTest, RunsTheContainerWithItsEnvironmentVolumesAndNamesAndR
   const std::string log = log_of("reader");
   EXPECT_THAT(log, HasSubstr("name=reader ip=" + reader["status"]["podIP"].get<std::string>() +
                              " node=" + reader["spec"]["nodeName"].get<std::string>() +
-                             " master=" + rank0["status"]["podIP"].get<std::string>() + " kubelet=yes"));
+                             " master=job-worker-0.job.default.svc kubelet=yes host=reader"));
+  // getent prints the address and the record's canonical name.
+  EXPECT_THAT(log, ContainsRegex(rank0["status"]["podIP"].get<std::string>() +
+                                 " +job-worker-0\\.job\\.default\\.svc\\.cluster\\.local"));
   EXPECT_THAT(log, HasSubstr("{\"epochs\":3}"));
   EXPECT_THAT(log, HasSubstr("s3cret"));
+}
+
+// As in a cluster, a pod's name resolves only once a headless Service selects it, and a running container sees the
+// record appear (its /etc/hosts is kept current); without the Service the lookup fails.
+TEST_F(ProcessKubeletTest, ANameResolvesOnlyThroughAHeadlessServiceThatSelectsThePod) {
+  ok({"apply", "-f",
+      write_file("rank0.yaml",
+                 pod_yaml("job-worker-0", "exec sleep 60", "  hostname: job-worker-0\n  subdomain: job\n"))});
+  const std::string name = "job-worker-0.job.default.svc";
+  ok({"apply", "-f",
+      write_file("peer.yaml", pod_yaml("peer",
+                                       "getent hosts " + name + " || echo unresolved; until getent hosts " + name +
+                                           " >/dev/null; do sleep 0.05; done; getent hosts " + name))});
+  ASSERT_TRUE(test::eventually([&] { return log_of("peer").find("unresolved") != std::string::npos; }, 30s, 20ms))
+      << log_of("peer");
+  ok({"apply", "-f", write_file("wrong.yaml", service_yaml("job", "someone-else"))});
+  ok({"apply", "-f", write_file("svc.yaml", service_yaml("job", "job-worker-0"))});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/peer", "--timeout=30s"});
+  EXPECT_THAT(log_of("peer"), ContainsRegex(pod("job-worker-0")["status"]["podIP"].get<std::string>() + " +" + name));
 }
 
 TEST_F(ProcessKubeletTest, ExitZeroSucceeds) {

@@ -419,6 +419,32 @@ TEST_F(TrainingE2E, ACheckpointDirOnNoVolumeIsRefusedBeforeAnyPod) {
   EXPECT_TRUE(pods_of("zeta").empty());
 }
 
+// Names resolve only through the headless Service that selects the worker pods (the stand-in's DNS is the cluster's,
+// tests/apiserver/cluster_dns.h). A Service of the job's name that selects no worker (here made before the job, so
+// the operator finds it there) leaves rank 1 unable to resolve rank 0's name: the rendezvous fails, named.
+TEST_F(TrainingE2E, AServiceThatSelectsNoWorkerLeavesTheRanksUnableToResolveRankZero) {
+  const std::string service = (dir_ / "theta-service.yaml").string();
+  std::ofstream(service) << "apiVersion: v1\nkind: Service\nmetadata:\n  name: theta\nspec:\n  clusterIP: None\n"
+                            "  publishNotReadyAddresses: true\n  selector: {torus.dev/job-name: someone-else}\n"
+                            "  ports:\n  - {port: 29500}\n";
+  ASSERT_EQ(kubectl({"apply", "-f", service}).code, 0);
+  std::string yaml = job_yaml("theta", 2, 1, 4);
+  yaml.replace(yaml.find("restartPolicy: ExitCode"), 23, "restartPolicy: Never");
+  // A short rendezvous deadline in the pods (the default is two minutes), through the job's pod template.
+  yaml.replace(yaml.find("    image: torus-worker:dev\n"), 28,
+               "    image: torus-worker:dev\n    template:\n      spec:\n        containers:\n        - name: worker\n"
+               "          env:\n          - {name: TORUS_RENDEZVOUS_TIMEOUT_MS, value: \"5000\"}\n");
+  const std::string file = (dir_ / "theta.yaml").string();
+  std::ofstream(file) << yaml;
+  ASSERT_EQ(kubectl({"apply", "-f", file}).code, 0);
+  wait_phase("theta", "Failed", 120s);
+  const std::string logs = logs_of("theta");
+  EXPECT_NE(logs.find("resolve theta-worker-0.theta.default.svc:"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("Name or service not known"), std::string::npos) << logs;
+  EXPECT_TRUE(started_ranks("theta", 2).empty()) << logs;
+  EXPECT_EQ(kubectl({"delete", "-f", service}).code, 0);
+}
+
 // Issue 17.1 with real workers: scaling a running gang 2 -> 4 is a new attempt (not a failure) whose four ranks
 // mount the edited job file and resume from the checkpoint the two wrote.
 TEST_F(TrainingE2E, ScalingARunningGangResumesFromItsCheckpointWithTheNewWorld) {
