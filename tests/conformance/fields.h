@@ -83,7 +83,10 @@ inline constexpr auto kFields = std::to_array<FieldRow>({
      "Conformance.RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride"},
     {"spec.training.labelSmoothing", L::kBoth, E::kBinaries,
      "Conformance.RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride"},
-    {"spec.training.precision", L::kBoth, E::kBinaries, "Conformance.BadCombinationsAreRefusedBeforeAnythingStarts"},
+    // The effect: each rank's trainer exports the dtype it trains in (a real `torus run` of the worker's main on the
+    // pretend device; the CPU engine's refusal is Conformance.BadCombinationsAreRefusedBeforeAnythingStarts).
+    {"spec.training.precision", L::kBoth, E::kBinaries,
+     "PretendDeviceRun.HalfPrecisionJobsTrainInTheirDtypeOnBothRanksAsTheTrainerExports"},
     {"spec.training.phases[].fromEpoch", L::kBoth, E::kBinaries,
      "Conformance.RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride"},
     {"spec.training.phases[].toEpoch", L::kBoth, E::kBinaries,
