@@ -20,6 +20,12 @@ OperatorMetrics::OperatorMetrics(Registry& r, const std::string& version)
       time_to_first_step(r.histogram("torus_operator_time_to_first_step_seconds",
                                      "Time from a TrainingJob's creation until its first optimizer step.",
                                      {"namespace"}, startup_time_buckets())),
+      straggler_slowdown(r.gauge("torus_operator_straggler_slowdown",
+                                 "A running job's slowest rank's arrival offset at the all-reduce over the gang's "
+                                 "median, over its last window of steps (1: even; the Straggler condition from 1.25).",
+                                 {"namespace", "job"})),
+      straggler_rank(r.gauge("torus_operator_straggler_rank", "The rank torus_operator_straggler_slowdown is of.",
+                             {"namespace", "job"})),
       api_requests(r.counter("torus_operator_api_requests_total", "Kubernetes API requests, by verb and HTTP code.",
                              {"verb", "code"})),
       api_request_errors(r.counter("torus_operator_api_request_errors_total",

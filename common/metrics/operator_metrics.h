@@ -22,10 +22,14 @@ class OperatorMetrics {
   Family<Counter>& gang_restarts;         // labels: namespace, job, reason (e.g. "pod_failed", "node_lost", "hang")
   Family<Histogram>& time_to_running;     // labels: namespace; creation -> every worker Running
   Family<Histogram>& time_to_first_step;  // labels: namespace; creation -> first optimizer step reported
-  Family<Counter>& api_requests;          // labels: verb, code (HTTP status, or "error" for transport failures)
-  Family<Counter>& api_request_errors;    // labels: verb, code; the non-2xx subset of api_requests
-  Gauge& leader;                          // 1 while this replica holds the leader lease
-  Gauge& workqueue_depth;                 // keys waiting in the reconcile queue
+  // A Running job's last closed straggler window (operator/controller/straggler_status.h), labels namespace, job:
+  // its slowest rank's arrival offset at the all-reduce over the gang's median (1: even), and that rank.
+  Family<Gauge>& straggler_slowdown;
+  Family<Gauge>& straggler_rank;
+  Family<Counter>& api_requests;        // labels: verb, code (HTTP status, or "error" for transport failures)
+  Family<Counter>& api_request_errors;  // labels: verb, code; the non-2xx subset of api_requests
+  Gauge& leader;                        // 1 while this replica holds the leader lease
+  Gauge& workqueue_depth;               // keys waiting in the reconcile queue
 
   // Counts one API request; codes outside 200-299 (and transport errors, code 0) also count as errors.
   void record_api_request(const std::string& verb, int code);

@@ -40,7 +40,7 @@ std::optional<StragglerWindow> StragglerWatch::on_sample(int rank, int64_t steps
   }
   const bool straggling = median > 0 && slowest->arrival_s >= threshold_ * median;
   if (straggling && (!worst_ || slowest->slowdown > worst_->slowdown)) worst_ = slowest;
-  return StragglerWindow{*slowest, straggling};
+  return StragglerWindow{*slowest, straggling, threshold_};
 }
 
 std::optional<Straggler> StragglerWatch::on_event(int rank, const nlohmann::json& e) {

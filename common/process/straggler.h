@@ -25,6 +25,7 @@ struct Straggler {
 struct StragglerWindow {
   Straggler slowest;
   bool straggling = false;
+  double threshold = 0;  // the watch's
 };
 
 class StragglerWatch {

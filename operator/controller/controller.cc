@@ -310,6 +310,7 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   const kube::ObjectPtr job = caches->jobs->store().get(key);  // shared with the cache: read, never modified
   if (!job) {  // deleted: garbage collection removes the children
     progress_.forget(key);
+    stragglers_.forget(key);
     views_.forget(key);
     expectations_.forget(key);
     status_pacing_.forget(key);
@@ -397,6 +398,7 @@ std::optional<json> Controller::with_progress(const json& job, const Plan& plan,
   const std::string key = kube::object_key(job);
   if (phase_after(job, plan) != "Running") {
     progress_.forget(key);
+    stragglers_.forget(key);
     return status;
   }
   const auto reading = progress_.poll(key, job, rank0_of(job, ns).get());
@@ -410,39 +412,9 @@ std::optional<json> Controller::with_progress(const json& job, const Plan& plan,
   }
   if (reading->resumed_step) record_resume(job, base, *reading->resumed_step, events);
   if (reading->goodput) record_goodput(base, *reading->goodput, reading->resumed_step.value_or(0));
+  record_straggler(job, base, reading->arrival, events);
   if (base != before) status = base;
   return status;
-}
-
-// status.goodput advanced by rank 0's ledger of the current attempt (operator/controller/goodput_status.h).
-void Controller::record_goodput(json& status, const GoodputReading& reading, int64_t resumed_step) {
-  // Only the goodput member is decoded: what this controller wrote last time.
-  const json only_goodput = {{"status", {{"goodput", member(status, "goodput")}}}};
-  const api::Goodput before = api::decode_json(only_goodput).job.status.goodput;
-  const auto started = parse_time(status.value("startTime", ""));
-  const double wall = started ? std::chrono::duration<double>(Clock::now() - *started).count() : 0;
-  const api::Goodput next = next_goodput(before, reading, resumed_step, wall, format_time(Clock::now()));
-  status["goodput"] = api::status_to_json(api::TrainingJobStatus{.goodput = next})["goodput"];
-}
-
-// Once per attempt: the step its rank 0 resumed from, in the status and (after a restart, a resume or an edit) as
-// an event, so that `kubectl describe` tells each attempt's starting point.
-void Controller::record_resume(const json& job, json& status, int64_t step, std::vector<EventRecord>& events) {
-  const int attempt = status.value("attempt", 0);
-  const json& known = member(status, "resumedFrom");
-  if (known.value("attempt", -1) == attempt && !known.value("time", "").empty()) return;
-  api::ResumePoint point{attempt, step, "", format_time(Clock::now())};
-  const json& spec = member(job, "spec");
-  if (step > 0) point.path = checkpoint_path(member(member(spec, "training"), "checkpoint").value("dir", ""), step);
-  status["resumedFrom"] = api::status_to_json(api::TrainingJobStatus{.resumed_from = point})["resumedFrom"];
-  if (step > 0) {
-    events.push_back({EventType::kNormal, "ResumedFromStep",
-                      "attempt " + std::to_string(attempt) + " resumed from step " + std::to_string(step) + " (" +
-                          point.path + ")"});
-  } else if (attempt > 0) {
-    events.push_back({EventType::kNormal, "ResumedFromStep",
-                      "attempt " + std::to_string(attempt) + " started at step 0: no checkpoint had been written"});
-  }
 }
 
 std::optional<RefusedChild> Controller::apply(const json& job, const Plan& plan, const std::string& ns) {

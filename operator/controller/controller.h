@@ -78,6 +78,11 @@ class Controller {
                                     std::vector<EventRecord>& events);
   void record_resume(const json& job, json& status, int64_t step, std::vector<EventRecord>& events);
   static void record_goodput(json& status, const GoodputReading& reading, int64_t resumed_step);
+  // The Straggler condition and events (straggler_status.h): every other rank's arrival figures read beside rank 0's
+  // (`rank0`), fed to the job's watch; a window they close sets the condition in `status` and the straggler metrics.
+  void record_straggler(const json& job, json& status, const std::optional<RankArrival>& rank0,
+                        std::vector<EventRecord>& events);
+  void observe_straggler(const json& job, const process::StragglerWindow& window);
   // The pass's creates, in order; stops at the first failure: a refusal for good is returned, anything else thrown.
   std::optional<RefusedChild> create_children(const json& job, const std::vector<CreateAction>& creates,
                                               const std::string& ns);
@@ -108,6 +113,7 @@ class Controller {
   std::vector<std::thread> workers_;
   std::mutex bookkeeping_mu_;  // guards last_failed_create_ and last_phase_count_
   ProgressPoller progress_;
+  StragglerWatches stragglers_;  // by job key, while it runs
   CreateExpectations expectations_;
   StatusPacing status_pacing_;
   JobViews views_;  // the last decoded view of each job, by key

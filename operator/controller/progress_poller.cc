@@ -49,6 +49,29 @@ std::optional<RankZeroReading> ProgressPoller::read(const std::string& key, cons
   const int port = spec.value("metricsPort", api::kDefaultMetricsPort);
   const json gang = spec.value("gang", json::object());
   const int world = gang.value("workers", 1) * gang.value("processesPerWorker", 1);
+  const auto samples = scrape(key, ip, port);
+  if (!samples) return std::nullopt;
+  auto progress = progress_from_metrics(*samples, world, format_time(Clock::now()));
+  if (!progress) return std::nullopt;
+  const std::string dir = spec.value("training", json::object()).value("checkpoint", json::object()).value("dir", "");
+  const int attempt = job.value("status", json::object()).value("attempt", 0);
+  return RankZeroReading{*progress, checkpoint_from_metrics(*samples, dir),
+                         resumed_step_from_metrics(*samples, attempt), goodput_from_metrics(*samples, attempt),
+                         rank_arrival_from_metrics(*samples, attempt)};
+}
+
+std::optional<RankArrival> ProgressPoller::read_arrival(const json& job, const json& pod, int local_rank,
+                                                        int attempt) const {
+  const auto status = pod.find("status");
+  const std::string ip = status != pod.end() && status->is_object() ? status->value("podIP", "") : "";
+  if (ip.empty()) return std::nullopt;
+  const int port = job.value("spec", json::object()).value("metricsPort", api::kDefaultMetricsPort) + local_rank;
+  const auto samples = scrape(kube::object_key(pod), ip, port);
+  return samples ? rank_arrival_from_metrics(*samples, attempt) : std::nullopt;
+}
+
+std::optional<std::map<std::string, double>> ProgressPoller::scrape(const std::string& key, const std::string& ip,
+                                                                    int port) const {
   try {
     kube::ClusterConfig target;
     target.server = "http://" + ip + ":" + std::to_string(port);
@@ -56,15 +79,9 @@ std::optional<RankZeroReading> ProgressPoller::read(const std::string& key, cons
         kube::make_http_transport(target, kube::TransportOptions{std::chrono::ceil<std::chrono::seconds>(timeout_)});
     kube::HttpResponse r = transport->send({"GET", "/metrics", "", "text/plain", {}});
     if (r.status != 200) return std::nullopt;
-    const auto samples = parse_prometheus_text(r.body);
-    auto progress = progress_from_metrics(samples, world, format_time(Clock::now()));
-    if (!progress) return std::nullopt;
-    const std::string dir = spec.value("training", json::object()).value("checkpoint", json::object()).value("dir", "");
-    const int attempt = job.value("status", json::object()).value("attempt", 0);
-    return RankZeroReading{*progress, checkpoint_from_metrics(samples, dir),
-                           resumed_step_from_metrics(samples, attempt), goodput_from_metrics(samples, attempt)};
+    return parse_prometheus_text(r.body);
   } catch (const kube::ConnectionError& e) {
-    TLOG(Debug) << "progress of " << key << ": " << e.what();  // rank 0 not serving yet; next time
+    TLOG(Debug) << "metrics of " << key << ": " << e.what();  // the rank is not serving yet; next time
     return std::nullopt;
   }
 }

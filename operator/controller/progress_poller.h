@@ -11,6 +11,7 @@
 
 #include "common/api/training_job.h"
 #include "operator/controller/goodput_status.h"
+#include "operator/controller/straggler_status.h"
 
 namespace torus::controller {
 
@@ -20,6 +21,7 @@ struct RankZeroReading {
   std::optional<api::CheckpointRef> checkpoint;  // the last checkpoint rank 0 wrote in its attempt
   std::optional<int64_t> resumed_step;           // the step the job's current attempt resumed from
   std::optional<GoodputReading> goodput;         // rank 0's goodput ledger of the current attempt
+  std::optional<RankArrival> arrival;            // rank 0's arrival figures (straggler_status.h)
 };
 
 class ProgressPoller {
@@ -34,9 +36,16 @@ class ProgressPoller {
   std::chrono::seconds next_in(const std::string& key) const;
   // The job is no longer Running: its next run starts with a read.
   void forget(const std::string& key);
+  // Another rank's arrival figures of `attempt`, read from its /metrics: local rank `local_rank` of `pod` serves
+  // metricsPort + local_rank on the pod's IP. The controller reads every rank when poll() read rank 0 (the
+  // straggler's watch); nullopt when the pod has no IP yet or the rank does not answer.
+  std::optional<RankArrival> read_arrival(const nlohmann::json& job, const nlohmann::json& pod, int local_rank,
+                                          int attempt) const;
 
  private:
   std::optional<RankZeroReading> read(const std::string& key, const nlohmann::json& job, const std::string& ip) const;
+  // The samples of http://ip:port/metrics; nullopt when it does not answer 200 (yet).
+  std::optional<std::map<std::string, double>> scrape(const std::string& key, const std::string& ip, int port) const;
 
   std::chrono::seconds interval_;
   std::chrono::milliseconds timeout_;

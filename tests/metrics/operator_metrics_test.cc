@@ -21,6 +21,8 @@ TEST(OperatorMetrics, PromtoolCleanAndHelpersCountRight) {
   m.gang_restarts.labels({"team-a", "fashion", "pod_failed"}).inc();
   m.time_to_running.labels({"team-a"}).observe(12);
   m.time_to_first_step.labels({"team-a"}).observe(20);
+  m.straggler_slowdown.labels({"team-a", "fashion"}).set(1.62);
+  m.straggler_rank.labels({"team-a", "fashion"}).set(1);
   m.leader.set(1);
   m.workqueue_depth.set(2);
   m.record_api_request("get", 200);

@@ -1,0 +1,195 @@
+// A straggler named by the operator while the job trains (issue 31.3): `kubectl apply` of a 2-rank TrainingJob on the
+// API stand-in whose kubelet runs pods as local processes; rank 1's worker process is throttled from outside (stopped
+// 10 ms of every 20, as torus run's AThrottledRankIsNamedAsTheStraggler does), so its own work per step takes about
+// twice rank 0's. The operator reads both ranks' /metrics and sets the job's Straggler condition and event naming
+// rank 1, its pod and its node while the job is Running; once the throttle stops the condition turns False; the job
+// ends Succeeded.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/operator/e2e_support.h"
+#include "worker/comm/socket.h"
+
+namespace torus::controller::e2e {
+namespace {
+
+int free_port() {
+  const comm::Fd probe = comm::listen_tcp("127.0.0.1", 0);
+  return comm::bound_port(probe);
+}
+
+// A CPU job of 2 ranks on synthetic data, long enough (`steps` steps of a few ms) to be named and to recover while it
+// trains. restartPolicy Never: it needs no checkpoint storage.
+std::string job_yaml(const std::string& name, int steps) {
+  return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
+         "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
+         "\n  metricsPort: " + std::to_string(free_port()) +
+         "\n  gang:\n    workers: 2\n    device: cpu\n    threadsPerProcess: 1\n    image: torus-worker:dev\n"
+         "  model:\n    arch: resnet9\n    widths: [8, 8, 16, 32]\n    numClasses: 4\n"
+         "  data:\n    dataset: synthetic\n    imageSize: 16\n    loaderThreads: 1\n"
+         "    synthetic:\n      trainImages: " +
+         std::to_string(steps * 64) +
+         "\n      validationImages: 64\n      numClasses: 4\n"
+         "  training:\n    epochs: 1\n    batchSize: 64\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
+         "  runPolicy:\n    restartPolicy: Never\n";
+}
+
+// Stops `pid` for 10 ms of every 20 until destroyed (then lets it run).
+class Throttle {
+ public:
+  explicit Throttle(pid_t pid)
+      : pid_(pid), thread_([this] {
+          while (!stop_) {
+            ::kill(pid_, SIGSTOP);
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the throttle itself is a duty cycle
+            ::kill(pid_, SIGCONT);
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+        }) {}
+  ~Throttle() {
+    stop_ = true;
+    thread_.join();
+    ::kill(pid_, SIGCONT);
+  }
+  Throttle(const Throttle&) = delete;
+  Throttle& operator=(const Throttle&) = delete;
+
+ private:
+  pid_t pid_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class StragglerE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
+    for (const char* bin : {"kube-standin", "torus", "torus-worker"})
+      if (!fs::exists(kBin + bin)) GTEST_SKIP() << bin << " not built";
+    tmp_ = std::make_unique<test::TempDir>("torus-straggler-e2e");
+    dir_ = tmp_->path();
+    kubeconfig_ = (dir_ / "kubeconfig").string();
+    standin_ = start_standin(dir_, kubeconfig_,
+                             {"--nodes", "2", "--run-pods", (dir_ / "pods").string(), "--pod-command",
+                              "torus-worker=" + kBin + "torus-worker", "--pod-env", "OMP_WAIT_POLICY=passive"});
+    client_ = std::make_unique<kube::Client>(kube::load_kubeconfig(kubeconfig_), kube::ClientOptions{});
+  }
+  void TearDown() override {
+    operator_.reset();
+    standin_.reset();
+    client_.reset();
+    if (tmp_) expect_stayed_on_loopback(dir_);
+    if (tmp_) keep_logs_if_failed(*tmp_);
+  }
+  void start_operator() {
+    // Progress (and every rank's arrival figures) read each second, so windows close while the short job trains.
+    operator_ =
+        std::make_unique<Daemon>("operator",
+                                 std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", kubeconfig_,
+                                                          "--metrics-addr", "127.0.0.1:0", "--progress-interval", "1"},
+                                 (dir_ / "operator.log").string());
+  }
+  CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
+    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
+    return run_command(args, timeout);
+  }
+  std::optional<json> pod(const std::string& name) { return client_->try_get(res::kPods, kNs, name); }
+  json status_of(const std::string& job) {
+    auto j = client_->try_get(res::kTrainingJobs, kNs, job);
+    return j ? j->value("status", json::object()) : json::object();
+  }
+  static json straggler_condition(const json& status) {
+    for (const json& c : status.value("conditions", json::array()))
+      if (c.value("type", "") == "Straggler") return c;
+    return json::object();
+  }
+  std::vector<std::string> events_of(const std::string& job, const std::string& reason) {
+    const json list = client_->list(res::kEvents, kNs, {"", "involvedObject.name=" + job + ",reason=" + reason, ""});
+    std::vector<std::string> out;
+    for (const json& e : list.value("items", json::array())) out.push_back(e.value("message", ""));
+    return out;
+  }
+  // The pid of a pod's worker container, once the process kubelet started it (<root>/<ns>/<name>-<uid>/worker.pid).
+  std::optional<pid_t> worker_pid(const json& p) {
+    const fs::path file =
+        dir_ / "pods" / kNs / (p["metadata"].value("name", "") + "-" + p["metadata"].value("uid", "")) / "worker.pid";
+    std::ifstream in(file);
+    pid_t pid = 0;
+    if (!(in >> pid) || pid <= 0) return std::nullopt;
+    return pid;
+  }
+  std::string logs() {
+    std::ifstream in(dir_ / "operator.log");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  std::unique_ptr<test::TempDir> tmp_;
+  fs::path dir_;
+  std::string kubeconfig_;
+  std::unique_ptr<Daemon> standin_;
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<Daemon> operator_;
+};
+
+TEST_F(StragglerE2E, AThrottledRankIsNamedWithItsPodAndNodeWhileTheJobTrains) {
+  start_operator();
+  const std::string file = (dir_ / "slow.yaml").string();
+  std::ofstream(file) << job_yaml("slow", 2000);
+  ASSERT_EQ(kubectl({"apply", "-f", file}).code, 0);
+  std::optional<pid_t> pid;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto p = pod("slow-worker-1");
+        if (p) pid = worker_pid(*p);
+        return pid.has_value();
+      },
+      60s))
+      << status_of("slow").dump();
+  const std::string node = pod("slow-worker-1")->value("spec", json::object()).value("nodeName", "");
+  ASSERT_FALSE(node.empty());
+  const std::string named = "rank 1 (pod slow-worker-1, node " + node + ")";
+  json status;
+  {
+    Throttle throttle(*pid);
+    ASSERT_TRUE(eventually(
+        [&] {
+          status = status_of("slow");
+          return straggler_condition(status).value("status", "") == "True";
+        },
+        120s))
+        << status.dump() << "\n"
+        << logs();
+    // Named while the job trains, from the same read: not a post-mortem.
+    EXPECT_EQ(status.value("phase", ""), "Running") << status.dump();
+    const json c = straggler_condition(status);
+    EXPECT_EQ(c.value("reason", ""), "RankArrivesLate");
+    EXPECT_EQ(c.value("message", "").rfind(named + " arrives at the all-reduce after ", 0), 0u) << c.dump();
+    std::vector<std::string> warnings;
+    ASSERT_TRUE(eventually([&] { return !(warnings = events_of("slow", "Straggler")).empty(); }, 30s));
+    EXPECT_EQ(warnings[0].rfind(named + " arrives at the all-reduce after ", 0), 0u) << warnings[0];
+  }
+  // The throttle is off: a later window has no straggler, and the condition says so while the job still trains.
+  ASSERT_TRUE(eventually(
+      [&] {
+        status = status_of("slow");
+        return straggler_condition(status).value("status", "") == "False";
+      },
+      120s))
+      << status.dump();
+  EXPECT_EQ(status.value("phase", ""), "Running") << status.dump();
+  EXPECT_EQ(straggler_condition(status).value("reason", ""), "Recovered");
+  EXPECT_FALSE(events_of("slow", "StragglerRecovered").empty());
+  const CmdResult done =
+      kubectl({"wait", "--for=jsonpath={.status.phase}=Succeeded", "trainingjob/slow", "--timeout=300s"}, 310s);
+  EXPECT_EQ(done.code, 0) << done.out << "\n" << status_of("slow").dump();
+}
+
+}  // namespace
+}  // namespace torus::controller::e2e
