@@ -92,8 +92,8 @@ std::string hosts_file(const std::vector<DnsRecord>& records, const json& pod) {
   out += "# cluster DNS\n";
   for (const DnsRecord& r : records) {
     // The search list <ns>.svc.cluster.local svc.cluster.local cluster.local completes these short forms.
-    out += r.ip + "\t" + r.name + "." + r.ns + ".svc.cluster.local " + r.name + "." + r.ns + ".svc " + r.name + "." +
-           r.ns;
+    out +=
+        r.ip + "\t" + r.name + "." + r.ns + ".svc.cluster.local " + r.name + "." + r.ns + ".svc " + r.name + "." + r.ns;
     if (r.ns == ns) out += " " + r.name;
     out += "\n";
   }

@@ -122,7 +122,8 @@ nlohmann::json to_json(const RootPlan& plan) {
                       {"readOnly", m.access == Access::kReadOnly},
                       {"sizeBytes", m.size_bytes}});
   }
-  return {{"root", plan.root.string()}, {"workingDir", plan.working_dir}, {"hostname", plan.hostname}, {"mounts", mounts}};
+  return {
+      {"root", plan.root.string()}, {"workingDir", plan.working_dir}, {"hostname", plan.hostname}, {"mounts", mounts}};
 }
 
 RootPlan root_plan_from_json(const nlohmann::json& doc) {

@@ -40,11 +40,9 @@ class ClusterDnsTest : public ::testing::Test {
     json spec = {{"selector", selector}, {"ports", json::array({{{"port", 29500}}})}};
     if (headless) spec["clusterIP"] = "None";
     if (publish_not_ready) spec["publishNotReadyAddresses"] = true;
-    store_.create(services_, ns,
-                  {{"apiVersion", "v1"},
-                   {"kind", "Service"},
-                   {"metadata", {{"name", name}, {"namespace", ns}}},
-                   {"spec", spec}});
+    store_.create(
+        services_, ns,
+        {{"apiVersion", "v1"}, {"kind", "Service"}, {"metadata", {{"name", name}, {"namespace", ns}}}, {"spec", spec}});
   }
 
   // The names that resolve, as "<name>.<ns> -> <ip>".

@@ -15,9 +15,11 @@ class OperatorRequestsE2E : public ::testing::Test {
     if (!fs::exists(kBin + "kube-standin")) GTEST_SKIP() << "kube-standin not built";
     session_.start("torus-controller-e2e", standin_flags());
     // The chart's defaults: no client rate flags.
+    // As the chart's ServiceAccount (RBAC enforced): a request the chart does not grant fails here too.
+    const std::string operator_kubeconfig = chart_service_account_kubeconfig(session_.dir, session_.kubeconfig, kNs);
     operator_ = std::make_unique<Daemon>("operator",
                                          std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig",
-                                                                  session_.kubeconfig, "--metrics-addr", "127.0.0.1:0"},
+                                                                  operator_kubeconfig, "--metrics-addr", "127.0.0.1:0"},
                                          (session_.dir / "operator.log").string());
     // Synced: the operator watches jobs, pods, services, config maps, secrets and nodes.
     ASSERT_TRUE(eventually([&] { return stats().value("openWatches", 0) >= 6; }, 30s)) << stats().dump();

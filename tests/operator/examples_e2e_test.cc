@@ -59,9 +59,11 @@ class ExamplesE2E : public ::testing::Test {
     std::ofstream(serve) << R"({"action":"serveScheduler","name":"volcano"})";
     const CmdResult served = kubectl({"create", "--raw", "/_standin/kubelet", "-f", serve.string()});
     ASSERT_EQ(served.code, 0) << served.out;
+    // The operator runs as the chart's ServiceAccount (RBAC enforced); the tests' kubectl is admin.
+    const std::string operator_kubeconfig = chart_service_account_kubeconfig(dir_, kubeconfig_, kNs);
     operator_ = std::make_unique<Daemon>("operator",
                                          std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig",
-                                                                  kubeconfig_, "--metrics-addr", "127.0.0.1:0"},
+                                                                  operator_kubeconfig, "--metrics-addr", "127.0.0.1:0"},
                                          (dir_ / "operator.log").string());
   }
   void TearDown() override {

@@ -43,11 +43,13 @@ class TrainingE2E : public ::testing::Test {
                              {"--nodes", "4", "--racks", "2", "--run-pods", (dir_ / "pods").string(), "--pod-command",
                               "torus-worker=" + kBin + "torus-worker", "--pod-env", "OMP_WAIT_POLICY=passive"});
     client_ = std::make_unique<kube::Client>(kube::load_kubeconfig(kubeconfig_), kube::ClientOptions{});
-    operator_ =
-        std::make_unique<Daemon>("operator",
-                                 std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", kubeconfig_,
-                                                          "--metrics-addr", "127.0.0.1:0", "--progress-interval", "1"},
-                                 (dir_ / "operator.log").string());
+    // The operator runs as the chart's ServiceAccount (RBAC enforced); the tests' kubectl and client_ are admin.
+    const std::string operator_kubeconfig = chart_service_account_kubeconfig(dir_, kubeconfig_, kNs);
+    operator_ = std::make_unique<Daemon>(
+        "operator",
+        std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", operator_kubeconfig, "--metrics-addr",
+                                 "127.0.0.1:0", "--progress-interval", "1"},
+        (dir_ / "operator.log").string());
   }
   static void TearDownTestSuite() {
     prometheus_.reset();
