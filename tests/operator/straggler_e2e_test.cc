@@ -88,11 +88,13 @@ class StragglerE2E : public ::testing::Test {
   }
   void start_operator() {
     // Progress (and every rank's arrival figures) read each second, so windows close while the short job trains.
-    operator_ =
-        std::make_unique<Daemon>("operator",
-                                 std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", kubeconfig_,
-                                                          "--metrics-addr", "127.0.0.1:0", "--progress-interval", "1"},
-                                 (dir_ / "operator.log").string());
+    // As the chart's ServiceAccount (RBAC enforced): reading every rank's pod and writing the event are granted.
+    const std::string operator_kubeconfig = chart_service_account_kubeconfig(dir_, kubeconfig_, kNs);
+    operator_ = std::make_unique<Daemon>(
+        "operator",
+        std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", operator_kubeconfig, "--metrics-addr",
+                                 "127.0.0.1:0", "--progress-interval", "1"},
+        (dir_ / "operator.log").string());
   }
   CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
     args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
