@@ -367,7 +367,7 @@ void KubeletSim::on_container_exit(const ProcessKubelet::Exit& exit) {
       if (exit.pod_state == ProcessKubelet::Exit::Pod::kAllEnded) stop_and_remove(*pod);
       return;
     }
-    terminate(exit.ns, exit.pod, exit.exit_code, exit.container, exit.reason);
+    terminate(exit.ns, exit.pod, exit.exit_code, exit.container, exit.reason, exit.message);
     // terminate() counted a restart: start the process again, after the kubelet's crash-loop back-off (10 s doubling
     // up to 5 minutes from the second restart on; the first is at once, as a kubelet's first restart is).
     const ObjectPtr after = store_.get(pods_, exit.ns, exit.pod);
@@ -387,7 +387,7 @@ void KubeletSim::on_container_exit(const ProcessKubelet::Exit& exit) {
 }
 
 void KubeletSim::terminate(const std::string& ns, const std::string& pod_name, int exit_code,
-                           const std::string& container, const std::string& reason) {
+                           const std::string& container, const std::string& reason, const std::string& message) {
   bool found = update_status(ns, pod_name, [&](json& pod) {
     json& status = pod["status"];
     if (status.value("phase", "") != "Running") {
@@ -404,6 +404,7 @@ void KubeletSim::terminate(const std::string& ns, const std::string& pod_name, i
                        {"startedAt", status.value("startTime", now)},
                        {"finishedAt", now},
                        {"containerID", container_id()}};
+    if (!message.empty()) terminated["message"] = message;
     bool matched = false;
     for (json& c : status["containerStatuses"]) {
       if (!container.empty() && c.value("name", "") != container) continue;
@@ -562,8 +563,10 @@ json KubeletSim::handle_control(const json& request) {
   } else if (action == "serveScheduler") {
     serve_scheduler(required(request, "name"));
   } else {
-    throw bad_request("kubelet: action: expected terminate, holdPending, holdStart, release, nodes or serveScheduler;"
-                      " got \"" + action + "\"");
+    throw bad_request(
+        "kubelet: action: expected terminate, holdPending, holdStart, release, nodes or serveScheduler;"
+        " got \"" +
+        action + "\"");
   }
   return make_status(200, "", "kubelet: " + action + " done");
 }

@@ -61,10 +61,11 @@ class KubeletSim {
   KubeletSim(const KubeletSim&) = delete;
   KubeletSim& operator=(const KubeletSim&) = delete;
 
-  // The pod's containers exit with `exit_code` (all of them, or only `container`). Throws ApiError 404 when the
-  // pod does not exist, 409 when it is not running on a node.
+  // The pod's containers exit with `exit_code` (all of them, or only `container`), with `message` as their
+  // state.terminated.message when not empty. Throws ApiError 404 when the pod does not exist, 409 when it is not
+  // running on a node.
   void terminate(const std::string& ns, const std::string& pod, int exit_code, const std::string& container = "",
-                 const std::string& reason = "");
+                 const std::string& reason = "", const std::string& message = "");
   // Keeps matching pods unscheduled (PodScheduled=False, Unschedulable) until release().
   void hold_pending(const std::string& ns, const std::string& pod);
   void hold_pending(const std::string& ns, const LabelSelector& selector);

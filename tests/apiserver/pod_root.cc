@@ -149,6 +149,29 @@ RootPlan root_plan_from_json(const nlohmann::json& doc) {
   return plan;
 }
 
+namespace {
+
+// The host devices a container gets: runc's defaults, and NVIDIA's devices as the NVIDIA runtime adds them.
+std::vector<fs::path> container_devices() {
+  std::vector<fs::path> out;
+  for (const char* name : {"null", "zero", "full", "random", "urandom", "tty", "pts"}) {
+    if (std::error_code ec; fs::exists(fs::path("/dev") / name, ec)) out.push_back(fs::path("/dev") / name);
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/dev", ec)) {
+    if (entry.path().filename().string().rfind("nvidia", 0) == 0) out.push_back(entry.path());
+  }
+  return out;
+}
+
+const std::pair<const char*, const char*> kDevLinks[] = {{"/dev/fd", "/proc/self/fd"},
+                                                         {"/dev/stdin", "/proc/self/fd/0"},
+                                                         {"/dev/stdout", "/proc/self/fd/1"},
+                                                         {"/dev/stderr", "/proc/self/fd/2"},
+                                                         {"/dev/ptmx", "pts/ptmx"}};
+
+}  // namespace
+
 std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uint64_t shm_bytes) {
   std::vector<RootMount> out;
   static const char* kSystem[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"};
@@ -167,7 +190,11 @@ std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uin
       out.push_back({Kind::kBind, dir, dir, Access::kReadOnly});
     }
   }
-  out.push_back({Kind::kBind, "/dev", "/dev"});
+  // /dev as a container runtime makes it (runc's default devices): a tmpfs holding the harmless character devices,
+  // the GPUs' when the host has them, and the usual links; not the host's disks, consoles or /dev/termination-log.
+  out.push_back({Kind::kTmpfs, "", "/dev"});
+  for (const fs::path& device : container_devices()) out.push_back({Kind::kBind, device.string(), device.string()});
+  for (const auto& [link, target] : kDevLinks) out.push_back({Kind::kSymlink, target, link});
   out.push_back({Kind::kBind, "/proc", "/proc"});
   out.push_back({Kind::kBind, "/sys", "/sys", Access::kReadOnly});
   out.push_back({Kind::kTmpfs, "", "/dev/shm", Access::kReadWrite, shm_bytes});

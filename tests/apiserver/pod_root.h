@@ -4,7 +4,8 @@
 // holding only
 //   - the host's system folders (/usr, /lib...; /etc and /opt as folders of links) and the programs the stand-in maps
 //     commands to, read-only;
-//   - /dev, /proc and /sys of the host (devices, process info), with a private tmpfs at /dev/shm and at /tmp;
+//   - a /dev of its own with the devices a runtime gives (null, zero, full, random, urandom, tty, pts, NVIDIA's),
+//     /proc and /sys of the host (process info), a private tmpfs at /dev/shm and at /tmp;
 //   - the pod's volumes at their mountPaths (bind mounts of host folders, or a sized tmpfs for medium Memory);
 // and its own host name (a UTS namespace: gethostname() is the pod's, as in a cluster).
 // The stand-in writes a RootPlan per container (pod_sandbox.cc); `standin-pod-exec PLAN -- PROGRAM ARGS...`

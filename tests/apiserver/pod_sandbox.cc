@@ -259,6 +259,10 @@ std::vector<std::string> container_command(const json& container, const SandboxO
   return argv;
 }
 
+fs::path termination_log(const fs::path& dir, const json& c) {
+  return dir / (c.value("name", "") + ".termination-log");
+}
+
 // Where each container sees its pod's name-service files (written by write_pod_dns).
 constexpr const char* kDnsFolder = "/.standin/dns";
 constexpr const char* kDnsFiles[] = {"hosts", "resolv.conf", "nsswitch.conf", "hostname"};
@@ -274,8 +278,8 @@ RootPlan container_root(const json& pod, const json& c, const Volumes& volumes, 
   std::vector<std::string> programs;
   for (const auto& [command, program] : options.commands) programs.push_back(program);
   for (const auto& [image, program] : options.images) programs.push_back(program);
-  RootPlan plan{dir / "root" / c.value("name", ""), base_mounts(programs, kDefaultShmBytes),
-                c.value("workingDir", "/"), pod_hostname(pod)};
+  RootPlan plan{dir / "root" / c.value("name", ""), base_mounts(programs, kDefaultShmBytes), c.value("workingDir", "/"),
+                pod_hostname(pod)};
   if (const char* home = std::getenv("HOME"); home != nullptr && fs::path(home).is_absolute())
     plan.mounts.push_back({RootMount::Kind::kDirectory, "", home});
   // The pod's name service, as a runtime bind-mounts the kubelet's files; here as links into one folder, so that a
@@ -285,6 +289,10 @@ RootPlan container_root(const json& pod, const json& c, const Volumes& volumes, 
     plan.mounts.push_back(
         {RootMount::Kind::kSymlink, std::string(kDnsFolder) + "/" + file, std::string("/etc/") + file});
   }
+  const std::string message_path = c.value("terminationMessagePath", "/dev/termination-log");
+  if (!fs::path(message_path).is_absolute())
+    throw InvalidArgument(where + ".terminationMessagePath: must be absolute, got \"" + message_path + "\"");
+  plan.mounts.push_back({RootMount::Kind::kBind, termination_log(dir, c).string(), message_path});
   std::vector<json> mounts = c.value("volumeMounts", json::array()).get<std::vector<json>>();
   std::stable_sort(mounts.begin(), mounts.end(), [](const json& a, const json& b) {
     return a.value("mountPath", "").size() < b.value("mountPath", "").size();
@@ -312,14 +320,35 @@ fs::path pod_dir(const fs::path& root, const json& pod) {
   return root / namespace_of(pod) / (name_of(pod) + "-" + pod["metadata"].value("uid", ""));
 }
 
+std::string termination_message(const ContainerLaunch& c, const fs::path& log, int exit_code) {
+  constexpr size_t kFileBytes = 4096, kLogBytes = 2048, kLogLines = 80;
+  std::ifstream in(c.termination_log, std::ios::binary);
+  std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (message.size() > kFileBytes) message.resize(kFileBytes);
+  if (!message.empty() || exit_code == 0 || c.message_policy != ContainerLaunch::MessagePolicy::kFallbackToLogsOnError)
+    return message;
+  std::ifstream out(log, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  size_t start = text.size() > kLogBytes ? text.size() - kLogBytes : 0;
+  size_t lines = 0;
+  for (size_t i = text.size(); i > start; --i) {
+    if (text[i - 1] == '\n' && i != text.size() && ++lines == kLogLines) {
+      start = i;
+      break;
+    }
+  }
+  return text.substr(start);
+}
+
 bool write_pod_dns(const std::vector<DnsRecord>& records, const json& pod, const fs::path& dir) {
   const fs::path folder = dir / "dns";
   const std::string ns = namespace_of(pod);
   const std::map<std::string, std::string> files = {
       {"hosts", hosts_file(records, pod)},
       // No nameserver answers: every cluster name is in the hosts file, and nothing outside is reachable.
-      {"resolv.conf", "search " + ns + ".svc.cluster.local svc.cluster.local cluster.local\nnameserver 127.0.0.1\n"
-                      "options ndots:5 attempts:1 timeout:1\n"},
+      {"resolv.conf", "search " + ns +
+                          ".svc.cluster.local svc.cluster.local cluster.local\nnameserver 127.0.0.1\n"
+                          "options ndots:5 attempts:1 timeout:1\n"},
       {"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"},
       {"hostname", pod_hostname(pod) + "\n"}};
   bool changed = false;
@@ -353,7 +382,12 @@ std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod
     write_file(plan_file, to_json(container_root(pod, c, volumes, options, launch.dir)).dump(2));
     std::vector<std::string> argv = {options.exec_helper, plan_file.string(), "--"};
     for (const std::string& a : container_command(c, options)) argv.push_back(expand_references(a, variables));
-    ContainerLaunch container{name, std::move(argv), variables};
+    const fs::path message_file = termination_log(launch.dir, c);
+    write_file(message_file, "");
+    const auto policy = c.value("terminationMessagePolicy", "File") == "FallbackToLogsOnError"
+                            ? ContainerLaunch::MessagePolicy::kFallbackToLogsOnError
+                            : ContainerLaunch::MessagePolicy::kFile;
+    ContainerLaunch container{name, message_file, policy, std::move(argv), variables};
     for (const auto& [k, v] : options.env) container.env.emplace(k, v);
     if (!options.service_host.empty()) {
       container.env.emplace("KUBERNETES_SERVICE_HOST", options.service_host);

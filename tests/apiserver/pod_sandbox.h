@@ -33,6 +33,11 @@ namespace torus::standin {
 
 struct ContainerLaunch {
   std::string name;
+  // Where the kubelet reads the container's last words from (the file mounted at its terminationMessagePath:
+  // <pod dir>/<container>.termination-log), and whether a failure with none falls back to the log's tail
+  // (terminationMessagePolicy FallbackToLogsOnError).
+  std::filesystem::path termination_log;
+  enum class MessagePolicy { kFile, kFallbackToLogsOnError } message_policy = MessagePolicy::kFile;
   // exec_helper, the root plan's file, "--", then command + args (argv[0] mapped through SandboxOptions::commands)
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
@@ -70,6 +75,11 @@ struct SandboxOptions {
 
 // The pod's folder under `root` (also where the runner writes logs and pid files).
 std::filesystem::path pod_dir(const std::filesystem::path& root, const json& pod);
+
+// The message a kubelet puts in state.terminated.message of a container that ended with `exit_code`: the
+// termination log's first 4096 bytes, else (FallbackToLogsOnError, a failure) the last 80 lines or 2048 bytes of
+// its output, whichever is shorter.
+std::string termination_message(const ContainerLaunch& c, const std::filesystem::path& log, int exit_code);
 
 // Writes the pod's name-service files into <dir>/dns (its /etc/hosts with `records`, resolv.conf, nsswitch.conf,
 // hostname); true when one changed. The process kubelet calls it again while the pod runs, as the cluster's DNS

@@ -141,6 +141,7 @@ struct ProcessKubelet::Impl {
                        const ContainerLaunch& c) {
     const std::string key = key_of(ns, name);
     auto log = std::make_unique<std::ofstream>(dir / (c.name + ".log"), std::ios::app);
+    std::ofstream(c.termination_log, std::ios::trunc);  // each run of the container has last words of its own
     const size_t index = sup.start({key + "/" + c.name, c.argv, c.env});
     if (procs.size() <= index) procs.resize(index + 1);
     procs[index] = Proc{ns, name, c.name, std::move(log)};
@@ -249,6 +250,10 @@ struct ProcessKubelet::Impl {
     const std::string key = key_of(p.ns, p.pod);
     Exit exit{p.ns, p.pod, p.container, t.shell_code(), t.success() ? "Completed" : "Error", Exit::Pod::kAllEnded};
     p.log.reset();
+    if (auto launch = launches.find(key + "/" + p.container); launch != launches.end()) {
+      const auto& [dir, c] = launch->second;
+      exit.message = termination_message(c, dir / (c.name + ".log"), exit.exit_code);
+    }
     {
       std::lock_guard lock(mu);
       if (--running[key] > 0) {

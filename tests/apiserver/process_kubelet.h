@@ -31,6 +31,7 @@ class ProcessKubelet {
     int exit_code = 0;
     std::string reason;
     enum class Pod { kContainersLeft, kAllEnded } pod_state = Pod::kAllEnded;
+    std::string message;  // state.terminated.message (pod_sandbox.h termination_message)
   };
   using ExitHandler = std::function<void(const Exit&)>;
 

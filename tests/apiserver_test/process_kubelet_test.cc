@@ -19,6 +19,7 @@ namespace {
 
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ProcessKubeletTest : public StandinTest {
  protected:
@@ -112,9 +113,8 @@ TEST_F(ProcessKubeletTest, ANameResolvesOnlyThroughAHeadlessServiceThatSelectsTh
                  pod_yaml("job-worker-0", "exec sleep 60", "  hostname: job-worker-0\n  subdomain: job\n"))});
   const std::string name = "job-worker-0.job.default.svc";
   ok({"apply", "-f",
-      write_file("peer.yaml", pod_yaml("peer",
-                                       "getent hosts " + name + " || echo unresolved; until getent hosts " + name +
-                                           " >/dev/null; do sleep 0.05; done; getent hosts " + name))});
+      write_file("peer.yaml", pod_yaml("peer", "getent hosts " + name + " || echo unresolved; until getent hosts " +
+                                                   name + " >/dev/null; do sleep 0.05; done; getent hosts " + name))});
   ASSERT_TRUE(test::eventually([&] { return log_of("peer").find("unresolved") != std::string::npos; }, 30s, 20ms))
       << log_of("peer");
   ok({"apply", "-f", write_file("wrong.yaml", service_yaml("job", "someone-else"))});
@@ -133,11 +133,11 @@ TEST_F(ProcessKubeletTest, ExitZeroSucceeds) {
 // restartPolicy Always: an exited container is started again (the kubelet's restart, the first one at once), its
 // volumes kept; the status counts the restart and the pod runs again. The emptyDir counts the starts.
 TEST_F(ProcessKubeletTest, AnExitedContainerOfAnAlwaysPodIsStartedAgain) {
-  std::string spec = pod_yaml("again",
-                              "echo start >> /data/starts; if [ $(wc -l < /data/starts) -ge 2 ]; then exec sleep 60; "
-                              "fi; exit 3",
-                              "  volumes: [{name: data, emptyDir: {}}]\n",
-                              "    volumeMounts: [{name: data, mountPath: /data}]\n");
+  std::string spec =
+      pod_yaml("again",
+               "echo start >> /data/starts; if [ $(wc -l < /data/starts) -ge 2 ]; then exec sleep 60; "
+               "fi; exit 3",
+               "  volumes: [{name: data, emptyDir: {}}]\n", "    volumeMounts: [{name: data, mountPath: /data}]\n");
   spec.replace(spec.find("restartPolicy: Never"), 20, "restartPolicy: Always");
   ok({"apply", "-f", write_file("again.yaml", spec)});
   ok({"wait", "--for=jsonpath={.status.containerStatuses[0].restartCount}=1", "pod/again", "--timeout=20s"});
@@ -184,6 +184,50 @@ TEST_F(ProcessKubeletTest, DeletionAsksWithSigtermAndKillsAfterTheGracePeriod) {
   text << in.rdbuf();
   EXPECT_THAT(text.str(), HasSubstr("got-term"));
   EXPECT_EQ(kubectl({"get", "pod", "stubborn"}).exit_code, 1) << "the stubborn pod went after SIGKILL";
+}
+
+// A container's last words reach its status as a kubelet puts them there: what it wrote to its
+// terminationMessagePath (/dev/termination-log by default, a file of its own), else under FallbackToLogsOnError
+// the tail of its output when it failed; a container that wrote none and succeeded has no message.
+TEST_F(ProcessKubeletTest, TheTerminationMessageIsWhatTheContainerWroteOrItsLogsTail) {
+  const std::string fallback = "    terminationMessagePolicy: FallbackToLogsOnError\n";
+  ok({"apply", "-f",
+      write_file("p.yaml",
+                 pod_yaml("wrote", "echo noise; printf \"CollectiveTimeout: rank 1\" > /dev/termination-log; exit 43") +
+                     "---\n" +
+                     pod_yaml("custom", "echo done > /tmp/why; exit 2", "", "    terminationMessagePath: /tmp/why\n") +
+                     "---\n" +
+                     pod_yaml("fell-back", "for i in $(seq 1 100); do echo line-$i; done; exit 1", "", fallback) +
+                     "---\n" + pod_yaml("quiet", "echo fine", "", fallback))});
+  for (const char* name : {"wrote", "custom", "fell-back"})
+    ok({"wait", "--for=jsonpath={.status.phase}=Failed", std::string("pod/") + name, "--timeout=30s"});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/quiet", "--timeout=30s"});
+  auto message = [&](const std::string& name) {
+    return pod(name)["status"]["containerStatuses"][0]["state"]["terminated"].value("message", "<none>");
+  };
+  EXPECT_EQ(message("wrote"), "CollectiveTimeout: rank 1");
+  EXPECT_EQ(message("custom"), "done\n");
+  const std::string tail = message("fell-back");
+  EXPECT_EQ(tail.rfind("line-21\n", 0), 0u) << "the last 80 lines: " << tail;
+  EXPECT_THAT(tail, ::testing::EndsWith("line-100\n"));
+  EXPECT_EQ(message("quiet"), "<none>");
+}
+
+// /dev is the container's own, as a runtime makes it: the harmless devices work, the host's others are not there,
+// and the termination log is no file of the host's /dev.
+TEST_F(ProcessKubeletTest, DevHoldsOnlyARuntimesDevices) {
+  ok({"apply", "-f",
+      write_file("p.yaml", pod_yaml("devs",
+                                    "echo x > /dev/null; head -c 4 /dev/urandom | wc -c; ls /dev | sort | "
+                                    "tr \"\\n\" \" \"; echo; ls -l /dev/stdout"))});
+  ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/devs", "--timeout=30s"});
+  const std::string log = log_of("devs");
+  EXPECT_THAT(log, HasSubstr("4\n"));
+  EXPECT_THAT(log, HasSubstr(" null "));
+  EXPECT_THAT(log, HasSubstr(" termination-log "));
+  EXPECT_THAT(log, HasSubstr("/proc/self/fd/1"));
+  for (const char* host_only : {" loop0 ", " kmsg ", " tty1 "}) EXPECT_THAT(log, Not(HasSubstr(host_only))) << log;
+  EXPECT_FALSE(std::filesystem::exists("/dev/termination-log")) << "the host's /dev was written";
 }
 
 TEST_F(ProcessKubeletTest, APodWithoutACommandCannotRun) {

@@ -447,6 +447,33 @@ TEST_F(TrainingE2E, AServiceThatSelectsNoWorkerLeavesTheRanksUnableToResolveRank
   EXPECT_EQ(kubectl({"delete", "-f", service}).code, 0);
 }
 
+// Issue 31.2 through the operator: a rank that stops (SIGSTOP, alive but silent) is named within the all-reduce's
+// timeout by the rank that waited for it, in its termination message (the process kubelet gives each container its
+// /dev/termination-log, as a kubelet does), and the job's condition quotes it: the rank, its pod and its node.
+TEST_F(TrainingE2E, AStoppedRankIsNamedWithItsPodAndNodeInTheJobsCondition) {
+  std::string yaml = job_yaml("iota", 2, 1, 40, "  allReduce:\n    timeoutSeconds: 3\n");
+  yaml.replace(yaml.find("restartPolicy: ExitCode"), 23, "restartPolicy: Never");
+  yaml.replace(yaml.find("    image: torus-worker:dev\n"), 28,
+               "    image: torus-worker:dev\n    template:\n      spec:\n        containers:\n        - name: worker\n"
+               "          env:\n          - {name: TORUS_TEST_SIGSTOP_AT_STEP, value: \"1:3\"}\n");
+  const std::string file = (dir_ / "iota.yaml").string();
+  std::ofstream(file) << yaml;
+  ASSERT_EQ(kubectl({"apply", "-f", file}).code, 0);
+  wait_phase("iota", "Failed", 120s);
+  std::string reason, message;
+  for (const json& c : status_of("iota").value("conditions", json::array())) {
+    if (c.value("type", "") == "Failed") reason = c.value("reason", ""), message = c.value("message", "");
+  }
+  std::string node;
+  for (const json& pod : pods_of("iota")) {
+    if (pod["metadata"].value("name", "") == "iota-worker-1") node = pod["spec"].value("nodeName", "");
+  }
+  ASSERT_FALSE(node.empty());
+  EXPECT_EQ(reason, "CollectiveTimeout") << status_of("iota").dump();
+  EXPECT_NE(message.find("ranks that never arrived: 1 (pod iota-worker-1, node " + node + ")"), std::string::npos)
+      << message;
+}
+
 // Issue 17.1 with real workers: scaling a running gang 2 -> 4 is a new attempt (not a failure) whose four ranks
 // mount the edited job file and resume from the checkpoint the two wrote.
 TEST_F(TrainingE2E, ScalingARunningGangResumesFromItsCheckpointWithTheNewWorld) {
