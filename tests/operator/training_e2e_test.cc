@@ -97,6 +97,23 @@ class TrainingE2E : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << r.out;
   }
 
+  // Applies `yaml` with restartPolicy Never (the first failure is the job's) and `variable`=`value` in the worker
+  // container's environment, through the job's pod template.
+  void apply_failing_once(const std::string& name, std::string yaml, const std::string& variable,
+                          const std::string& value) {
+    yaml.replace(yaml.find("restartPolicy: ExitCode"), 23, "restartPolicy: Never");
+    const std::string image = "    image: torus-worker:dev\n";
+    yaml.replace(yaml.find(image), image.size(),
+                 image +
+                     "    template:\n      spec:\n        containers:\n        - name: worker\n          env:\n"
+                     "          - {name: " +
+                     variable + ", value: \"" + value + "\"}\n");
+    const std::string file = (dir_ / (name + ".yaml")).string();
+    std::ofstream(file) << yaml;
+    const CmdResult r = kubectl({"apply", "-f", file});
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+
   static std::vector<json> pods_of(const std::string& job) {
     const json list = client_->list(res::kPods, kNs, {std::string(kLabelJobName) + "=" + job, "", ""});
     return list.value("items", json::array()).get<std::vector<json>>();
@@ -430,15 +447,8 @@ TEST_F(TrainingE2E, AServiceThatSelectsNoWorkerLeavesTheRanksUnableToResolveRank
                             "  publishNotReadyAddresses: true\n  selector: {torus.dev/job-name: someone-else}\n"
                             "  ports:\n  - {port: 29500}\n";
   ASSERT_EQ(kubectl({"apply", "-f", service}).code, 0);
-  std::string yaml = job_yaml("theta", 2, 1, 4);
-  yaml.replace(yaml.find("restartPolicy: ExitCode"), 23, "restartPolicy: Never");
-  // A short rendezvous deadline in the pods (the default is two minutes), through the job's pod template.
-  yaml.replace(yaml.find("    image: torus-worker:dev\n"), 28,
-               "    image: torus-worker:dev\n    template:\n      spec:\n        containers:\n        - name: worker\n"
-               "          env:\n          - {name: TORUS_RENDEZVOUS_TIMEOUT_MS, value: \"5000\"}\n");
-  const std::string file = (dir_ / "theta.yaml").string();
-  std::ofstream(file) << yaml;
-  ASSERT_EQ(kubectl({"apply", "-f", file}).code, 0);
+  // A short rendezvous deadline in the pods (the default is two minutes).
+  apply_failing_once("theta", job_yaml("theta", 2, 1, 4), "TORUS_RENDEZVOUS_TIMEOUT_MS", "5000");
   wait_phase("theta", "Failed", 120s);
   const std::string logs = logs_of("theta");
   EXPECT_NE(logs.find("resolve theta-worker-0.theta.default.svc:"), std::string::npos) << logs;
@@ -451,14 +461,8 @@ TEST_F(TrainingE2E, AServiceThatSelectsNoWorkerLeavesTheRanksUnableToResolveRank
 // timeout by the rank that waited for it, in its termination message (the process kubelet gives each container its
 // /dev/termination-log, as a kubelet does), and the job's condition quotes it: the rank, its pod and its node.
 TEST_F(TrainingE2E, AStoppedRankIsNamedWithItsPodAndNodeInTheJobsCondition) {
-  std::string yaml = job_yaml("iota", 2, 1, 40, "  allReduce:\n    timeoutSeconds: 3\n");
-  yaml.replace(yaml.find("restartPolicy: ExitCode"), 23, "restartPolicy: Never");
-  yaml.replace(yaml.find("    image: torus-worker:dev\n"), 28,
-               "    image: torus-worker:dev\n    template:\n      spec:\n        containers:\n        - name: worker\n"
-               "          env:\n          - {name: TORUS_TEST_SIGSTOP_AT_STEP, value: \"1:3\"}\n");
-  const std::string file = (dir_ / "iota.yaml").string();
-  std::ofstream(file) << yaml;
-  ASSERT_EQ(kubectl({"apply", "-f", file}).code, 0);
+  apply_failing_once("iota", job_yaml("iota", 2, 1, 40, "  allReduce:\n    timeoutSeconds: 3\n"),
+                     "TORUS_TEST_SIGSTOP_AT_STEP", "1:3");
   wait_phase("iota", "Failed", 120s);
   std::string reason, message;
   for (const json& c : status_of("iota").value("conditions", json::array())) {
