@@ -307,6 +307,7 @@ void describe(V& v, S& x) {
   v("lostWorkSeconds", x.lost_work_seconds);
   v("lostSteps", x.lost_steps);
   v("stepSeconds", x.step_seconds);
+  v("slowestCheckpointSeconds", x.slowest_checkpoint_seconds);
   v("attempt", x.attempt);
   v("lastStep", x.last_step);
   v("earlierAttempts", x.earlier_attempts);

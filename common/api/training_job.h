@@ -378,6 +378,9 @@ struct Goodput {
   double lost_work_seconds = 0;  // steps redone after restarts x the step time then
   int64_t lost_steps = 0;
   double step_seconds = 0;          // rank 0's mean step time in the current attempt
+  // The slowest checkpoint save measured in any attempt (rank 0's torus_worker_checkpoint_seconds, read as an upper
+  // bound: operator/controller/goodput_status.h); the worker pods' terminationGracePeriodSeconds is derived from it.
+  double slowest_checkpoint_seconds = 0;
   int32_t attempt = 0;              // the attempt the current figures come from
   int64_t last_step = 0;            // the last global step read from it
   GoodputSeconds earlier_attempts;  // the attempts before it, summed (what `seconds` adds the current one to)

@@ -6,6 +6,7 @@
 #include "operator/controller/checkpoint_storage.h"
 #include "operator/controller/labels.h"
 #include "operator/controller/spec_edits.h"
+#include "operator/controller/termination_grace.h"
 
 namespace torus::controller {
 namespace {
@@ -269,6 +270,10 @@ json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const
                {"subdomain", service_name(name)},
                {"containers", json::array({worker_container(job, index, attempt, blocks)})},
                {"volumes", worker_volumes(job)}};
+  // Long enough for every rank to finish its step and rank 0 to save it after a SIGTERM (termination_grace.h);
+  // fixed for the pod's life (Kubernetes refuses to change it on a running pod), so a slower save measured during
+  // this attempt lengthens the next attempt's. A user's value in the template is kept as written.
+  if (!user_termination_grace(job)) ours["terminationGracePeriodSeconds"] = termination_grace_for(job);
   json aff = affinity(job);
   if (!aff.empty()) ours["affinity"] = aff;
   const auto& sched = job.spec.run_policy.scheduling_policy;

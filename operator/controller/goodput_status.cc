@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "operator/controller/progress.h"
 
@@ -54,6 +55,30 @@ api::GoodputSeconds kept_of_previous(const api::Goodput& before, double lost_s) 
 
 }  // namespace
 
+double slowest_checkpoint_from_metrics(const std::map<std::string, double>& s, int attempt) {
+  const std::string family = "torus_worker_checkpoint_seconds_";
+  const std::string of_attempt = std::to_string(attempt);
+  double count = 0, sum = 0;
+  std::optional<double> bound;  // the smallest `le` whose cumulative count is every save
+  std::map<double, double> buckets;
+  for (auto it = s.lower_bound(family); it != s.end() && it->first.starts_with(family); ++it) {
+    if (it->first.find('{') == std::string::npos || label_of(it->first, "attempt") != of_attempt) continue;
+    const std::string kind = it->first.substr(family.size(), it->first.find('{') - family.size());
+    if (kind == "count") count = it->second;
+    if (kind == "sum") sum = it->second;
+    const std::string le = label_of(it->first, "le");
+    if (kind == "bucket" && !le.empty() && le != "+Inf") buckets[std::strtod(le.c_str(), nullptr)] = it->second;
+  }
+  if (!(count > 0) || !std::isfinite(sum)) return 0;
+  for (const auto& [le, cumulative] : buckets) {
+    if (cumulative >= count) {
+      bound = le;
+      break;
+    }
+  }
+  return bound ? std::min(*bound, sum) : sum;
+}
+
 std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, double>& s, int attempt) {
   const std::string family = "torus_worker_goodput_seconds_total{";
   GoodputReading r{.attempt = attempt};
@@ -70,6 +95,7 @@ std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, d
   r.global_step = static_cast<int64_t>(sample_or_zero(s, "torus_worker_global_step"));
   const double count = sample_or_zero(s, "torus_worker_step_seconds_count");
   if (count > 0) r.step_seconds = sample_or_zero(s, "torus_worker_step_seconds_sum") / count;
+  r.slowest_checkpoint_seconds = slowest_checkpoint_from_metrics(s, attempt);
   return r;
 }
 
@@ -87,6 +113,7 @@ api::Goodput next_goodput(const api::Goodput& before, const GoodputReading& now,
   g.seconds = plus(g.earlier_attempts, now.seconds);
   g.last_step = std::max(now.global_step, resumed_step);
   if (now.step_seconds > 0) g.step_seconds = now.step_seconds;
+  g.slowest_checkpoint_seconds = std::max(before.slowest_checkpoint_seconds, now.slowest_checkpoint_seconds);
   g.wall_seconds = wall_seconds;
   g.ratio = wall_seconds > 0 ? std::clamp(g.seconds.training / wall_seconds, 0.0, 1.0) : 0;
   g.update_time = now_rfc3339;

@@ -18,14 +18,21 @@ struct GoodputReading {
   api::GoodputSeconds seconds;
   int64_t global_step = 0;
   double step_seconds = 0;  // mean step time of the attempt (torus_worker_step_seconds sum / count)
+  // The attempt's slowest checkpoint save, bounded from above from torus_worker_checkpoint_seconds: the smallest
+  // bucket bound that holds every save (the buckets double, so at most 2x the truth), or the sum of the saves when
+  // that is smaller (exact for one save; the +Inf bucket). 0: no save yet.
+  double slowest_checkpoint_seconds = 0;
 };
+
+// The slowest save of `attempt` in rank 0's samples, as GoodputReading::slowest_checkpoint_seconds (0: none).
+double slowest_checkpoint_from_metrics(const std::map<std::string, double>& samples, int attempt);
 
 // The ledger of `attempt` in rank 0's samples; nullopt when they hold none of it (an older worker, another attempt).
 std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, double>& samples, int attempt);
 
 // The next status.goodput: `before` advanced by `now`. `resumed_step`: the step now's attempt resumed from (when it
 // is a later attempt than before's, the steps from there to before.lastStep were lost). `wall_seconds`: since
-// status.startTime.
+// status.startTime. slowestCheckpointSeconds only grows: the grace of later attempts' pods must cover the worst save.
 api::Goodput next_goodput(const api::Goodput& before, const GoodputReading& now, int64_t resumed_step,
                           double wall_seconds, const std::string& now_rfc3339);
 

@@ -71,5 +71,25 @@ TEST(GoodputStatus, ANewAttemptAddsToTheEarlierOnesAndCountsWhatTheRestartLost) 
   EXPECT_EQ(back, g);
 }
 
+// The slowest save, bounded from above by the histogram's buckets (which double) or by the sum of the saves.
+TEST(GoodputStatus, TheSlowestSaveIsReadAsAnUpperBoundAndOnlyGrows) {
+  auto slowest = [](std::initializer_list<double> saves, int attempt = 1) {
+    metrics::Registry registry;
+    metrics::WorkerMetrics worker(registry, "j", "ns", 0, attempt);
+    for (double s : saves) worker.checkpoint_seconds.observe(s);
+    return slowest_checkpoint_from_metrics(parse_prometheus_text(registry.expose()), 1);
+  };
+  EXPECT_DOUBLE_EQ(slowest({}), 0) << "no save yet";
+  EXPECT_NEAR(slowest({0.3}), 0.3, 1e-9) << "one save: its sum is exact";
+  EXPECT_NEAR(slowest({0.3, 0.05, 0.2}), 0.32, 1e-9) << "the bucket that holds every save";
+  EXPECT_NEAR(slowest({100, 0.1}), 100.1, 1e-9) << "past the last bucket: the sum bounds it";
+  EXPECT_DOUBLE_EQ(slowest({0.3}, 0), 0) << "another attempt's series";
+  // status.goodput keeps the worst one seen: a later attempt's faster saves do not shorten the grace.
+  api::Goodput g;
+  g = next_goodput(g, GoodputReading{.attempt = 0, .slowest_checkpoint_seconds = 2.5}, 0, 10, "t1");
+  g = next_goodput(g, GoodputReading{.attempt = 1, .slowest_checkpoint_seconds = 0.4}, 0, 20, "t2");
+  EXPECT_DOUBLE_EQ(g.slowest_checkpoint_seconds, 2.5);
+}
+
 }  // namespace
 }  // namespace torus::controller
