@@ -9,7 +9,17 @@ if(TORUS_WITH_OPERATOR)
   find_package(cpprestsdk REQUIRED)      # target: cpprestsdk::cpprest
 endif()
 find_package(Boost 1.74 REQUIRED)        # headers: Asio/Beast for the test API server
-find_package(dnnl REQUIRED)              # target: DNNL::dnnl (oneDNN 2.x)
+# oneDNN (target DNNL::dnnl): Debian's libdnnl-dev 2.6.3 unless TORUS_ONEDNN_ROOT names a prefix holding oneDNN 3.x
+# (scripts/lib.sh's torus_install_onednn unpacks the pinned PyPI wheels into .tools/onednn-VERSION/). The binaries
+# then find that libdnnl.so.3 through their build-tree RPATH, with no LD_LIBRARY_PATH. The CPU engine compiles
+# against both APIs (DNNL_VERSION_MAJOR in worker/backend/cpu/); docs/building.md says which is faster where.
+set(TORUS_ONEDNN_ROOT "" CACHE PATH "Prefix with oneDNN 3.x (include/, lib/cmake/dnnl/); empty: the system's oneDNN")
+if(TORUS_ONEDNN_ROOT)
+  find_package(dnnl 3 REQUIRED CONFIG PATHS "${TORUS_ONEDNN_ROOT}" NO_DEFAULT_PATH)
+else()
+  find_package(dnnl REQUIRED)
+endif()
+message(STATUS "Torus: oneDNN ${dnnl_VERSION} (${dnnl_DIR})")
 find_package(Gloo REQUIRED)              # target: gloo
 find_package(OpenMP REQUIRED)
 find_package(JPEG REQUIRED)              # libjpeg-turbo

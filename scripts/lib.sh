@@ -229,3 +229,74 @@ torus_sanitizer_lane() {
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     ctest --test-dir "$dir" --output-on-failure --no-tests=error --timeout 900
 }
+
+# oneDNN 3.x from PyPI, as an alternative to Debian's libdnnl-dev 2.6.3 (issue 29.4; docs/building.md, "oneDNN 2.6 or
+# 3.x"): torus_install_onednn unpacks the pinned wheels, checked against their SHA-256, into .tools/onednn-VERSION/
+# (include/, lib/libdnnl.so.3*, lib/cmake/dnnl/), and torus_use_onednn3 points the next configure at it
+# (-DTORUS_ONEDNN_ROOT=...; the binaries find the library through their RPATH). The variant is oneDNN's GNU OpenMP
+# build, the runtime the engine's own kernels use: PyPI's newest `onednn` (3.13, 2026.1.0) is a SYCL build whose CPU
+# engine needs a SYCL CPU device that its runtime wheels do not provide ("could not create an engine"), and it
+# drags in 600 MB of Intel runtimes; onednn-cpu-gomp 2023.2.0 (oneDNN 3.2.0) is the newest native-CPU build there.
+TORUS_ONEDNN_VERSION="3.2.0"
+TORUS_ONEDNN_WHEELS=(
+  "onednn-cpu-gomp==2023.2.0 --hash=sha256:2f22a54d6a890ed14bfa185d42a4be65d8b5b1df85dc1f0f3a9abe31620416fb"
+  "onednn-devel-cpu-gomp==2023.2.0 --hash=sha256:9763c69e8c907e119056bd52ad918ca84ac9ba939d130a99dfa95ccca3e5e284"
+)
+TORUS_ONEDNN_ROOT="${TORUS_ONEDNN_ROOT:-$TORUS_ROOT/.tools/onednn-$TORUS_ONEDNN_VERSION}"
+
+# The version the prefix's headers declare ("3.2.0"; "" when there is none).
+torus_onednn_version() {
+  local h="$1/include/oneapi/dnnl/dnnl_version.h"
+  [[ -f "$h" && -f "$1/lib/libdnnl.so.3" && -f "$1/lib/cmake/dnnl/dnnl-config.cmake" ]] || return 0
+  awk '/#define DNNL_VERSION_(MAJOR|MINOR|PATCH) /{v = v (v == "" ? "" : ".") $3} END{print v}' "$h"
+}
+
+torus_install_onednn() {
+  [[ "$(torus_onednn_version "$TORUS_ONEDNN_ROOT")" == "$TORUS_ONEDNN_VERSION" ]] && return 0
+  echo "torus: installing oneDNN $TORUS_ONEDNN_VERSION into $TORUS_ONEDNN_ROOT (pip: ${TORUS_ONEDNN_WHEELS[*]%% *})"
+  local tmp
+  tmp="$(mktemp -d)"
+  printf '%s\n' "${TORUS_ONEDNN_WHEELS[@]}" >"$tmp/requirements.txt"
+  # --require-hashes: pip refuses a wheel whose SHA-256 is not the pinned one.
+  /usr/bin/python3 -m pip download -q --no-deps --require-hashes -r "$tmp/requirements.txt" -d "$tmp" >/dev/null
+  rm -rf "$TORUS_ONEDNN_ROOT.new" && mkdir -p "$TORUS_ONEDNN_ROOT.new"
+  /usr/bin/python3 - "$tmp" "$TORUS_ONEDNN_ROOT.new" <<'PY'
+import glob, os, sys, zipfile
+wheel_dir, out = sys.argv[1], sys.argv[2]
+for path in sorted(glob.glob(os.path.join(wheel_dir, "*.whl"))):
+    with zipfile.ZipFile(path) as wheel:
+        for name in wheel.namelist():
+            parts = name.split("/")
+            # <dist>.data/data/{include,lib,share}/...: the prefix the wheel installs
+            if len(parts) < 4 or not parts[0].endswith(".data") or parts[1] != "data" or name.endswith("/"):
+                continue
+            rel = "/".join(parts[2:])
+            # The wheel holds libdnnl.so, .so.3 and .so.3.N as three 55 MB copies: keep one, link the others.
+            if parts[2] == "lib" and parts[3].startswith("libdnnl.so") and parts[3].count(".") < 3:
+                continue
+            dest = os.path.join(out, rel)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(wheel.read(name))
+lib = os.path.join(out, "lib")
+real = [n for n in os.listdir(lib) if n.startswith("libdnnl.so.3.")]
+if len(real) != 1:
+    sys.exit("torus: expected one libdnnl.so.3.N in the wheels, found %s" % real)
+os.symlink(real[0], os.path.join(lib, "libdnnl.so.3"))
+os.symlink("libdnnl.so.3", os.path.join(lib, "libdnnl.so"))
+PY
+  rm -rf "$tmp" "$TORUS_ONEDNN_ROOT"
+  mv "$TORUS_ONEDNN_ROOT.new" "$TORUS_ONEDNN_ROOT"
+  local got
+  got="$(torus_onednn_version "$TORUS_ONEDNN_ROOT")"
+  if [[ "$got" != "$TORUS_ONEDNN_VERSION" ]]; then
+    echo "torus: the wheels gave oneDNN '$got', expected $TORUS_ONEDNN_VERSION (update the pins in scripts/lib.sh)" >&2
+    return 1
+  fi
+}
+
+# torus_use_onednn3: installs oneDNN 3.x (above) and builds the next configure against it.
+torus_use_onednn3() {
+  torus_install_onednn
+  TORUS_CMAKE_ARGS+=("-DTORUS_ONEDNN_ROOT=$TORUS_ONEDNN_ROOT")
+}

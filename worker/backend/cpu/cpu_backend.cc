@@ -219,6 +219,9 @@ class CpuBackend final : public Backend {
                                             {DNNL_ARG_DIFF_SRC, mem(p.bwd_pd.diff_src_desc(), dx)},
                                             {DNNL_ARG_DIFF_SCALE, mem(flat(g.c), dgamma)},
                                             {DNNL_ARG_DIFF_SHIFT, mem(flat(g.c), dbeta)}};
+#if DNNL_VERSION_MAJOR >= 3
+    args.erase(DNNL_ARG_SHIFT);  // 2.6 wants the shift in the backward too; 3.x refuses an argument it does not read
+#endif
     if (g.activation == Activation::kRelu) args[DNNL_ARG_WORKSPACE] = mem(p.train_pd.workspace_desc(), workspace);
     p.bwd.execute(stream_, args);
   }
@@ -422,11 +425,18 @@ class CpuBackend final : public Backend {
     memory::dims strides = {g.stride, g.stride}, pad = {g.pad, g.pad};
     const dnnl::algorithm alg = p.algorithm;
     ConvBackward b;
+#if DNNL_VERSION_MAJOR >= 3
+    b.bwd_data_pd = safe_backward<dnnl::convolution_backward_data::primitive_desc>(
+        g, engine_, alg, src_in, any_w, dst_in, strides, pad, pad, p.fwd_pd);
+    b.bwd_w_pd = safe_backward<dnnl::convolution_backward_weights::primitive_desc>(
+        g, engine_, alg, src_in, any_w, dst_in, strides, pad, pad, p.fwd_pd);
+#else
     const dnnl::convolution_backward_data::desc data_desc(alg, src_in, any_w, dst_in, strides, pad, pad);
-    b.bwd_data_pd = safe_backward<dnnl::convolution_backward_data::primitive_desc>(data_desc, engine_, p.fwd_pd, g);
-    b.bwd_data = dnnl::convolution_backward_data(b.bwd_data_pd);
+    b.bwd_data_pd = safe_backward<dnnl::convolution_backward_data::primitive_desc>(g, data_desc, engine_, p.fwd_pd);
     const dnnl::convolution_backward_weights::desc weights_desc(alg, src_in, any_w, dst_in, strides, pad, pad);
-    b.bwd_w_pd = safe_backward<dnnl::convolution_backward_weights::primitive_desc>(weights_desc, engine_, p.fwd_pd, g);
+    b.bwd_w_pd = safe_backward<dnnl::convolution_backward_weights::primitive_desc>(g, weights_desc, engine_, p.fwd_pd);
+#endif
+    b.bwd_data = dnnl::convolution_backward_data(b.bwd_data_pd);
     b.bwd_w = dnnl::convolution_backward_weights(b.bwd_w_pd);
     const memory::desc native = native_weight(g);
     b.bwd_data_w = converter(native, b.bwd_data_pd.weights_desc());
@@ -453,12 +463,19 @@ class CpuBackend final : public Backend {
     if (p.training) return *p.training;
     memory::desc md = activation_desc(g.n, g.h, g.w, g.c);
     NormTraining t;
+#if DNNL_VERSION_MAJOR >= 3
+    t.train_pd = barrier_free<dnnl::batch_normalization_forward::primitive_desc>(
+        engine_, dnnl::prop_kind::forward_training, md, md, g.eps, norm_flags(g));
+    t.bwd_pd = barrier_free<dnnl::batch_normalization_backward::primitive_desc>(
+        engine_, dnnl::prop_kind::backward, md, md, md, g.eps, norm_flags(g), t.train_pd);
+#else
     t.train_pd = barrier_free<dnnl::batch_normalization_forward::primitive_desc>(
         dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md, g.eps, norm_flags(g)), engine_);
-    t.train = dnnl::batch_normalization_forward(t.train_pd);
     t.bwd_pd = barrier_free<dnnl::batch_normalization_backward::primitive_desc>(
         dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, md, md, g.eps, norm_flags(g)), engine_,
         t.train_pd);
+#endif
+    t.train = dnnl::batch_normalization_forward(t.train_pd);
     t.bwd = dnnl::batch_normalization_backward(t.bwd_pd);
     p.training = std::move(t);
     return *p.training;
@@ -468,9 +485,12 @@ class CpuBackend final : public Backend {
     NormPlan& p = norm_plans_[g];
     if (p.infer) return *p.infer;
     memory::desc md = activation_desc(g.n, g.h, g.w, g.c);
-    p.infer = dnnl::batch_normalization_forward(
-        {{dnnl::prop_kind::forward_inference, md, g.eps, norm_flags(g) | dnnl::normalization_flags::use_global_stats},
-         engine_});
+    const auto flags = norm_flags(g) | dnnl::normalization_flags::use_global_stats;
+#if DNNL_VERSION_MAJOR >= 3
+    p.infer = dnnl::batch_normalization_forward({engine_, dnnl::prop_kind::forward_inference, md, md, g.eps, flags});
+#else
+    p.infer = dnnl::batch_normalization_forward({{dnnl::prop_kind::forward_inference, md, g.eps, flags}, engine_});
+#endif
     return *p.infer;
   }
 
@@ -482,9 +502,15 @@ class CpuBackend final : public Backend {
     auto alg = g.kind == PoolKind::kMax ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
     memory::dims strides = {g.stride, g.stride}, kernel = {g.kh, g.kw}, pad = {g.pad, g.pad};
     PoolPlan p;
+#if DNNL_VERSION_MAJOR >= 3
+    const memory::dims dilation = {0, 0};
+    p.fwd_pd = {engine_, dnnl::prop_kind::forward_training, alg, src, dst, strides, kernel, dilation, pad, pad};
+    p.bwd_pd = {engine_, alg, src, dst, strides, kernel, dilation, pad, pad, p.fwd_pd};
+#else
     p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, src, dst, strides, kernel, pad, pad}, engine_};
-    p.fwd = dnnl::pooling_forward(p.fwd_pd);
     p.bwd_pd = {{alg, src, dst, strides, kernel, pad, pad}, engine_, p.fwd_pd};
+#endif
+    p.fwd = dnnl::pooling_forward(p.fwd_pd);
     p.bwd = dnnl::pooling_backward(p.bwd_pd);
     return pool_plans_.emplace(g, std::move(p)).first->second;
   }
@@ -495,11 +521,17 @@ class CpuBackend final : public Backend {
     memory::desc src({g.n, g.in}, dt::f32, tag::nc), w({g.out, g.in}, dt::f32, tag::oi), b({g.out}, dt::f32, tag::x),
         dst({g.n, g.out}, dt::f32, tag::nc);
     LinearPlan p;
+#if DNNL_VERSION_MAJOR >= 3
+    p.fwd_pd = {engine_, dnnl::prop_kind::forward_training, src, w, b, dst};
+    p.bwd_data_pd = {engine_, src, w, dst, p.fwd_pd};
+    p.bwd_w_pd = {engine_, src, w, b, dst, p.fwd_pd};
+#else
     p.fwd_pd = {{dnnl::prop_kind::forward_training, src, w, b, dst}, engine_};
-    p.fwd = dnnl::inner_product_forward(p.fwd_pd);
     p.bwd_data_pd = {{src, w, dst}, engine_, p.fwd_pd};
-    p.bwd_data = dnnl::inner_product_backward_data(p.bwd_data_pd);
     p.bwd_w_pd = {{src, w, b, dst}, engine_, p.fwd_pd};
+#endif
+    p.fwd = dnnl::inner_product_forward(p.fwd_pd);
+    p.bwd_data = dnnl::inner_product_backward_data(p.bwd_data_pd);
     p.bwd_w = dnnl::inner_product_backward_weights(p.bwd_w_pd);
     return linear_plans_.emplace(g, std::move(p)).first->second;
   }
@@ -510,9 +542,14 @@ class CpuBackend final : public Backend {
     memory::desc md = flat(n);
     auto alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
     EltwisePlan p;
+#if DNNL_VERSION_MAJOR >= 3
+    p.fwd_pd = {engine_, dnnl::prop_kind::forward_training, alg, md, md, 0.f, 0.f};
+    p.bwd = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(engine_, alg, md, md, md, 0.f, 0.f, p.fwd_pd));
+#else
     p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f}, engine_};
-    p.fwd = dnnl::eltwise_forward(p.fwd_pd);
     p.bwd = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc({alg, md, md, 0.f, 0.f}, engine_, p.fwd_pd));
+#endif
+    p.fwd = dnnl::eltwise_forward(p.fwd_pd);
     return relu_plans_.emplace(n, std::move(p)).first->second;
   }
 
@@ -524,10 +561,18 @@ class CpuBackend final : public Backend {
     dnnl::primitive_attr attr;
     if (act == Activation::kRelu) {
       dnnl::post_ops po;
+#if DNNL_VERSION_MAJOR >= 3
+      po.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+#else
       po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+#endif
       attr.set_post_ops(po);
     }
+#if DNNL_VERSION_MAJOR >= 3
+    dnnl::binary::primitive_desc pd(engine_, dnnl::algorithm::binary_add, md, md, md, attr);
+#else
     dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, md, md, md}, attr, engine_);
+#endif
     return add_plans_.emplace(key, dnnl::binary(pd)).first->second;
   }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Which of oneDNN 2.6.3's implementations the CPU backend takes: Winograd for the convolutions that have it, and,
+// Which of oneDNN's implementations the CPU backend takes: Winograd for the convolutions that have it, and,
 // where oneDNN's first choice misbehaves (a convolution kernel that overruns its scratchpad, a batch norm that spins
 // on a barrier), the first acceptable one of the implementations it offers (primitive_desc::next_impl).
 #include <dnnl.hpp>
@@ -55,27 +55,42 @@ inline ConvForward choose_conv_forward(dnnl::algorithm preferred, const dnnl::en
                                        const dnnl::memory::desc& src, const dnnl::memory::desc& w,
                                        const dnnl::memory::desc& dst, const dnnl::memory::dims& strides,
                                        const dnnl::memory::dims& pad) {
+  const auto forward = [&](dnnl::algorithm alg) {
+#if DNNL_VERSION_MAJOR >= 3
+    return dnnl::convolution_forward::primitive_desc(engine, dnnl::prop_kind::forward_training, alg, src, w, dst,
+                                                     strides, pad, pad);
+#else
+    return dnnl::convolution_forward::primitive_desc(
+        {dnnl::prop_kind::forward_training, alg, src, w, dst, strides, pad, pad}, engine);
+#endif
+  };
   if (preferred != dnnl::algorithm::convolution_direct) {
     try {
-      dnnl::convolution_forward::primitive_desc fwd(
-          {dnnl::prop_kind::forward_training, preferred, src, w, dst, strides, pad, pad}, engine);
+      dnnl::convolution_forward::primitive_desc fwd = forward(preferred);
+#if DNNL_VERSION_MAJOR >= 3
+      dnnl::convolution_backward_data::primitive_desc data(engine, preferred, src, w, dst, strides, pad, pad, fwd);
+      dnnl::convolution_backward_weights::primitive_desc weights(engine, preferred, src, w, dst, strides, pad, pad,
+                                                                 fwd);
+#else
       dnnl::convolution_backward_data::primitive_desc data({preferred, src, w, dst, strides, pad, pad}, engine, fwd);
       dnnl::convolution_backward_weights::primitive_desc weights({preferred, src, w, dst, strides, pad, pad}, engine,
                                                                  fwd);
+#endif
       return {fwd, preferred};
     } catch (const dnnl::error&) {  // no such implementation for this shape or ISA
     }
   }
   const auto direct = dnnl::algorithm::convolution_direct;
-  return {{{dnnl::prop_kind::forward_training, direct, src, w, dst, strides, pad, pad}, engine}, direct};
+  return {forward(direct), direct};
 }
 
-// The first implementation of `desc` that is not known to overrun, as a primitive descriptor of its own (the
-// iterator behind next_impl() points into `desc`, which must outlive it: the copy returned does not).
-template <class PrimitiveDesc, class OpDesc>
-PrimitiveDesc safe_backward(const OpDesc& desc, const dnnl::engine& engine,
-                            const dnnl::convolution_forward::primitive_desc& hint, const ConvGeometry& g) {
-  PrimitiveDesc pd(desc, engine, hint);
+// The first implementation that is not known to overrun, as a primitive descriptor of its own (under oneDNN 2.x the
+// iterator behind next_impl() points into the op descriptor among `args`, which must outlive it: the copy returned
+// does not). `args` are the primitive descriptor's constructor arguments (oneDNN 2.x: op descriptor, engine, hint;
+// 3.x: engine, the descriptor's fields, hint).
+template <class PrimitiveDesc, class... Args>
+PrimitiveDesc safe_backward(const ConvGeometry& g, const Args&... args) {
+  PrimitiveDesc pd(args...);
   while (overruns_its_scratchpad(g, pd.impl_info_str())) {
     if (!pd.next_impl())
       throw InvalidArgument("conv " + g.input_shape().str() + ": oneDNN offers only " + pd.impl_info_str() +
