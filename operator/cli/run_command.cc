@@ -15,11 +15,15 @@ int run_command(const std::vector<std::string>& args) {
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--workers" || a == "--set") {
+    if (a == "--workers" || a == "--set" || a == "--log-dir") {
       if (i + 1 >= args.size()) return usage_error(a + " needs a value");
       const std::string& v = args[++i];
       if (a == "--set") {
         options.sets.push_back(v);
+        continue;
+      }
+      if (a == "--log-dir") {
+        options.log_dir = v;
         continue;
       }
       try {

@@ -3,13 +3,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <deque>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -27,6 +28,7 @@
 #include "common/util/error.h"
 #include "common/util/random.h"
 #include "common/util/tunables.h"
+#include "operator/runtime/run_console.h"
 #include "operator/runtime/run_report.h"
 
 namespace torus::runtime {
@@ -100,118 +102,33 @@ std::string host_name() {
   return buf;
 }
 
-// ---- what a person sees ------------------------------------------------------------------------------------
+// ---- where the rank logs go ----------------------------------------------------------------------------------
 
-class Console : public GangListener {
- public:
-  Console(Verbosity verbosity, int world_size)
-      : verbosity_(verbosity), tty_(::isatty(STDERR_FILENO) == 1), tails_(static_cast<size_t>(world_size)) {}
+// --log-dir, or a fresh directory per run under the temp directory, named for the job and the time it started (kept
+// when the run ends: the logs are what a person reads after a failure).
+std::string log_dir_for(const LocalRunOptions& options, const api::TrainingJob& job) {
+  if (!options.log_dir.empty()) return options.log_dir;
+  const fs::path root = fs::temp_directory_path() / "torus-logs";
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  ::localtime_r(&now, &local);
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
+  std::string dir = (root / (job.metadata.name + "-" + stamp + "-XXXXXX")).string();
+  if (::mkdtemp(dir.data()) == nullptr) throw_errno("creating a log directory under " + root.string());
+  return dir;
+}
 
-  RunReport& report() { return report_; }
-
-  void on_attempt_start(int attempt) override {
-    report_.on_attempt_start(attempt);
-    if (attempt > 0) say("attempt " + std::to_string(attempt) + ": restarting every rank from the last checkpoint");
-  }
-
-  void on_line(int rank, process::Stream, std::string_view line) override {
-    if (auto event = process::parse_event(line)) {
-      on_event(rank, *event);
-      return;
-    }
-    auto& tail = tails_.at(static_cast<size_t>(rank));
-    tail.emplace_back(line);
-    if (tail.size() > kTailLines) tail.pop_front();
-    if (rank == 0 || verbosity_ == Verbosity::kAllRanks || is_warning_or_error(line)) {
-      say("[rank " + std::to_string(rank) + "] " + std::string(line));
-    }
-  }
-
-  void on_worker_exit(int rank, const process::Termination& how) override {
-    if (how.success() || interrupted_) return;
-    report_.on_rank_failed();
-    say("rank " + std::to_string(rank) + " " + how.describe());
-    if (rank != 0 && verbosity_ != Verbosity::kAllRanks) {  // its last words were not shown: show them now
-      for (const auto& l : tails_.at(static_cast<size_t>(rank))) say("[rank " + std::to_string(rank) + "] " + l);
-    }
-  }
-
-  void on_restart(const controller::Decision& why) override { say(why.message); }
-
-  void on_interrupt(int count) override {
-    interrupted_ = true;
-    say(count == 1 ? "interrupted: asking workers to checkpoint and stop (Ctrl-C again to kill)"
-                   : "interrupted again: killing workers");
-  }
-
-  void on_tick() override {
-    const auto now = std::chrono::steady_clock::now();
-    if (!have_progress_) return;
-    if (tty_) {
-      draw_progress();
-    } else if (now - last_plain_ >= kPlainInterval) {
-      last_plain_ = now;
-      std::fprintf(stderr, "%s\n", report_.progress_line().c_str());
-    }
-  }
-
-  void say(const std::string& text) {
-    clear_progress();
-    std::fprintf(stderr, "%s\n", text.c_str());
-    if (tty_ && have_progress_) draw_progress();
-  }
-
-  void finish() { clear_progress(); }
-
- private:
-  static constexpr size_t kTailLines = 20;
-  static constexpr std::chrono::seconds kPlainInterval{10};
-
-  static bool is_warning_or_error(std::string_view line) {
-    // TLOG lines read "<timestamp>Z W ..." / "<timestamp>Z E ..."
-    const auto z = line.find("Z ");
-    return z != std::string_view::npos && z + 3 < line.size() && (line[z + 2] == 'W' || line[z + 2] == 'E') &&
-           line[z + 3] == ' ';
-  }
-
-  void on_event(int rank, const nlohmann::json& event) {
-    if (auto straggler = report_.on_event(rank, event)) say(straggler_line(*straggler));
-    const std::string type = event.value("event", "");
-    if (type == process::event::kStarted && event.contains("metrics_port")) {
-      say("rank " + std::to_string(rank) +
-          " metrics: http://127.0.0.1:" + std::to_string(event["metrics_port"].get<int>()) + "/metrics");
-    } else if (type == process::event::kProgress && rank == 0) {
-      have_progress_ = true;
-      if (tty_) draw_progress();
-    } else if (type == process::event::kEvaluated && rank == 0) {
-      say("epoch " + std::to_string(event.value("epoch", 0)) + ": validation accuracy " +
-          std::to_string(event.value("accuracy", 0.0) * 100).substr(0, 5) + "%");
-    } else if (type == process::event::kCheckpoint && rank == 0) {
-      say("checkpoint: " + event.value("path", std::string()));
-    }
-  }
-
-  void draw_progress() {
-    std::fprintf(stderr, "\r\033[K%s", report_.progress_line().c_str());
-    std::fflush(stderr);
-    progress_shown_ = true;
-  }
-
-  void clear_progress() {
-    if (!progress_shown_) return;
-    std::fprintf(stderr, "\r\033[K");
-    progress_shown_ = false;
-  }
-
-  Verbosity verbosity_;
-  bool tty_;
-  bool have_progress_ = false;
-  bool progress_shown_ = false;
-  bool interrupted_ = false;
-  std::chrono::steady_clock::time_point last_plain_{};
-  std::vector<std::deque<std::string>> tails_;
-  RunReport report_;
-};
+ConsoleOptions console_options(const LocalRunOptions& options) {
+  ConsoleOptions c;
+  c.all_ranks = options.verbosity == Verbosity::kAllRanks;
+  c.terminal = ::isatty(STDERR_FILENO) == 1;
+  winsize size{};
+  if (c.terminal && ::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0) c.columns = size.ws_col;
+  return c;
+}
 
 // A private directory holding the resolved job file the workers read (the local analogue of the operator's
 // ConfigMap); removed when the run ends.
@@ -414,8 +331,11 @@ int run_local(const LocalRunOptions& options) {
   process::InterruptFd interrupt;
   launch.interrupt_fd = interrupt.fd();
 
-  Console console(options.verbosity, world);
+  RankLogs logs(log_dir_for(options, job), world);
+  Console console(console_options(options), logs);
   console.say("torus run: job " + job.metadata.name + ", " + std::to_string(world) + " rank(s), worker " + binary);
+  for (const std::string& line : log_path_lines(logs.dir(), world, options.verbosity == Verbosity::kAllRanks))
+    console.say(line);
   const auto t0 = std::chrono::steady_clock::now();
   const GangOutcome outcome = run_local_gang(launch, console);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -22,6 +22,7 @@ struct LocalRunOptions {
   std::vector<std::string> sets;  // --set path=value (YAML scalar or flow value), applied in order
   Verbosity verbosity = Verbosity::kRankZero;
   std::string worker_binary;  // empty: torus-worker next to this executable, or $TORUS_WORKER_BINARY
+  std::string log_dir;        // --log-dir: where rank-N.log go; empty: a new folder under $TMPDIR/torus-logs
 };
 
 // Applies `path=value` to a JSON document: dotted keys with [i] list indices ("spec.training.epochs=3",

@@ -1,5 +1,6 @@
 #include "operator/runtime/run_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -44,6 +45,8 @@ std::string format_duration(double seconds) {
 
 void RunReport::on_attempt_start(int attempt, LedgerClock::time_point now) {
   attempt_ = attempt;
+  samples_ = {};
+  last_evaluation_s_ = 0;  // each attempt's trainer starts its clock afresh
   if (stragglers_) stragglers_->on_attempt_start();
   goodput_.on_attempt_start(attempt, now);
 }
@@ -73,7 +76,12 @@ std::optional<Straggler> RunReport::on_event(int rank, const nlohmann::json& e, 
     progress_.eta_s = value_or<double>(e, "eta_s", progress_.eta_s);
     busbw_gbps_ = value_or<double>(e, "busbw_gbps", busbw_gbps_);
     images_per_s_ = progress_.images_per_s;
+    if (samples_.epoch != progress_.epoch) samples_ = {progress_.epoch, 0, 0, 0};
+    ++samples_.count;
+    samples_.loss_sum += progress_.loss;
+    samples_.last_images_per_s = progress_.images_per_s;
   } else if (type == process::event::kEvaluated) {
+    add_epoch_row(e);
     progress_.accuracy = value_or<double>(e, "accuracy", 0);
     final_accuracy_ = progress_.accuracy;
     if (!time_to_target_s_ && e.contains("time_to_target_s")) {
@@ -91,9 +99,36 @@ std::optional<Straggler> RunReport::on_event(int rank, const nlohmann::json& e, 
   return straggler;
 }
 
-std::string RunReport::progress_line() const {
+void RunReport::add_epoch_row(const nlohmann::json& e) {
+  EpochRow row;
+  row.epoch = value_or<int>(e, "epoch", 0);
+  if (samples_.epoch == row.epoch && samples_.count > 0) {
+    row.train_loss = samples_.loss_sum / samples_.count;
+    row.images_per_s = samples_.last_images_per_s;
+  }
+  row.val_loss = value_or<double>(e, "loss", 0);
+  row.accuracy = value_or<double>(e, "accuracy", 0);
+  const double elapsed = value_or<double>(e, "elapsed_s", last_evaluation_s_);
+  row.seconds = std::max(elapsed - last_evaluation_s_, 0.0);
+  last_evaluation_s_ = elapsed;
+  samples_ = {};
+  epochs_.push_back(row);
+}
+
+double RunReport::fraction_done() const {
+  if (progress_.steps_total <= 0) return 0;
+  return std::clamp(static_cast<double>(progress_.step) / static_cast<double>(progress_.steps_total), 0.0, 1.0);
+}
+
+std::string RunReport::progress_line(BarStyle style) const {
   std::ostringstream os;
-  os << "epoch " << progress_.epoch << "/" << progress_.epochs << " · step " << progress_.step;
+  os << "epoch " << progress_.epoch << "/" << progress_.epochs;
+  if (progress_.steps_total > 0) {
+    char percent[8];
+    std::snprintf(percent, sizeof(percent), "%3d%%", static_cast<int>(fraction_done() * 100));
+    os << " " << progress_bar(fraction_done(), 20, style) << " " << percent;
+  }
+  os << " · step " << progress_.step;
   if (progress_.steps_total > 0) os << "/" << progress_.steps_total;
   os << " · loss " << fixed(progress_.loss, 3);
   if (progress_.accuracy) os << " · acc " << fixed(*progress_.accuracy * 100, 2) << "%";
@@ -101,6 +136,59 @@ std::string RunReport::progress_line() const {
   if (progress_.eta_s >= 0) os << " · ETA " << format_duration(progress_.eta_s);
   if (attempt_ > 0) os << " · attempt " << attempt_;
   return os.str();
+}
+
+std::string progress_bar(double fraction, int cells, BarStyle style) {
+  const double f = std::isfinite(fraction) ? std::clamp(fraction, 0.0, 1.0) : 0.0;
+  std::string bar = style == BarStyle::kUnicode ? "|" : "[";
+  if (style == BarStyle::kAscii) {
+    const int full = static_cast<int>(f * cells);
+    bar += std::string(static_cast<size_t>(full), '#') + std::string(static_cast<size_t>(cells - full), ' ') + "]";
+    return bar;
+  }
+  // Eighths of a cell: U+2588 (full) down to U+258F (one eighth).
+  static const char* const kEighths[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
+  const int eighths = static_cast<int>(f * cells * 8);
+  const int full = eighths / 8;
+  for (int i = 0; i < full; ++i) bar += "█";
+  int used = full;
+  if (full < cells && eighths % 8 > 0) {
+    bar += kEighths[eighths % 8];
+    ++used;
+  }
+  bar += std::string(static_cast<size_t>(cells - used), ' ') + "|";
+  return bar;
+}
+
+std::string epoch_header() { return "epoch  train loss  val loss  val acc  images/s     time"; }
+
+std::string epoch_row(const EpochRow& row) {
+  auto or_dash = [](const std::optional<double>& v, int digits) { return v ? fixed(*v, digits) : std::string("-"); };
+  // Under a minute the epoch's tenths matter; beyond, format_duration's units read better.
+  const std::string time = row.seconds < 60 ? fixed(row.seconds, 1) + "s" : format_duration(row.seconds);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%5d  %10s  %8s  %7s  %8s  %7s", row.epoch, or_dash(row.train_loss, 4).c_str(),
+                fixed(row.val_loss, 4).c_str(), (fixed(row.accuracy * 100, 2) + "%").c_str(),
+                or_dash(row.images_per_s, 0).c_str(), time.c_str());
+  return buf;
+}
+
+std::string fit_to_width(const std::string& line, int columns) {
+  if (columns <= 0) return line;
+  int seen = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const bool starts_code_point = (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
+    if (starts_code_point && seen++ == columns) return line.substr(0, i);
+  }
+  return line;
+}
+
+bool PlainProgressPacer::due(double fraction, std::chrono::steady_clock::time_point now) {
+  const int tenth = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * 10);
+  if (last_ && tenth == last_tenth_ && now - *last_ < interval_) return false;
+  last_ = now;
+  last_tenth_ = tenth;
+  return true;
 }
 
 std::string goodput_line(const JobGoodput& g) {

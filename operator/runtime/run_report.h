@@ -3,6 +3,7 @@
 // last line is machine-readable (`RESULT phase=Succeeded accuracy=0.931 ...`). Pure: fed worker events
 // (common/process/worker_events.h) and the gang's outcome, it formats text; it never touches a terminal.
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,20 @@ struct Progress {
   std::optional<double> accuracy;  // last validation top-1
 };
 
+// One finished epoch as rank 0 reported it: its evaluation (validation loss and top-1, the trainer's clock), and of
+// the progress events it sent during the epoch (one at most every 500 ms, each with a step's loss and the gang's
+// images/s then), the mean loss and the last images/s (the first step's rate is start-up, not the epoch's). Empty:
+// no progress event came in the epoch (an epoch shorter than the event interval).
+struct EpochRow {
+  int epoch = 0;  // 1-based, as the progress line counts
+  std::optional<double> train_loss, images_per_s;
+  double val_loss = 0, accuracy = 0;
+  double seconds = 0;  // since the previous evaluation of the same attempt (or the attempt's first step)
+};
+
+// A terminal draws block characters; a CI log gets plain ASCII.
+enum class BarStyle { kUnicode, kAscii };
+
 class RunReport {
  public:
   // An event from `rank`. Rank 0 speaks for the gang (its figures are global); other ranks' starts are counted.
@@ -35,8 +50,12 @@ class RunReport {
   void on_rank_failed(LedgerClock::time_point now = LedgerClock::now()) { goodput_.on_failure(now); }
 
   const Progress& progress() const { return progress_; }
-  // "epoch 2/4 · step 312/940 · loss 0.412 · acc 91.2% · 1987 img/s · ETA 1m02s"
-  std::string progress_line() const;
+  // Every epoch evaluated so far, in order (a restarted epoch appears again, with the attempt's part of it).
+  const std::vector<EpochRow>& epochs() const { return epochs_; }
+  // "epoch 2/4 |███▌      |  33% · step 312/940 · loss 0.412 · acc 91.20% · 1987 img/s · ETA 1m02s"
+  std::string progress_line(BarStyle style = BarStyle::kUnicode) const;
+  // The share of the job's steps done, in [0, 1]; 0 before the first progress event.
+  double fraction_done() const;
   // Human summary lines followed by the RESULT line.
   // The goodput ledger's figures run to `end`.
   std::vector<std::string> summary(const GangOutcome& outcome, double wall_seconds,
@@ -45,7 +64,17 @@ class RunReport {
   std::vector<int> metrics_ports() const { return metrics_ports_; }
 
  private:
+  // Rank 0's progress events of the epoch under way, for its row.
+  struct EpochSamples {
+    int epoch = 0, count = 0;
+    double loss_sum = 0, last_images_per_s = 0;
+  };
+  void add_epoch_row(const nlohmann::json& evaluated);
+
   Progress progress_;
+  EpochSamples samples_;
+  std::vector<EpochRow> epochs_;
+  double last_evaluation_s_ = 0;  // the attempt's trainer clock at its previous evaluation
   std::optional<double> final_accuracy_;
   std::optional<double> time_to_target_s_;  // the last attempt's own (its trainer's clock)
   std::optional<double> target_;
@@ -71,5 +100,32 @@ std::string goodput_fields(const JobGoodput& g);
 
 // "1h02m03s", "4m05s", "12s"; "?" for a negative value.
 std::string format_duration(double seconds);
+
+// "|████▌     |" for 0.45 over 10 cells (eighths of a cell in kUnicode), "[####      ]" in kAscii; `fraction` is
+// clamped to [0, 1].
+std::string progress_bar(double fraction, int cells, BarStyle style);
+
+// The epoch table: a header, then one row per epoch, columns aligned; "-" where a figure is missing.
+//   "epoch  train loss  val loss  val acc  images/s     time"
+//   "    1      1.3184    0.2917   79.69%      3537     0.5s"
+std::string epoch_header();
+std::string epoch_row(const EpochRow& row);
+
+// `line` cut to `columns` characters (UTF-8 code points, each one column here), so a redrawn line never wraps.
+std::string fit_to_width(const std::string& line, int columns);
+
+// When a plain (non-terminal) console prints the progress line: at once for the first, then each time the job
+// crosses another tenth of its steps, or `interval` after the last line, whichever comes first; never in between.
+// So a CI log gets about ten lines a job however long, and one at least every `interval` while the job moves.
+class PlainProgressPacer {
+ public:
+  explicit PlainProgressPacer(std::chrono::seconds interval = std::chrono::seconds(60)) : interval_(interval) {}
+  bool due(double fraction, std::chrono::steady_clock::time_point now);
+
+ private:
+  std::chrono::seconds interval_;
+  std::optional<std::chrono::steady_clock::time_point> last_;
+  int last_tenth_ = -1;
+};
 
 }  // namespace torus::runtime

@@ -20,7 +20,10 @@ TEST(RunReport, ProgressLineFromRankZeroEvents) {
                  {"eta_s", 62.0}});
   r.on_event(1, {{"event", "progress"}, {"epoch", 9}, {"loss", 9.0}});  // other ranks do not speak for the gang
   r.on_event(0, {{"event", "evaluated"}, {"epoch", 2}, {"accuracy", 0.912}});
-  EXPECT_EQ(r.progress_line(), "epoch 2/4 · step 312/940 · loss 0.412 · acc 91.20% · 1987 img/s · ETA 1m02s");
+  EXPECT_EQ(r.progress_line(),
+            "epoch 2/4 |██████▋             |  33% · step 312/940 · loss 0.412 · acc 91.20% · 1987 img/s · ETA 1m02s");
+  EXPECT_EQ(r.progress_line(BarStyle::kAscii),
+            "epoch 2/4 [######              ]  33% · step 312/940 · loss 0.412 · acc 91.20% · 1987 img/s · ETA 1m02s");
 }
 
 TEST(RunReport, SummaryEndsWithMachineReadableResult) {
