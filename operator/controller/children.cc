@@ -265,6 +265,7 @@ json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const
   pod["metadata"]["labels"][str(kLabelRole)] = "worker";
   pod["metadata"]["annotations"] =
       merge_objects(pod["metadata"].value("annotations", json::object()), spec_annotations(job, hash));
+  pod["metadata"]["annotations"][str(kAnnotationTerminationGrace)] = describe_grace(job);
   json ours = {{"restartPolicy", "Never"},  // the operator restarts the gang, never a single container
                {"hostname", worker_pod_name(name, index)},
                {"subdomain", service_name(name)},

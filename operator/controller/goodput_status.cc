@@ -96,12 +96,14 @@ std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, d
   const double count = sample_or_zero(s, "torus_worker_step_seconds_count");
   if (count > 0) r.step_seconds = sample_or_zero(s, "torus_worker_step_seconds_sum") / count;
   r.slowest_checkpoint_seconds = slowest_checkpoint_from_metrics(s, attempt);
+  r.resume_known = resumed_step_from_metrics(s, attempt).has_value();
   return r;
 }
 
 api::Goodput next_goodput(const api::Goodput& before, const GoodputReading& now, int64_t resumed_step,
                           double wall_seconds, const std::string& now_rfc3339) {
   api::Goodput g = before;
+  if (now.attempt > before.attempt && !now.resume_known) return g;
   if (now.attempt > before.attempt && (before.last_step > 0 || before.seconds != api::GoodputSeconds{})) {
     const int64_t lost_steps = std::max<int64_t>(before.last_step - resumed_step, 0);
     const double lost_s = static_cast<double>(lost_steps) * before.step_seconds;

@@ -22,6 +22,9 @@ struct GoodputReading {
   // bucket bound that holds every save (the buckets double, so at most 2x the truth), or the sum of the saves when
   // that is smaller (exact for one save; the +Inf bucket). 0: no save yet.
   double slowest_checkpoint_seconds = 0;
+  // Whether rank 0 has looked for its checkpoint yet (torus_worker_resumed_step of the attempt is known): a new
+  // attempt's reading from before that cannot tell how many steps the restart lost.
+  bool resume_known = true;
 };
 
 // The slowest save of `attempt` in rank 0's samples, as GoodputReading::slowest_checkpoint_seconds (0: none).
@@ -32,7 +35,8 @@ std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, d
 
 // The next status.goodput: `before` advanced by `now`. `resumed_step`: the step now's attempt resumed from (when it
 // is a later attempt than before's, the steps from there to before.lastStep were lost). `wall_seconds`: since
-// status.startTime. slowestCheckpointSeconds only grows: the grace of later attempts' pods must cover the worst save.
+// status.startTime. A later attempt's reading with !resume_known changes nothing (the next one will count the loss
+// from the right step, instead of from step 0). slowestCheckpointSeconds only grows: the grace of later attempts' pods must cover the worst save.
 api::Goodput next_goodput(const api::Goodput& before, const GoodputReading& now, int64_t resumed_step,
                           double wall_seconds, const std::string& now_rfc3339);
 

@@ -18,6 +18,8 @@ inline constexpr std::string_view kAnnotationVolcanoGroup = "scheduling.k8s.io/g
 // On the ConfigMap and every pod: the fingerprint of the attempt spec they carry (spec_edits.h) and its generation.
 inline constexpr std::string_view kAnnotationSpecHash = "torus.dev/spec-hash";
 inline constexpr std::string_view kAnnotationGeneration = "torus.dev/generation";
+// Where a worker pod's terminationGracePeriodSeconds came from (termination_grace.h describe_grace).
+inline constexpr std::string_view kAnnotationTerminationGrace = "torus.dev/termination-grace";
 // The controller this operator answers to in spec.runPolicy.managedBy.
 inline constexpr std::string_view kControllerName = "torus.dev/operator";
 

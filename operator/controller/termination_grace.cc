@@ -1,6 +1,8 @@
 #include "operator/controller/termination_grace.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 
 namespace torus::controller {
@@ -14,8 +16,19 @@ GraceInputs grace_inputs(const api::TrainingJobStatus& status) {
   return in;
 }
 
+namespace {
+
+bool measured(double s) { return std::isfinite(s) && s > 0; }
+
+std::string shortest(double v) {
+  std::array<char, 32> buf{};
+  const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  return std::string(buf.data(), r.ptr);
+}
+
+}  // namespace
+
 int64_t derive_termination_grace(const GraceInputs& in) {
-  auto measured = [](double s) { return std::isfinite(s) && s > 0; };
   if (!measured(in.step_seconds) || !measured(in.save_seconds)) return kUnmeasuredGraceSeconds;
   const double evaluation = measured(in.evaluation_seconds) ? in.evaluation_seconds : 0;
   const double need = evaluation + in.step_seconds + 2 * in.save_seconds;
@@ -35,6 +48,14 @@ std::optional<int64_t> user_termination_grace(const api::TrainingJob& job) {
 
 int64_t termination_grace_for(const api::TrainingJob& job) {
   return user_termination_grace(job).value_or(derive_termination_grace(grace_inputs(job.status)));
+}
+
+std::string describe_grace(const api::TrainingJob& job) {
+  if (user_termination_grace(job)) return "spec.gang.template";
+  const GraceInputs in = grace_inputs(job.status);
+  if (!measured(in.step_seconds) || !measured(in.save_seconds)) return "unmeasured";
+  return "step " + shortest(in.step_seconds) + " s, save " + shortest(in.save_seconds) + " s, evaluation " +
+         shortest(in.evaluation_seconds) + " s";
 }
 
 }  // namespace torus::controller

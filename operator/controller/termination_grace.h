@@ -6,6 +6,7 @@
 // checkpoint. Pure: the planner asks it with the job's status when it makes an attempt's pods (children.cc).
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "common/api/training_job.h"
 
@@ -42,5 +43,9 @@ std::optional<int64_t> user_termination_grace(const api::TrainingJob& job);
 
 // The grace an attempt's pods get: the user's, else the derived one from the job's status now.
 int64_t termination_grace_for(const api::TrainingJob& job);
+// Where that grace came from, for the pod's torus.dev/termination-grace annotation (`kubectl describe pod` tells
+// why the pod waits that long): "spec.gang.template", "unmeasured", or "step S s, save V s, evaluation E s" with
+// the inputs in shortest round-trip form (the tests derive the pod's value from them again).
+std::string describe_grace(const api::TrainingJob& job);
 
 }  // namespace torus::controller

@@ -28,6 +28,7 @@ std::string rank0_exposition(int attempt, int64_t global_step, int steps) {
     goodput.add(TimePart::kCommWait, 0.02);
   }
   worker.global_step.set(static_cast<double>(global_step));
+  worker.resumed_step.set(0);  // it has looked for its checkpoint (the tests pass the step it resumed from)
   return registry.expose();
 }
 
@@ -69,6 +70,27 @@ TEST(GoodputStatus, ANewAttemptAddsToTheEarlierOnesAndCountsWhatTheRestartLost) 
   status.goodput = g;
   const auto back = api::decode_json({{"status", api::status_to_json(status)}}).job.status.goodput;
   EXPECT_EQ(back, g);
+}
+
+// A new attempt read before its rank 0 looked for its checkpoint (torus_worker_resumed_step still -1): the status
+// waits for a reading that knows the resumed step, instead of counting the whole previous attempt as lost.
+TEST(GoodputStatus, ANewAttemptReadBeforeItsRestoreWaitsToCountTheLoss) {
+  api::Goodput g;
+  g = next_goodput(g, *goodput_from_metrics(parse_prometheus_text(rank0_exposition(0, 67, 67)), 0), 0, 10, "t1");
+  metrics::Registry registry;
+  metrics::WorkerMetrics worker(registry, "j", "ns", 0, 1);
+  metrics::GoodputMetrics goodput(registry, "j", "ns", 0, 1);
+  goodput.add(TimePart::kStartup, 0.5);
+  const auto early = goodput_from_metrics(parse_prometheus_text(registry.expose()), 1);
+  ASSERT_TRUE(early);
+  EXPECT_FALSE(early->resume_known);
+  EXPECT_EQ(next_goodput(g, *early, 0, 11, "t2"), g) << "nothing changes yet";
+  worker.resumed_step.set(89);
+  const auto restored = goodput_from_metrics(parse_prometheus_text(registry.expose()), 1);
+  ASSERT_TRUE(restored && restored->resume_known);
+  g = next_goodput(g, *restored, 89, 12, "t3");
+  EXPECT_EQ(g.attempt, 1);
+  EXPECT_EQ(g.lost_steps, 0) << "resumed past the last step read: nothing redone";
 }
 
 // The slowest save, bounded from above by the histogram's buckets (which double) or by the sum of the saves.

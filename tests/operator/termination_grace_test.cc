@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "operator/controller/children.h"
+#include "operator/controller/labels.h"
 
 namespace torus::controller {
 namespace {
@@ -63,16 +64,24 @@ api::TrainingJob job_with_template(const nlohmann::json& pod_template) {
 
 TEST(TerminationGrace, AnAttemptsPodsCarryTheGraceOfTheStatusThenOrTheUsersValue) {
   api::TrainingJob job = job_with_template(nlohmann::json::object());
-  EXPECT_EQ(build_worker_pod(job, 1, 0, {})["spec"]["terminationGracePeriodSeconds"], kUnmeasuredGraceSeconds);
+  const json first = build_worker_pod(job, 1, 0, {});
+  EXPECT_EQ(first["spec"]["terminationGracePeriodSeconds"], kUnmeasuredGraceSeconds);
+  EXPECT_EQ(first["metadata"]["annotations"].value(std::string(kAnnotationTerminationGrace), ""), "unmeasured");
   job.status.goodput.step_seconds = 1;
   job.status.goodput.slowest_checkpoint_seconds = 4;
-  EXPECT_EQ(build_worker_pod(job, 1, 1, {})["spec"]["terminationGracePeriodSeconds"], 23);
+  const json pod = build_worker_pod(job, 1, 1, {});
+  EXPECT_EQ(pod["spec"]["terminationGracePeriodSeconds"], 23);
+  EXPECT_EQ(pod["metadata"]["annotations"].value(std::string(kAnnotationTerminationGrace), ""),
+            "step 1 s, save 4 s, evaluation 0 s");
   // The user's value is kept as written, shorter or longer than the derived one.
   for (int64_t user : {0, 7, 600}) {
     api::TrainingJob mine = job_with_template({{"spec", {{"terminationGracePeriodSeconds", user}}}});
     mine.status = job.status;
     EXPECT_EQ(user_termination_grace(mine), user);
-    EXPECT_EQ(build_worker_pod(mine, 0, 1, {})["spec"]["terminationGracePeriodSeconds"], user);
+    const json kept = build_worker_pod(mine, 0, 1, {});
+    EXPECT_EQ(kept["spec"]["terminationGracePeriodSeconds"], user);
+    EXPECT_EQ(kept["metadata"]["annotations"].value(std::string(kAnnotationTerminationGrace), ""),
+              "spec.gang.template");
   }
   // Not an integer >= 0 (the API server refuses those anyway): not the user's, the derived one applies.
   api::TrainingJob odd = job_with_template({{"spec", {{"terminationGracePeriodSeconds", "soon"}}}});

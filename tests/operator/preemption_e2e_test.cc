@@ -1,0 +1,200 @@
+// Preemption costs little (issue 31.4), end to end: `kubectl apply` of a 2-rank TrainingJob on the API stand-in whose
+// kubelet runs pods as local processes (SIGTERM on deletion, SIGKILL after the pod's grace), then `kubectl delete pod`
+// of one worker mid-training, as an eviction or a preemption does. Every rank stops at the step it reached and rank
+// 0 saves that step before the grace ends; the gang restarts and resumes from that step, not from the last periodic
+// checkpoint; the job's ledger shows no lost work; the first attempt's pods carry Kubernetes' 30 s (nothing measured
+// then) and the next attempt's the grace derived from the measured step and save (termination_grace.h).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "common/api/codec.h"
+#include "operator/controller/termination_grace.h"
+#include "tests/operator/e2e_support.h"
+#include "worker/comm/socket.h"
+
+namespace torus::controller::e2e {
+namespace {
+
+int free_port() {
+  const comm::Fd probe = comm::listen_tcp("127.0.0.1", 0);
+  return comm::bound_port(probe);
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A CPU job of 2 ranks on synthetic data, many short steps, a checkpoint every 40 steps on a claim (the operator
+// mounts it on worker 0), restartPolicy ExitCode: the stopped ranks' retryable exit restarts the gang.
+std::string job_yaml(const std::string& name) {
+  return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
+         "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
+         "\n  metricsPort: " + std::to_string(free_port()) +
+         "\n  gang:\n    workers: 2\n    device: cpu\n    threadsPerProcess: 1\n    image: torus-worker:dev\n"
+         "  model:\n    arch: resnet9\n    widths: [8, 8, 16, 32]\n    numClasses: 4\n"
+         "  data:\n    dataset: synthetic\n    imageSize: 16\n    loaderThreads: 1\n"
+         "    synthetic:\n      trainImages: 256\n      validationImages: 64\n      numClasses: 4\n"
+         "  training:\n    epochs: 200\n    batchSize: 32\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
+         "    checkpoint:\n      dir: /var/lib/torus/checkpoints\n      everySteps: 40\n"
+         "      volumeClaimTemplate:\n        spec:\n          resources: {requests: {storage: 1Gi}}\n"
+         "  runPolicy:\n    restartPolicy: ExitCode\n";
+}
+
+class PreemptionE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
+    for (const char* bin : {"kube-standin", "torus", "torus-worker"})
+      if (!fs::exists(kBin + bin)) GTEST_SKIP() << bin << " not built";
+    tmp_ = std::make_unique<test::TempDir>("torus-preemption-e2e");
+    dir_ = tmp_->path();
+    kubeconfig_ = (dir_ / "kubeconfig").string();
+    standin_ = start_standin(dir_, kubeconfig_,
+                             {"--nodes", "2", "--run-pods", (dir_ / "pods").string(), "--pod-command",
+                              "torus-worker=" + kBin + "torus-worker", "--pod-env", "OMP_WAIT_POLICY=passive"});
+    client_ = std::make_unique<kube::Client>(kube::load_kubeconfig(kubeconfig_), kube::ClientOptions{});
+    // As the chart's ServiceAccount (RBAC enforced); progress (and the ledger) read each second.
+    const std::string operator_kubeconfig = chart_service_account_kubeconfig(dir_, kubeconfig_, kNs);
+    operator_ = std::make_unique<Daemon>(
+        "operator",
+        std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", operator_kubeconfig, "--metrics-addr",
+                                 "127.0.0.1:0", "--progress-interval", "1"},
+        (dir_ / "operator.log").string());
+  }
+  void TearDown() override {
+    operator_.reset();
+    standin_.reset();
+    client_.reset();
+    if (tmp_) expect_stayed_on_loopback(dir_);
+    if (tmp_) keep_logs_if_failed(*tmp_);
+  }
+  CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
+    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
+    return run_command(args, timeout);
+  }
+  std::vector<json> pods_of(const std::string& job) {
+    const json list = client_->list(res::kPods, kNs, {std::string(kLabelJobName) + "=" + job, "", ""});
+    return list.value("items", json::array()).get<std::vector<json>>();
+  }
+  json status_of(const std::string& job) {
+    auto j = client_->try_get(res::kTrainingJobs, kNs, job);
+    return j ? j->value("status", json::object()) : json::object();
+  }
+  // The folder the process kubelet gave a pod; it outlives the pod, with the worker's log.
+  fs::path pod_dir(const json& pod) {
+    return dir_ / "pods" / kNs / (pod["metadata"].value("name", "") + "-" + pod["metadata"].value("uid", ""));
+  }
+  std::string log_of(const json& pod) { return read_file(pod_dir(pod) / "worker.log"); }
+  std::string all_logs(const std::vector<json>& pods) {
+    std::string all;
+    for (const json& p : pods) all += "== " + pod_dir(p).filename().string() + "\n" + log_of(p);
+    return all + "== operator\n" + read_file(dir_ / "operator.log");
+  }
+
+  std::unique_ptr<test::TempDir> tmp_;
+  fs::path dir_;
+  std::string kubeconfig_;
+  std::unique_ptr<Daemon> standin_;
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<Daemon> operator_;
+};
+
+int64_t grace_of(const json& pod) { return pod["spec"].value("terminationGracePeriodSeconds", int64_t{-1}); }
+std::string grace_source(const json& pod) {
+  return pod["metadata"]["annotations"].value(std::string(kAnnotationTerminationGrace), "");
+}
+const json& by_name(const std::vector<json>& pods, const std::string& name) {
+  for (const json& p : pods)
+    if (p["metadata"].value("name", "") == name) return p;
+  throw std::runtime_error("no pod " + name);
+}
+
+// The grace the pod's annotated inputs derive, as the operator derived it when it made the pod.
+std::optional<int64_t> rederived(const json& pod) {
+  static const std::regex kInputs("step (\\S+) s, save (\\S+) s, evaluation (\\S+) s");
+  std::smatch m;
+  const std::string source = grace_source(pod);
+  if (!std::regex_match(source, m, kInputs)) return std::nullopt;
+  return derive_termination_grace({std::stod(m[1]), std::stod(m[2]), std::stod(m[3])});
+}
+
+TEST_F(PreemptionE2E, ADeletedWorkerCheckpointsItsStepAndTheGangResumesThereWithTheDerivedGrace) {
+  const std::string file = (dir_ / "pre.yaml").string();
+  std::ofstream(file) << job_yaml("pre");
+  ASSERT_EQ(kubectl({"apply", "-f", file}).code, 0);
+  // A periodic save measured (the grace's input), and steps trained past it that a SIGKILL would lose.
+  json status;
+  ASSERT_TRUE(eventually(
+      [&] {
+        status = status_of("pre");
+        const json g = status.value("goodput", json::object());
+        const int64_t saved = status.value("lastCheckpoint", json::object()).value("step", int64_t{0});
+        const int64_t step = status.value("progress", json::object()).value("step", int64_t{0});
+        return g.value("slowestCheckpointSeconds", 0.0) > 0 && g.value("stepSeconds", 0.0) > 0 && saved > 0 &&
+               step >= saved + 3;
+      },
+      180s))
+      << status.dump() << "\n"
+      << all_logs(pods_of("pre"));
+  const int64_t reached = status["progress"].value("step", int64_t{0});
+  const std::vector<json> first = pods_of("pre");
+  ASSERT_EQ(first.size(), 2u);
+  for (const json& p : first) {  // made before anything was measured
+    EXPECT_EQ(grace_of(p), kUnmeasuredGraceSeconds) << p["metadata"].dump();
+    EXPECT_EQ(grace_source(p), "unmeasured");
+  }
+  // An eviction's deletion: SIGTERM now, SIGKILL after the pod's grace.
+  ASSERT_EQ(kubectl({"delete", "pod", "pre-worker-1", "--wait=false"}).code, 0);
+  std::vector<json> second;
+  ASSERT_TRUE(eventually([&] { return all_running(second = pods_of("pre"), 2, 1); }, 120s))
+      << status_of("pre").dump() << "\n"
+      << all_logs(first);
+
+  // Both ranks agreed on one step, rank 0 saved it, and each exited on its own before the grace ended.
+  std::smatch m;
+  const std::string rank0 = log_of(by_name(first, "pre-worker-0"));
+  const std::string rank1 = log_of(by_name(first, "pre-worker-1"));
+  ASSERT_TRUE(std::regex_search(rank1, m, std::regex("stopped on request at step ([0-9]+)"))) << all_logs(first);
+  const int64_t stopped = std::stoll(m[1]);
+  EXPECT_NE(rank0.find("stopped on request at step " + m[1].str() + " "), std::string::npos) << rank0;
+  EXPECT_NE(rank0.find("checkpoint written: /var/lib/torus/checkpoints/ckpt-" + m[1].str() + ".torus"),
+            std::string::npos)
+      << rank0;
+  EXPECT_GE(stopped, reached) << "the step it had reached, not an earlier one";
+
+  // The next attempt resumed from that step, and the ledger counts nothing lost.
+  ASSERT_TRUE(eventually(
+      [&] {
+        status = status_of("pre");
+        return status.value("resumedFrom", json::object()).value("attempt", -1) == 1 &&
+               status.value("goodput", json::object()).value("attempt", -1) == 1;
+      },
+      120s))
+      << status.dump();
+  EXPECT_EQ(status["resumedFrom"].value("step", int64_t{-1}), stopped) << status.dump();
+  EXPECT_NE(log_of(by_name(second, "pre-worker-0")).find("resuming at step " + std::to_string(stopped)),
+            std::string::npos)
+      << all_logs(second);
+  EXPECT_EQ(status["goodput"].value("lostSteps", int64_t{-1}), 0) << status.dump();
+  EXPECT_DOUBLE_EQ(status["goodput"].value("lostWorkSeconds", -1.0), 0) << status.dump();
+
+  // The new attempt's pods carry the grace derived from what attempt 0 measured.
+  for (const json& p : second) {
+    const auto derived = rederived(p);
+    ASSERT_TRUE(derived) << grace_source(p);
+    EXPECT_EQ(grace_of(p), *derived) << grace_source(p);
+    EXPECT_GE(grace_of(p), kGraceFloorSeconds);
+  }
+  const CmdResult done =
+      kubectl({"wait", "--for=jsonpath={.status.phase}=Succeeded", "trainingjob/pre", "--timeout=300s"}, 310s);
+  EXPECT_EQ(done.code, 0) << done.out << "\n" << status_of("pre").dump();
+}
+
+}  // namespace
+}  // namespace torus::controller::e2e
