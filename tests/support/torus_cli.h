@@ -58,6 +58,10 @@ inline RunOutput run_torus(std::vector<std::string> args, std::chrono::seconds d
   });
   args.insert(args.begin(), kTorusBinary);
   env.emplace("TORUS_LOG_LEVEL", "info");
+  // The rank logs `torus run` keeps (under $TMPDIR/torus-logs unless --log-dir) stay in the build tree, not /tmp.
+  const std::string tmp = std::string(TORUS_BINARY_DIR) + "/Testing/tmp";
+  std::filesystem::create_directories(tmp);
+  env.emplace("TMPDIR", tmp);
   pid = sup.pid(sup.start(process::ProcessSpec{"torus", args, env}));
   auto t = sup.wait_any(std::chrono::duration_cast<std::chrono::milliseconds>(deadline));
   if (!t) {
