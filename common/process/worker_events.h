@@ -15,7 +15,7 @@ inline constexpr std::string_view kEventPrefix = "@torus-event ";
 namespace event {
 inline constexpr const char* kStarted = "started";        // rank, world_size, attempt, metrics_port, resumed_step
 inline constexpr const char* kProgress = "progress";      // epoch, step, steps_total, loss, lr, images_per_s, ...
-inline constexpr const char* kEvaluated = "evaluated";    // epoch, accuracy, top5, elapsed_s
+inline constexpr const char* kEvaluated = "evaluated";    // epoch, accuracy, top5, loss, elapsed_s, train_loss, images_per_s
 inline constexpr const char* kCheckpoint = "checkpoint";  // path, step, seconds
 inline constexpr const char* kFinished = "finished";      // accuracy, images_per_s, elapsed_s, time_to_target_s, ...
 inline constexpr const char* kAborted = "aborted";        // step: the last step finished before its gang failed

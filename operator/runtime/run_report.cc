@@ -102,7 +102,10 @@ std::optional<Straggler> RunReport::on_event(int rank, const nlohmann::json& e, 
 void RunReport::add_epoch_row(const nlohmann::json& e) {
   EpochRow row;
   row.epoch = value_or<int>(e, "epoch", 0);
-  if (samples_.epoch == row.epoch && samples_.count > 0) {
+  if (e.contains("train_loss") && e.contains("images_per_s")) {  // the trainer's own figures for the epoch
+    row.train_loss = value_or<double>(e, "train_loss", 0);
+    row.images_per_s = value_or<double>(e, "images_per_s", 0);
+  } else if (samples_.epoch == row.epoch && samples_.count > 0) {  // an older worker: rank 0's progress samples
     row.train_loss = samples_.loss_sum / samples_.count;
     row.images_per_s = samples_.last_images_per_s;
   }

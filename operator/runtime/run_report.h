@@ -24,10 +24,10 @@ struct Progress {
   std::optional<double> accuracy;  // last validation top-1
 };
 
-// One finished epoch as rank 0 reported it: its evaluation (validation loss and top-1, the trainer's clock), and of
-// the progress events it sent during the epoch (one at most every 500 ms, each with a step's loss and the gang's
-// images/s then), the mean loss and the last images/s (the first step's rate is start-up, not the epoch's). Empty:
-// no progress event came in the epoch (an epoch shorter than the event interval).
+// One finished epoch as rank 0 reported it: its evaluation (validation loss and top-1, the trainer's clock) with the
+// epoch's own train loss (rank 0's mean step loss) and the gang's images/s over the epoch. From an older worker
+// whose evaluation lacks them: of the progress events it sent during the epoch (one at most every 500 ms), the mean
+// loss and the last images/s, empty when none came (an epoch shorter than the event interval).
 struct EpochRow {
   int epoch = 0;  // 1-based, as the progress line counts
   std::optional<double> train_loss, images_per_s;

@@ -77,6 +77,34 @@ TEST(EpochRows, ComeFromRankZerosProgressAndEvaluationEvents) {
   EXPECT_DOUBLE_EQ(*rows[2].train_loss, 0.5);
 }
 
+// A worker that reports the epoch's own figures with its evaluation (the trainer's mean step loss and the gang's
+// rate over the epoch) is believed over the progress samples, and fills the row of an epoch too short for any.
+TEST(EpochRows, TheEvaluationsOwnEpochFiguresWin) {
+  RunReport r;
+  r.on_attempt_start(0);
+  r.on_event(0, {{"event", "progress"}, {"epoch", 1}, {"loss", 2.0}, {"images_per_s", 100}});
+  r.on_event(0, {{"event", "evaluated"},
+                 {"epoch", 1},
+                 {"loss", 0.8},
+                 {"accuracy", 0.7},
+                 {"elapsed_s", 1.0},
+                 {"train_loss", 1.25},
+                 {"images_per_s", 5000.0}});
+  r.on_event(0, {{"event", "evaluated"},
+                 {"epoch", 2},
+                 {"loss", 0.6},
+                 {"accuracy", 0.8},
+                 {"elapsed_s", 1.4},
+                 {"train_loss", 0.75},
+                 {"images_per_s", 6000.0}});
+  const auto& rows = r.epochs();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(*rows[0].train_loss, 1.25);
+  EXPECT_DOUBLE_EQ(*rows[0].images_per_s, 5000.0);
+  EXPECT_DOUBLE_EQ(*rows[1].train_loss, 0.75);
+  EXPECT_DOUBLE_EQ(*rows[1].images_per_s, 6000.0);
+}
+
 TEST(FitToWidth, CutsCodePointsNotBytes) {
   struct Case {
     std::string line;

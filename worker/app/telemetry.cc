@@ -104,6 +104,7 @@ void Telemetry::on_event(const ProgressEvent& e) {
       break;
     case EventKind::kEpochEnd:
       epoch_end_ = std::chrono::steady_clock::now();
+      epoch_summary_ = EpochSummary{e.epoch, e.loss, e.images_per_second * options_.world_size};
       metrics_->update_resident_memory();
       break;
     case EventKind::kFinished:
@@ -211,6 +212,12 @@ void Telemetry::on_evaluation(const ProgressEvent& e) {
                           {"top5", e.top5},
                           {"loss", e.loss},
                           {"elapsed_s", e.elapsed_seconds}};
+  // The epoch's own figures, from the trainer (its mean step loss, the gang's rate over the whole epoch): the
+  // console's epoch row is exact, not a sample of the progress events.
+  if (epoch_summary_ && epoch_summary_->epoch == e.epoch) {
+    event["train_loss"] = epoch_summary_->train_loss;
+    event["images_per_s"] = epoch_summary_->images_per_s;
+  }
   if (options_.target_accuracy > 0 && e.accuracy >= options_.target_accuracy) {
     if (!time_to_target_) time_to_target_ = e.elapsed_seconds;
     metrics_->target_accuracy_reached.set(1);

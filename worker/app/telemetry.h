@@ -107,6 +107,11 @@ class Telemetry final : public train::TrainObserver {
   std::unique_ptr<metrics::GoodputMetrics> goodput_;
   std::unique_ptr<metrics::HttpExporter> exporter_;
   process::RankLedger ledger_;
+  struct EpochSummary {
+    int64_t epoch = 0;  // 0-based, as ProgressEvent counts
+    double train_loss = 0, images_per_s = 0;
+  };
+  std::optional<EpochSummary> epoch_summary_;  // of the last epoch that ended, for its evaluation's event
   std::chrono::steady_clock::time_point epoch_end_{};  // evaluation runs from the epoch's end to its result
   std::chrono::steady_clock::time_point last_event_{};
   std::optional<double> last_step_elapsed_;
