@@ -13,6 +13,10 @@
 #   RUNS=3 bench/time_to_accuracy.sh
 #   EPOCHS=1 TARGET=0.80 RUNS=1 bench/time_to_accuracy.sh   # smoke run (a few minutes): both sides' plumbing
 #   CPU_ISA=avx2 bench/time_to_accuracy.sh             # what an AVX2 machine runs, both sides (bench/cpu_isa.sh)
+#   COMPARE_BUILD_DIR=build-onednn3 bench/time_to_accuracy.sh   # a second torus build as a third side, same rounds
+# COMPARE_BUILD_DIR: another build folder (another oneDNN, docs/building.md) whose torus runs in the same rounds
+# (torus_b), so the two builds and PyTorch see the same minutes of the machine; its figures are appended to the RESULT
+# line (torus_b_s, torus_b_ratio_vs_pytorch, ...). Each build's oneDNN version is named (torus_onednn=...).
 # Last line: RESULT time_to_accuracy_ratio_vs_pytorch=X torus_s=.. pytorch_s=.. (medians; ours / theirs, lower is
 # better; nan when the median run of a side did not reach the target).
 set -euo pipefail
@@ -30,6 +34,18 @@ trap 'rm -rf "$WORK"' EXIT
 
 cmake --build "$BUILD_DIR" --target torus torus-worker >/dev/null
 TORUS="$BUILD_DIR/bin/torus"
+COMPARE_BUILD_DIR="${COMPARE_BUILD_DIR:-}"
+if [[ -n "$COMPARE_BUILD_DIR" ]]; then
+  cmake --build "$COMPARE_BUILD_DIR" --target torus torus-worker >/dev/null
+  TORUS_B="$COMPARE_BUILD_DIR/bin/torus"
+fi
+# The oneDNN version a build folder compiled against (from the dnnl CMake package it configured with).
+onednn_of() {
+  local dir
+  dir="$(sed -n 's/^dnnl_DIR:[A-Z]*=//p' "$1/CMakeCache.txt")"
+  sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$dir/dnnl-config-version.cmake" 2>/dev/null || echo unknown
+}
+echo "# torus: $BUILD_DIR (oneDNN $(onednn_of "$BUILD_DIR"))${COMPARE_BUILD_DIR:+; torus_b: $COMPARE_BUILD_DIR (oneDNN $(onednn_of "$COMPARE_BUILD_DIR"))}"
 PEER="$ROOT/bench/time_to_accuracy/fashion_mnist_ddp.py"
 export TORUS_LOOPBACK_ONLY=1
 # shellcheck source=bench/cpu_isa.sh
@@ -40,10 +56,13 @@ echo "# vector ISA, both sides: $ISA (CPU_ISA=avx2 runs what an AVX2 machine run
 field() { awk -v k="$1" '/^RESULT / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v = kv[2] } }
                          END { print (v == "") ? "nan" : v }' "$2"; }
 
-run_torus() {  # run_torus LOG
-  local ckpt
+run_torus() { torus_side "$TORUS" "$1"; }    # run_torus LOG
+run_torus_b() { torus_side "$TORUS_B" "$1"; }  # the COMPARE_BUILD_DIR build
+torus_side() {  # torus_side BINARY LOG
+  local ckpt bin="$1"
+  shift
   ckpt="$(mktemp -d -p "$WORK")"
-  if ! "$TORUS" run "$JOB" --workers 2 --set "spec.training.checkpoint.dir=$ckpt" --set "spec.training.epochs=$EPOCHS" \
+  if ! "$bin" run "$JOB" --workers 2 --set "spec.training.checkpoint.dir=$ckpt" --set "spec.training.epochs=$EPOCHS" \
     --set "spec.training.targetAccuracy=$TARGET" >"$1" 2>&1; then
     tail -20 "$1" >&2
     echo "torus run failed (log above)" >&2
@@ -82,8 +101,8 @@ median() {
 echo "# time to $TARGET top-1 on Fashion-MNIST, $EPOCHS epochs at most, 2 ranks x 1 thread; $RUNS runs of each side"
 for ((r = 1; r <= RUNS; r++)); do
   # Alternate which side goes first, so a drift in the machine's load does not favour one side.
-  sides=(torus pytorch)
-  ((r % 2 == 0)) && sides=(pytorch torus)
+  sides=(torus ${TORUS_B:+torus_b} pytorch)
+  ((r % 2 == 0)) && sides=(pytorch ${TORUS_B:+torus_b} torus)
   for side in "${sides[@]}"; do
     log="$WORK/$side-$r.log"
     "run_$side" "$log"
@@ -93,14 +112,22 @@ done
 
 ours="$(median 1 "$WORK/torus.tsv")"
 theirs="$(median 1 "$WORK/pytorch.tsv")"
-for side in torus pytorch; do
+for side in torus ${TORUS_B:+torus_b} pytorch; do
   awk -v s="$side" -v t="$(median 1 "$WORK/$side.tsv")" -v a="$(median 2 "$WORK/$side.tsv")" \
     -v i="$(median 3 "$WORK/$side.tsv")" 'BEGIN {
     printf "== %s median: time to target %s, final accuracy %.2f%%, %s img/s\n", s, (t == "nan") ? "not reached" : t " s",
       a * 100, i }'
 done
+compare_fields() {  # the COMPARE_BUILD_DIR side's figures, for the RESULT line
+  local b
+  b="$(median 1 "$WORK/torus_b.tsv")"
+  echo "torus_b_ratio_vs_pytorch=$(awk -v a="$b" -v t="$theirs" 'BEGIN { print (a == "nan" || t == "nan") ? "nan" : sprintf("%.3f", a / t) }')" \
+    "torus_b_s=$b torus_b_accuracy=$(median 2 "$WORK/torus_b.tsv") torus_b_images_per_s=$(median 3 "$WORK/torus_b.tsv")" \
+    "torus_b_onednn=$(onednn_of "$COMPARE_BUILD_DIR")"
+}
 ratio="$(awk -v a="$ours" -v b="$theirs" 'BEGIN { print (a == "nan" || b == "nan") ? "nan" : sprintf("%.3f", a / b) }')"
 echo "RESULT time_to_accuracy_ratio_vs_pytorch=$ratio torus_s=$ours pytorch_s=$theirs" \
   "torus_accuracy=$(median 2 "$WORK/torus.tsv") pytorch_accuracy=$(median 2 "$WORK/pytorch.tsv")" \
   "torus_images_per_s=$(median 3 "$WORK/torus.tsv") pytorch_images_per_s=$(median 3 "$WORK/pytorch.tsv")" \
-  "runs=$RUNS target=$TARGET epochs=$EPOCHS isa=$ISA peer=torch-$PEER_VERSION"
+  "runs=$RUNS target=$TARGET epochs=$EPOCHS isa=$ISA peer=torch-$PEER_VERSION torus_onednn=$(onednn_of "$BUILD_DIR")" \
+  "${TORUS_B:+$(compare_fields)}"
