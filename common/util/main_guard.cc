@@ -17,6 +17,14 @@ void write_termination_log(const char* reason) noexcept {
   std::fclose(f);
 }
 
+void append_termination_log(const char* line) noexcept {
+  std::FILE* f = std::fopen("/dev/termination-log", "a");
+  if (f == nullptr) return;
+  std::fputc('\n', f);
+  std::fputs(line, f);
+  std::fclose(f);
+}
+
 std::optional<ErrorReason> parse_error_line(std::string_view line) {
   static const std::regex kFinal(R"(^[A-Za-z0-9_.-]+: error: (.+)$)");
   static const std::regex kLogged(R"(^\S+Z E (?:\[[^\]]*\] )?\S+:\d+\] (.+)$)");

@@ -26,5 +26,8 @@ std::optional<ErrorReason> parse_error_line(std::string_view line);
 
 // Writes `reason` to /dev/termination-log if that file exists (best effort, never throws).
 void write_termination_log(const char* reason) noexcept;
+// Adds `line` (after a newline) to what write_termination_log wrote: a machine-readable postscript under the
+// reason's first line, which is what people and conditions quote.
+void append_termination_log(const char* line) noexcept;
 
 }  // namespace torus

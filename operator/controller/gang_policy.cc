@@ -4,11 +4,11 @@
 #include <sstream>
 
 #include "common/launch/exit_codes.h"
+#include "common/process/worker_events.h"
 #include "common/util/error.h"
 
 namespace torus::controller {
 namespace {
-
 
 bool is_worker_retryable_code(const GangPolicy& policy, int code) {
   if (code == to_int(launch::ExitCode::kRetryable) || code == to_int(launch::ExitCode::kCollectiveTimeout)) return true;
@@ -125,6 +125,18 @@ Seconds ceil_seconds(Clock::duration d) {
 std::optional<Seconds> earlier(std::optional<Seconds> a, Seconds b) { return a ? std::min(*a, b) : b; }
 
 }  // namespace
+
+LastWords parse_last_words(const std::string& message, size_t max_chars) {
+  LastWords words;
+  words.reason = message.substr(0, std::min(message.find('\n'), max_chars));
+  std::istringstream lines(message);
+  for (std::string line; std::getline(lines, line);) {
+    const auto event = process::parse_event(line);
+    if (event && event->value("event", "") == process::event::kAborted && (*event)["step"].is_number_integer())
+      words.step = (*event)["step"].get<int64_t>();
+  }
+  return words;
+}
 
 const char* to_string(Reason reason) {
   switch (reason) {

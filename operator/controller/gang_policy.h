@@ -5,6 +5,7 @@
 // restarts as a new attempt (every worker, from the last checkpoint), fails with a reason, or succeeded.
 // No Kubernetes, no clocks: the caller passes `now` and the times it observed.
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,10 +55,19 @@ enum class PodPhase { kPending, kRunning, kSucceeded, kFailed };
 struct WorkerState {
   std::string name;  // pod or process name, used in messages
   PodPhase phase = PodPhase::kPending;
-  std::optional<int> exit_code;    // set when the worker exited
-  std::optional<int> term_signal;  // a local process killed by a signal (counts as 128 + signal)
-  std::string detail;              // e.g. "OOMKilled", "Unschedulable: 0/3 nodes available"
+  std::optional<int> exit_code;      // set when the worker exited
+  std::optional<int> term_signal;    // a local process killed by a signal (counts as 128 + signal)
+  std::string detail;                // e.g. "OOMKilled", "Unschedulable: 0/3 nodes available"
+  std::optional<int64_t> last_step;  // the last global step it finished, from its last words (parse_last_words)
 };
+
+// A worker's termination message: the reason's first line (at most `max_chars`: what conditions quote) and the step
+// it reached, from the `aborted` event a survivor of a failed collective writes under it (worker/app/telemetry.cc).
+struct LastWords {
+  std::string reason;
+  std::optional<int64_t> step;
+};
+LastWords parse_last_words(const std::string& message, size_t max_chars);
 
 // The gang as observed by the caller.
 struct GangObservation {

@@ -100,6 +100,12 @@ std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, d
   return r;
 }
 
+api::Goodput with_step_reached(const api::Goodput& g, int attempt, int64_t step) {
+  api::Goodput out = g;
+  if (g.attempt == attempt && step > g.last_step) out.last_step = step;
+  return out;
+}
+
 api::Goodput next_goodput(const api::Goodput& before, const GoodputReading& now, int64_t resumed_step,
                           double wall_seconds, const std::string& now_rfc3339) {
   api::Goodput g = before;

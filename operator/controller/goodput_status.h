@@ -2,8 +2,9 @@
 // status.goodput from rank 0's Prometheus samples (torus_worker_goodput_seconds_total{part}, the step histogram):
 // the current attempt's parts added to the earlier attempts', and at each new attempt the steps the previous one
 // lost (the last global step read from it less the step the new one resumed from) times its step time.
-// Pure; the progress poller reads, the controller writes. The operator reads rank 0 every poll interval, so its lost
-// work counts from the last reading: a lower bound by up to one interval of steps (`torus run` counts exactly).
+// Pure; the progress poller reads, the controller writes. The operator reads rank 0 every poll interval; a failed
+// attempt's last step is the one its survivors wrote in their last words (with_step_reached), so its lost work is
+// exact; only an attempt whose every rank died without words counts from its last reading (up to one interval less).
 #include <map>
 #include <optional>
 #include <string>
@@ -36,8 +37,14 @@ std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, d
 // The next status.goodput: `before` advanced by `now`. `resumed_step`: the step now's attempt resumed from (when it
 // is a later attempt than before's, the steps from there to before.lastStep were lost). `wall_seconds`: since
 // status.startTime. A later attempt's reading with !resume_known changes nothing (the next one will count the loss
-// from the right step, instead of from step 0). slowestCheckpointSeconds only grows: the grace of later attempts' pods must cover the worst save.
+// from the right step, instead of from step 0). slowestCheckpointSeconds only grows: the grace of later attempts' pods
+// must cover the worst save.
 api::Goodput next_goodput(const api::Goodput& before, const GoodputReading& now, int64_t resumed_step,
                           double wall_seconds, const std::string& now_rfc3339);
+
+// `g` knowing that `attempt` reached global step `step` (a survivor's last words): its last step when `g` holds that
+// attempt's figures and had read less, so the next attempt's lost work counts from the step reached, not from the
+// last reading. Unchanged otherwise (no reading of that attempt: its parts are unknown, so are its losses).
+api::Goodput with_step_reached(const api::Goodput& g, int attempt, int64_t step);
 
 }  // namespace torus::controller

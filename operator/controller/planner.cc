@@ -1,4 +1,3 @@
-#include "operator/controller/checkpoint_storage.h"
 #include "operator/controller/planner.h"
 
 #include <algorithm>
@@ -6,7 +5,9 @@
 
 #include "common/api/codec.h"
 #include "common/api/resolve.h"
+#include "operator/controller/checkpoint_storage.h"
 #include "operator/controller/children.h"
+#include "operator/controller/goodput_status.h"
 #include "operator/controller/labels.h"
 #include "operator/controller/spec_edits.h"
 #include "operator/controller/time_util.h"
@@ -283,7 +284,11 @@ bool all_running(const GangObservation& g) {
   });
 }
 
-void restart_gang(Pass& p, const Objects& current, const Decision& d) {
+void restart_gang(Pass& p, const Objects& current, const Decision& d, const GangObservation& g) {
+  // The step the survivors reached is where the attempt's work ends: its lost work counts from there.
+  for (const WorkerState& w : g.workers) {
+    if (w.last_step) p.status.goodput = with_step_reached(p.status.goodput, p.status.attempt, *w.last_step);
+  }
   for (const json& pod : current) p.remove_pod(pod, "gang restart: " + d.message);
   p.status.attempt += 1;
   p.status.restarts += 1;
@@ -299,7 +304,7 @@ void run_gang(Pass& p, const Objects& current) {
   Decision d = decide(gang_policy_of(p.job.spec), g);
   switch (d.verdict) {
     case Verdict::kRestart:
-      return restart_gang(p, current, d);
+      return restart_gang(p, current, d, g);
     case Verdict::kFail:
       finish(p, Phase::kFailed, api::condition::kFailed, to_string(d.reason), d.message);
       return;
@@ -388,11 +393,11 @@ void start(Pass& p) {
   const TimePoint started = first_acted(p.in);
   p.status.phase = Phase::kPending;
   p.status.start_time = format_time(started);
-  api::set_condition(p.status, condition(api::condition::kCreated, ConditionStatus::kTrue, "JobCreated",
-                                         "the operator accepted the job: " +
-                                             std::to_string(p.job.spec.gang.workers.value_or(1)) +
-                                             " worker pods, their service, config map and secret",
-                                         started, p.job.metadata.generation));
+  api::set_condition(p.status,
+                     condition(api::condition::kCreated, ConditionStatus::kTrue, "JobCreated",
+                               "the operator accepted the job: " + std::to_string(p.job.spec.gang.workers.value_or(1)) +
+                                   " worker pods, their service, config map and secret",
+                               started, p.job.metadata.generation));
 }
 
 // Pods made from another attempt spec than the one the job asks for now (pods without the annotation, made by an
@@ -525,8 +530,9 @@ WorkerState worker_state(const json& pod) {
       // The worker's own words (/dev/termination-log): a collective timeout names the ranks that never arrived and
       // the pods and nodes they run on, so the restart's event and condition say so.
       if (std::string m = term.value("message", ""); !m.empty()) {
-        m = m.substr(0, std::min(m.find('\n'), kTerminationMessageChars));
-        w.detail += (w.detail.empty() ? "" : ": ") + m;
+        const LastWords words = parse_last_words(m, kTerminationMessageChars);
+        w.detail += (w.detail.empty() ? "" : ": ") + words.reason;
+        w.last_step = words.step;
       }
     }
   }

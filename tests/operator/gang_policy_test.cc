@@ -45,7 +45,9 @@ class GangBuilder {
     return *this;
   }
   GangBuilder& running(int index) { return add(index, PodPhase::kRunning, std::nullopt, ""); }
-  GangBuilder& pending(int index, std::string detail = "") { return add(index, PodPhase::kPending, std::nullopt, detail); }
+  GangBuilder& pending(int index, std::string detail = "") {
+    return add(index, PodPhase::kPending, std::nullopt, detail);
+  }
   GangBuilder& exited(int index, int code) {
     return replace(index, code == 0 ? PodPhase::kSucceeded : PodPhase::kFailed, code, "");
   }
@@ -116,6 +118,29 @@ INSTANTIATE_TEST_SUITE_P(Table, ClassifyExit,
                                            ExitCase{RestartPolicy::kNever, 137, ExitClass::kPermanent},
                                            ExitCase{RestartPolicy::kNever, 42, ExitClass::kPermanent},
                                            ExitCase{RestartPolicy::kNever, 0, ExitClass::kSuccess}));
+
+TEST(LastWords, TheReasonIsTheFirstLineAndTheStepComesFromTheAbortedEvent) {
+  struct Case {
+    std::string message;
+    size_t max_chars;
+    std::string reason;
+    std::optional<int64_t> step;
+  };
+  const Case cases[] = {
+      {"CollectiveTimeout: ranks that never arrived: 1", 400, "CollectiveTimeout: ranks that never arrived: 1", {}},
+      {"CollectiveFailed: peer closed\n@torus-event {\"event\":\"aborted\",\"rank\":0,\"step\":56}", 400,
+       "CollectiveFailed: peer closed", 56},
+      {"abcdef", 3, "abc", {}},
+      {"x\n@torus-event {\"event\":\"finished\",\"step\":9}", 400, "x", {}},     // not an aborted event
+      {"x\n@torus-event {\"event\":\"aborted\",\"step\":\"9\"}", 400, "x", {}},  // not a number
+      {"x\n@torus-event {not json", 400, "x", {}},
+  };
+  for (const Case& c : cases) {
+    const LastWords w = parse_last_words(c.message, c.max_chars);
+    EXPECT_EQ(w.reason, c.reason) << c.message;
+    EXPECT_EQ(w.step, c.step) << c.message;
+  }
+}
 
 TEST(ClassifyExit, ExtraRetryableCodes) {
   GangPolicy p = policy(RestartPolicy::kExitCode);
@@ -318,7 +343,6 @@ TEST(Decide, MessagesNameWorkersAndCodes) {
   EXPECT_NE(d.message.find("after attempt 1"), std::string::npos) << d.message;
   EXPECT_NE(d.message.find("backoff limit 1"), std::string::npos) << d.message;
 }
-
 
 // Exit 44: the attempt should have resumed and found no checkpoint. No restart can bring it back, so every policy
 // fails the job, saying so.

@@ -32,6 +32,20 @@ std::string rank0_exposition(int attempt, int64_t global_step, int steps) {
   return registry.expose();
 }
 
+TEST(GoodputStatus, TheStepASurvivorReachedRaisesItsAttemptsLastStepOnly) {
+  api::Goodput g;
+  g.attempt = 2;
+  g.last_step = 40;
+  EXPECT_EQ(with_step_reached(g, 2, 56).last_step, 56);
+  EXPECT_EQ(with_step_reached(g, 2, 30).last_step, 40) << "a reading past it stays";
+  EXPECT_EQ(with_step_reached(g, 3, 56).last_step, 40) << "no reading of attempt 3: nothing to add it to";
+  // And the next attempt's loss counts from it: resumed at 50, 6 steps redone, not 0.
+  GoodputReading next{.attempt = 3, .global_step = 50, .step_seconds = 0.1, .resume_known = true};
+  g.step_seconds = 0.1;
+  EXPECT_EQ(next_goodput(with_step_reached(g, 2, 56), next, 50, 10, "t").lost_steps, 6);
+  EXPECT_EQ(next_goodput(g, next, 50, 10, "t").lost_steps, 0);
+}
+
 TEST(GoodputStatus, RankZerosSeriesOfTheAttemptAreRead) {
   const auto samples = parse_prometheus_text(rank0_exposition(1, 70, 10));
   const auto r = goodput_from_metrics(samples, 1);

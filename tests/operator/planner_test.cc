@@ -411,6 +411,23 @@ TEST(Planner, RestartBumpsAttemptAndRecordsCause) {
   EXPECT_NE(p.events.back().message.find("mnist-worker-1 exited with code 137"), std::string::npos);
 }
 
+// The survivor's last words say the step the failed attempt reached: status.goodput's last step becomes it, so the
+// next attempt's lost work counts from there, not from the last progress reading (issue 31.1).
+TEST(Planner, ARestartTakesTheStepTheSurvivorsReachedFromTheirLastWords) {
+  json job = JobBuilder().phase("Running").condition("Running", "True", 3).build();
+  job["status"]["goodput"] = {{"attempt", 0}, {"lastStep", 40}, {"stepSeconds", 0.1}};
+  json survivor = PodBuilder("mnist", 0).exited(42, "Error").build();
+  survivor["status"]["containerStatuses"][0]["state"]["terminated"]["message"] =
+      "CollectiveFailed: collective all_reduce #57 failed on rank 0: peer closed\n"
+      "@torus-event {\"event\":\"aborted\",\"rank\":0,\"step\":56}";
+  Plan p = plan(with_children(job, {survivor, PodBuilder("mnist", 1).exited(137).build()}, at(10)));
+  ASSERT_TRUE(p.status);
+  EXPECT_EQ((*p.status)["attempt"], 1);
+  EXPECT_EQ((*p.status)["goodput"]["lastStep"], 56);
+  EXPECT_NE(p.events.back().message.find("peer closed"), std::string::npos) << "the reason is still quoted";
+  EXPECT_EQ(p.events.back().message.find("@torus-event"), std::string::npos) << "the postscript is not";
+}
+
 // One numbering, 0-based: status.attempt, the pod label, TORUS_ATTEMPT and the events say the same number.
 TEST(Planner, AttemptOnePodsAreLabelledAttemptOne) {
   Plan p = plan(with_children(JobBuilder().phase("Restarting", 1).build(), {}, at(12)));

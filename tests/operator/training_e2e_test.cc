@@ -360,6 +360,10 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
   apply("gamma", 2, 1, 80);
   ASSERT_TRUE(eventually([] { return logs_of("gamma").find("checkpoint written") != std::string::npos; }, 120s))
       << logs_of("gamma");
+  // The ledger holds a reading of this attempt (the survivor's last step is added to it).
+  ASSERT_TRUE(
+      eventually([] { return status_of("gamma").value("goodput", json::object()).value("lastStep", 0) > 0; }, 60s))
+      << status_of("gamma").dump();
   std::optional<json> victim;
   for (const json& pod : pods_of("gamma")) {
     if (pod["metadata"]["name"] == "gamma-worker-1") victim = pod;
@@ -387,6 +391,17 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
   EXPECT_EQ(status["resumedFrom"].value("path", ""), "/var/lib/torus/checkpoints/ckpt-" + m[1].str() + ".torus")
       << status.dump();
   EXPECT_GT(status["lastCheckpoint"].value("step", 0), std::stoi(m[1])) << status.dump();
+  // The lost work is exact: the steps from the checkpoint to the step the survivor reached (its `aborted` event,
+  // written to its log and under the reason in its termination message), not to the operator's last reading.
+  std::optional<int64_t> reached;
+  std::istringstream logs(logs_of("gamma"));
+  for (std::string line; std::getline(logs, line);) {
+    const auto e = process::parse_event(line);
+    if (e && e->value("event", "") == process::event::kAborted)
+      reached = std::max(reached.value_or(0), (*e)["step"].get<int64_t>());
+  }
+  ASSERT_TRUE(reached) << logs_of("gamma");
+  EXPECT_EQ(status["goodput"].value("lostSteps", int64_t{-1}), *reached - std::stoi(m[1])) << status.dump();
   const std::vector<std::string> resumes = events_of("gamma", "ResumedFromStep");
   ASSERT_EQ(resumes.size(), 1u);
   EXPECT_EQ(resumes[0], "attempt " + std::to_string(first_attempt + 1) + " resumed from step " + m[1].str() +

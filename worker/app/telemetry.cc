@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/process/worker_events.h"
+#include "common/util/main_guard.h"
 
 namespace torus::worker::app {
 namespace {
@@ -227,9 +228,13 @@ void Telemetry::on_evaluation(const ProgressEvent& e) {
 }
 
 void Telemetry::aborted() {
-  process::emit_event({{"event", process::event::kAborted},
-                       {"rank", options_.rank},
-                       {"step", finished_step_.load(std::memory_order_relaxed)}});
+  const nlohmann::json event = {{"event", process::event::kAborted},
+                                {"rank", options_.rank},
+                                {"step", finished_step_.load(std::memory_order_relaxed)}};
+  process::emit_event(event);
+  // Also under the reason in the termination log: the operator reads the step each survivor reached from the pod's
+  // status, so the attempt's lost work is counted from it, not from its last progress reading.
+  append_termination_log(process::format_event(event).c_str());
 }
 
 void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::string& algorithm) {
