@@ -24,6 +24,9 @@
 #   THREADS=4 STEPS=20 REPEATS=5 bench/train_throughput.sh
 #   STEPS=2 WARMUP=1 REPEATS=1 PROFILE=0 bench/train_throughput.sh   # smoke run
 #   CPU_ISA=avx2 bench/train_throughput.sh       # what an AVX2 machine runs, both sides (bench/cpu_isa.sh)
+#   SECONDARY=0 bench/train_throughput.sh        # the headline (2 processes) only: on a loaded machine the 1-process
+#                                                # part at THREADS threads takes most of the time
+#   BUILD_DIR=build-onednn3 bench/train_throughput.sh   # another build folder (another oneDNN: docs/building.md)
 # Last line: RESULT train_throughput_ratio_vs_pytorch=X (2 processes x 1 thread, ours / theirs, geometric mean over
 # the configurations) ratio_1proc_<THREADS>threads=Y (the secondary figure) and each configuration's ratio.
 set -euo pipefail
@@ -37,6 +40,7 @@ STEPS="${STEPS:-10}"
 WARMUP="${WARMUP:-3}"
 REPEATS="${REPEATS:-3}"
 PROFILE="${PROFILE:-1}"
+SECONDARY="${SECONDARY:-1}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
@@ -154,6 +158,7 @@ one_pytorch() {
 one_ratios=()
 one_names=()
 for entry in "${CONFIGS[@]}"; do
+  [[ "$SECONDARY" == 1 ]] || break
   IFS='|' read -r name arch widths stem pool channels image batch _ _ <<<"$entry"
   args=(--arch "$arch" --widths "$widths" --stem "$stem" --pool "$pool" --in-channels "$channels" --image "$image"
     --batch "$batch" --threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP")
@@ -178,5 +183,7 @@ for entry in "${CONFIGS[@]}"; do
   one_ratios+=("$r")
   one_names+=("1proc_${name%%-*}=$r")
 done
+one_summary="ratio_1proc_${THREADS}threads=skipped"
+((${#one_ratios[@]})) && one_summary="ratio_1proc_${THREADS}threads=$(geomean "${one_ratios[@]}")"
 echo "RESULT train_throughput_ratio_vs_pytorch=$(geomean "${ddp_ratios[@]}")" \
-  "ratio_1proc_${THREADS}threads=$(geomean "${one_ratios[@]}") ${ddp_names[*]} ${one_names[*]} isa=$ISA peer=torch-$PEER_VERSION"
+  "$one_summary ${ddp_names[*]} ${one_names[*]} isa=$ISA peer=torch-$PEER_VERSION"
