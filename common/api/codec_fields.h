@@ -304,6 +304,7 @@ void describe(V& v, S& x) {
   v("ratio", x.ratio);
   v("wallSeconds", x.wall_seconds);
   v("seconds", x.seconds);
+  v("schedulingSeconds", x.scheduling_seconds);
   v("lostWorkSeconds", x.lost_work_seconds);
   v("lostSteps", x.lost_steps);
   v("stepSeconds", x.step_seconds);

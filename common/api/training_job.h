@@ -375,7 +375,8 @@ struct Goodput {
   double ratio = 0;              // seconds.training / wallSeconds
   double wall_seconds = 0;       // status.startTime to updateTime
   GoodputSeconds seconds;        // every attempt's, summed
-  double lost_work_seconds = 0;  // steps redone after restarts x the step time then
+  double scheduling_seconds = 0;  // every attempt's, from its first pod's creation to all its pods' containers started
+  double lost_work_seconds = 0;   // steps redone after restarts x the step time then
   int64_t lost_steps = 0;
   double step_seconds = 0;          // rank 0's mean step time in the current attempt
   // The slowest checkpoint save measured in any attempt (rank 0's torus_worker_checkpoint_seconds, read as an upper

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "operator/controller/progress.h"
+#include "operator/controller/time_util.h"
 
 namespace torus::controller {
 namespace {
@@ -98,6 +99,26 @@ std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, d
   r.slowest_checkpoint_seconds = slowest_checkpoint_from_metrics(s, attempt);
   r.resume_known = resumed_step_from_metrics(s, attempt).has_value();
   return r;
+}
+
+double scheduling_seconds(const std::vector<nlohmann::json>& pods) {
+  std::optional<TimePoint> first_created, last_started;
+  for (const nlohmann::json& pod : pods) {
+    const auto created = parse_time(pod["metadata"].value("creationTimestamp", ""));
+    std::optional<TimePoint> started;
+    for (const auto& c :
+         pod.value("status", nlohmann::json::object()).value("containerStatuses", nlohmann::json::array())) {
+      const nlohmann::json state = c.value("state", nlohmann::json::object());
+      for (const char* s : {"running", "terminated"}) {
+        if (state.contains(s)) started = parse_time(state[s].value("startedAt", ""));
+      }
+    }
+    if (!created || !started) return 0;
+    first_created = first_created ? std::min(*first_created, *created) : *created;
+    last_started = last_started ? std::max(*last_started, *started) : *started;
+  }
+  if (!first_created) return 0;
+  return std::max(std::chrono::duration<double>(*last_started - *first_created).count(), 0.0);
 }
 
 api::Goodput with_step_reached(const api::Goodput& g, int attempt, int64_t step) {

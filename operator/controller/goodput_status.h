@@ -6,8 +6,10 @@
 // attempt's last step is the one its survivors wrote in their last words (with_step_reached), so its lost work is
 // exact; only an attempt whose every rank died without words counts from its last reading (up to one interval less).
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/api/training_job.h"
 
@@ -41,6 +43,11 @@ std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, d
 // must cover the worst save.
 api::Goodput next_goodput(const api::Goodput& before, const GoodputReading& now, int64_t resumed_step,
                           double wall_seconds, const std::string& now_rfc3339);
+
+// How long an attempt's pods took from the first one's creation to the last one's container start (their
+// creationTimestamp and state.running/terminated.startedAt, to the second as Kubernetes writes them): the scheduling
+// part of the ledger, which rank 0's own cannot see. 0 when a pod has not started.
+double scheduling_seconds(const std::vector<nlohmann::json>& pods);
 
 // `g` knowing that `attempt` reached global step `step` (a survivor's last words): its last step when `g` holds that
 // attempt's figures and had read less, so the next attempt's lost work counts from the step reached, not from the

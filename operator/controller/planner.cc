@@ -339,6 +339,8 @@ void run_gang(Pass& p, const Objects& current) {
     // lists conditions), one request less per job (docs/operator.md). A later attempt's does, ending the story its
     // GangRestart, SpecChanged or Resumed event began.
     if (p.status.phase != Phase::kRunning && p.attempt() > 0) p.event(EventType::kNormal, "GangRunning", message);
+    if (p.status.phase != Phase::kRunning)
+      p.status.goodput.scheduling_seconds += scheduling_seconds(std::vector<json>(current.begin(), current.end()));
     p.status.phase = Phase::kRunning;
     p.set(api::condition::kRunning, ConditionStatus::kTrue, "GangRunning", message);
     p.clear(api::condition::kRestarting, "GangRunning");

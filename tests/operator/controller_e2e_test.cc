@@ -4,6 +4,7 @@
 // pods have not started.
 #include <gtest/gtest.h>
 
+#include "operator/controller/time_util.h"
 #include "tests/operator/e2e_support.h"
 
 namespace torus::controller::e2e {
@@ -124,9 +125,27 @@ TEST_F(SlowGangE2E, AJobWhoseGangIsSlowIsShownPendingBeforeItsPodsStart) {
     ASSERT_TRUE(p.has_value()) << pod;
     EXPECT_EQ(p->value("status", json::object()).value("phase", ""), "Pending") << p->dump();
   }
+  // Held past the second the pods were made in (Kubernetes' timestamps have seconds), so the gang's scheduling
+  // shows in the ledger: from the first creation to the last container start, as the pods' own timestamps say.
+  const auto created =
+      parse_time(session_.client->get(res::kPods, kNs, "slow-worker-0")["metadata"].value("creationTimestamp", ""));
+  ASSERT_TRUE(created);
+  ASSERT_TRUE(eventually([&] { return Clock::now() >= *created + 2s; }, 10s));
   control("POST", "kubelet", {{"action", "release"}, {"namespace", kNs}, {"labelSelector", ""}});
   ASSERT_TRUE(eventually([&] { return status_of("slow").value("phase", "") == "Running"; }, 60s))
       << status_of("slow").dump();
+  std::optional<TimePoint> first_created, last_started;
+  for (const char* name : {"slow-worker-0", "slow-worker-1"}) {
+    const json pod = session_.client->get(res::kPods, kNs, name);
+    const auto c = parse_time(pod["metadata"].value("creationTimestamp", ""));
+    const auto st = parse_time(pod["status"]["containerStatuses"][0]["state"]["running"].value("startedAt", ""));
+    ASSERT_TRUE(c && st) << pod.dump();
+    first_created = first_created ? std::min(*first_created, *c) : *c;
+    last_started = last_started ? std::max(*last_started, *st) : *st;
+  }
+  const double scheduling = status_of("slow").value("goodput", json::object()).value("schedulingSeconds", -1.0);
+  EXPECT_GE(scheduling, 2.0) << status_of("slow").dump();
+  EXPECT_DOUBLE_EQ(scheduling, std::chrono::duration<double>(*last_started - *first_created).count());
   const json s = stats();
   EXPECT_EQ(count(s, "trainingjobs.torus.dev/status", "update"), 2) << "Pending, then Running: " << s.dump();
   EXPECT_EQ(count(s, "events", "create"), 0) << s.dump();

@@ -13,6 +13,7 @@
 namespace torus::controller {
 namespace {
 
+using json = nlohmann::json;
 using process::TimePart;
 
 // Rank 0's exposition after `steps` steps of 0.1 s (0.08 training, 0.02 communication wait) in `attempt`.
@@ -44,6 +45,29 @@ TEST(GoodputStatus, TheStepASurvivorReachedRaisesItsAttemptsLastStepOnly) {
   g.step_seconds = 0.1;
   EXPECT_EQ(next_goodput(with_step_reached(g, 2, 56), next, 50, 10, "t").lost_steps, 6);
   EXPECT_EQ(next_goodput(g, next, 50, 10, "t").lost_steps, 0);
+}
+
+TEST(GoodputStatus, SchedulingRunsFromTheFirstCreationToTheLastContainerStart) {
+  auto pod = [](const std::string& created, const std::string& state, const std::string& started) {
+    json p = {{"metadata", {{"creationTimestamp", created}}}, {"status", json::object()}};
+    if (!state.empty())
+      p["status"]["containerStatuses"] = {{{"name", "worker"}, {"state", {{state, {{"startedAt", started}}}}}}};
+    return p;
+  };
+  struct Case {
+    std::vector<json> pods;
+    double seconds;
+  };
+  const Case cases[] = {
+      {{pod("2026-11-27T10:00:00Z", "running", "2026-11-27T10:00:04Z"),
+        pod("2026-11-27T10:00:01Z", "running", "2026-11-27T10:00:09Z")},
+       9},
+      {{pod("2026-11-27T10:00:00Z", "terminated", "2026-11-27T10:00:03Z")}, 3},  // started, then ended
+      {{pod("2026-11-27T10:00:00Z", "running", "2026-11-27T10:00:04Z"), pod("2026-11-27T10:00:01Z", "", "")},
+       0},  // one not started: not yet
+      {{}, 0},
+  };
+  for (const Case& c : cases) EXPECT_DOUBLE_EQ(scheduling_seconds(c.pods), c.seconds) << json(c.pods).dump();
 }
 
 TEST(GoodputStatus, RankZerosSeriesOfTheAttemptAreRead) {

@@ -428,6 +428,29 @@ TEST(Planner, ARestartTakesTheStepTheSurvivorsReachedFromTheirLastWords) {
   EXPECT_EQ(p.events.back().message.find("@torus-event"), std::string::npos) << "the postscript is not";
 }
 
+// The gang's start adds its scheduling to the ledger once: from the first pod's creation to the last container's
+// start (issue 31.1); a pass of a gang already Running adds nothing.
+TEST(Planner, TheGangsStartAddsItsSchedulingTimeOnce) {
+  auto started = [](int index, int seconds) {
+    json pod = PodBuilder("mnist", index).running().build();
+    pod["status"]["containerStatuses"] = {
+        {{"name", "worker"}, {"state", {{"running", {{"startedAt", format_time(at(seconds))}}}}}}};
+    return pod;
+  };
+  json job = JobBuilder().phase("Pending").build();
+  job["status"]["goodput"] = {{"schedulingSeconds", 1.0}};  // an earlier attempt's
+  Plan p = plan(with_children(job, {started(0, 2), started(1, 5)}, at(6)));
+  ASSERT_TRUE(p.status);
+  EXPECT_EQ((*p.status)["phase"], "Running");
+  EXPECT_DOUBLE_EQ((*p.status)["goodput"]["schedulingSeconds"].get<double>(), 6.0);
+  json running = JobBuilder().phase("Running").condition("Running", "True", 5).build();
+  running["status"]["goodput"] = {{"schedulingSeconds", 6.0}};
+  Plan again = plan(with_children(running, {started(0, 2), started(1, 5)}, at(7)));
+  if (again.status) {
+    EXPECT_DOUBLE_EQ((*again.status)["goodput"]["schedulingSeconds"].get<double>(), 6.0);
+  }
+}
+
 // One numbering, 0-based: status.attempt, the pod label, TORUS_ATTEMPT and the events say the same number.
 TEST(Planner, AttemptOnePodsAreLabelledAttemptOne) {
   Plan p = plan(with_children(JobBuilder().phase("Restarting", 1).build(), {}, at(12)));
