@@ -19,9 +19,15 @@ command -v debootstrap >/dev/null || { apt-get update -qq; apt-get install -y -q
 
 cleanup() {
   for m in sys dev/pts dev proc; do umount -l "$FRESH_ROOT/$m" 2>/dev/null || true; done
+  umount -l "$FRESH_ROOT" 2>/dev/null || true
 }
 trap cleanup EXIT
 
+# A mount left under it (a run killed before its cleanup) would make rm -rf reach into the host's /dev or /proc.
+if findmnt -rn -o TARGET | grep -q "^$FRESH_ROOT\(/\|$\)"; then
+  echo "$0: something is still mounted under $FRESH_ROOT (findmnt | grep $FRESH_ROOT); unmount it first" >&2
+  exit 2
+fi
 rm -rf "$FRESH_ROOT"
 echo "# debootstrap --variant=minbase --include=ca-certificates bookworm $FRESH_ROOT"
 debootstrap --variant=minbase --include=ca-certificates bookworm "$FRESH_ROOT" >/dev/null
@@ -34,6 +40,9 @@ if compgen -G "/usr/local/share/ca-certificates/*" >/dev/null; then
 fi
 # The repository as a user's clone of main (committed files only), made from the host: minbase has no git.
 git clone -q "$ROOT" "$FRESH_ROOT/root/torus"
+# A machine's / is a mount point, a chroot's folder is not: the stand-in's pods (a private mount namespace, then
+# pivot_root) need one, as they have on any real machine.
+mount --bind "$FRESH_ROOT" "$FRESH_ROOT"
 mount -t proc proc "$FRESH_ROOT/proc"
 mount --rbind /dev "$FRESH_ROOT/dev"
 mount -t sysfs sys "$FRESH_ROOT/sys"

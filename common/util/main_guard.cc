@@ -18,8 +18,10 @@ void write_termination_log(const char* reason) noexcept {
 }
 
 void append_termination_log(const char* line) noexcept {
-  std::FILE* f = std::fopen("/dev/termination-log", "a");
+  // "r+", not "a": outside a container there is no such file, and none must be made in the host's /dev.
+  std::FILE* f = std::fopen("/dev/termination-log", "r+");
   if (f == nullptr) return;
+  std::fseek(f, 0, SEEK_END);
   std::fputc('\n', f);
   std::fputs(line, f);
   std::fclose(f);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -60,6 +61,15 @@ TEST(ErrorLine, ReadsTheFinalReasonAndLoggedErrors) {
   EXPECT_EQ(logged->text, "watchdog: late");
   EXPECT_FALSE(parse_error_line("2026-11-23T09:17:56.594Z I [rank 1] ../worker/x.cc:1] fine"));
   EXPECT_FALSE(parse_error_line("epoch 1: validation accuracy 21.87%"));
+}
+
+// Outside a container there is no termination log, and writing last words must not make one in the host's /dev
+// (every `torus run` would then write into one file shared by all).
+TEST(TerminationLog, IsWrittenOnlyWhereTheRuntimeMadeIt) {
+  if (std::filesystem::exists("/dev/termination-log")) GTEST_SKIP() << "in a container: its runtime made the file";
+  write_termination_log("reason");
+  append_termination_log("@torus-event {}");
+  EXPECT_FALSE(std::filesystem::exists("/dev/termination-log"));
 }
 
 }  // namespace
