@@ -15,6 +15,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -26,6 +27,7 @@
 #include "operator/kube/config.h"
 #include "tests/support/eventually.h"
 #include "tests/support/temp_dir.h"
+#include "worker/comm/socket.h"
 
 namespace torus::controller::e2e {
 
@@ -57,6 +59,19 @@ inline CmdResult run_command(const std::vector<std::string>& argv, std::chrono::
   }
   r.out += "(timed out)";
   return r;
+}
+
+// A port free on loopback now, for a job's rendezvous and metrics ports (users link torus_comm).
+inline int free_port() {
+  const comm::Fd probe = comm::listen_tcp("127.0.0.1", 0);
+  return comm::bound_port(probe);
+}
+
+inline std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 // Polls `pred` until it holds or `timeout` passes (the stand-in offers no push for these compound conditions).

@@ -30,13 +30,6 @@ if ckpt and worker == "0":
         sys.exit(137)
 )";
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 class ExamplesE2E : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -13,22 +13,9 @@
 #include "common/api/codec.h"
 #include "operator/controller/termination_grace.h"
 #include "tests/operator/e2e_support.h"
-#include "worker/comm/socket.h"
 
 namespace torus::controller::e2e {
 namespace {
-
-int free_port() {
-  const comm::Fd probe = comm::listen_tcp("127.0.0.1", 0);
-  return comm::bound_port(probe);
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // A CPU job of 2 ranks on synthetic data, many short steps, a checkpoint every 40 steps on a claim (the operator
 // mounts it on worker 0), restartPolicy ExitCode: the stopped ranks' retryable exit restarts the gang.

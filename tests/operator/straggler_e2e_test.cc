@@ -13,15 +13,9 @@
 #include <thread>
 
 #include "tests/operator/e2e_support.h"
-#include "worker/comm/socket.h"
 
 namespace torus::controller::e2e {
 namespace {
-
-int free_port() {
-  const comm::Fd probe = comm::listen_tcp("127.0.0.1", 0);
-  return comm::bound_port(probe);
-}
 
 // A CPU job of 2 ranks on synthetic data, long enough (`steps` steps of a few ms) to be named and to recover while it
 // trains. restartPolicy Never: it needs no checkpoint storage.

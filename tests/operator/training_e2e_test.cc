@@ -13,22 +13,9 @@
 #include "common/process/worker_events.h"
 #include "operator/kube/transport.h"
 #include "tests/operator/e2e_support.h"
-#include "worker/comm/socket.h"
 
 namespace torus::controller::e2e {
 namespace {
-
-int free_port() {
-  const comm::Fd probe = comm::listen_tcp("127.0.0.1", 0);
-  return comm::bound_port(probe);
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 class TrainingE2E : public ::testing::Test {
  protected:
