@@ -6,14 +6,17 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "common/launch/exit_codes.h"
 #include "common/process/worker_events.h"
+#include "tests/support/eventually.h"
 #include "tests/support/job_builder.h"
 #include "tests/support/temp_dir.h"
 #include "worker/comm/socket.h"
@@ -165,6 +168,41 @@ TEST_F(LocalRanks, SigtermMakesEveryLocalRankCheckpointAndStop) {
   EXPECT_EQ(codes, (std::map<size_t, int>{{0, to_int(launch::ExitCode::kRetryable)}})) << pods.log();
   EXPECT_NE(pods.log().find("stopped on request"), std::string::npos) << pods.log();
   EXPECT_FALSE(pods.events("checkpoint").empty()) << pods.log();
+}
+
+// A stop the pod was asked for waits for the local ranks' checkpoint however long it takes (the kubelet's grace,
+// sized from the measured save, bounds it), not the pod's own stop_grace: here "local ranks" whose save takes
+// longer than that grace still finish it.
+TEST(LocalRanksStop, AStopAskedOfThePodIsNotCutByItsOwnGrace) {
+  test::TempDir dir("torus-local-ranks-stop");
+  const fs::path rank = dir.path() / "slow-save.sh";
+  std::ofstream(rank) << "#!/bin/sh\ntrap 'sleep 0.5; echo saved > \"" << dir.path().string()
+                      << "/saved-$LOCAL_RANK\"; exit 0' TERM\necho up > \"" << dir.path().string()
+                      << "/up-$LOCAL_RANK\"\nwhile :; do sleep 0.05; done\n";
+  fs::permissions(rank, fs::perms::owner_all);
+  launch::RankEnv pod;
+  pod.launch = launch::Launch::kLocalRanks;
+  pod.job_name = "stop";
+  pod.world_size = 2;
+  pod.local_world_size = 2;
+  pod.master_addr = "127.0.0.1";
+  pod.master_port = 1;
+  pod.secret = "s";
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  LocalRanksOptions options{rank.string(), 100ms, pipe_fds[0]};
+  std::thread asker([&] {
+    // Once both ranks run (their trap is set), the pod is asked to stop, as the kubelet's SIGTERM does.
+    test::eventually([&] { return fs::exists(dir.path() / "up-0") && fs::exists(dir.path() / "up-1"); }, 60s, 10ms);
+    (void)!::write(pipe_fds[1], "x", 1);
+  });
+  const int code = run_local_ranks(pod, options);
+  asker.join();
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  EXPECT_EQ(code, 0) << "killed by the pod's own 100 ms grace";
+  EXPECT_TRUE(fs::exists(dir.path() / "saved-0"));
+  EXPECT_TRUE(fs::exists(dir.path() / "saved-1"));
 }
 
 TEST(PodExitCode, TheFirstFailureIsThePods) {

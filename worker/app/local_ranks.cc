@@ -34,21 +34,27 @@ void drain(int fd) {
   (void)!::read(fd, buf, sizeof(buf));
 }
 
-// Stopping the pod's local ranks: asked (SIGTERM) until the grace ends, then killed.
+// Who bounds a stop: the pod itself (a local rank failed: the others are killed after the grace, so the pod ends
+// and reports it), or the kubelet (the pod was asked to stop: its terminationGracePeriodSeconds, derived from the
+// measured save time, ends it with SIGKILL, which PR_SET_PDEATHSIG carries to the local ranks; a shorter deadline of
+// our own would cut the very checkpoint the grace was sized for).
+enum class StopDeadline { kOwnGrace, kKubelets };
+
+// Stopping the pod's local ranks: asked (SIGTERM), then killed when the deadline is ours and passes.
 class Stopper {
  public:
   Stopper(process::Supervisor& sup, milliseconds grace) : sup_(sup), grace_(grace) {}
 
-  void ask(const std::string& why) {
+  void ask(const std::string& why, StopDeadline deadline) {
     if (stage_ != Stage::kRunning) return;
     TLOG(Warn) << why << ": asking the pod's local ranks to checkpoint and stop";
     sup_.signal_all(SIGTERM);
     stage_ = Stage::kAsked;
-    kill_at_ = Clock::now() + grace_;
+    kill_at_ = deadline == StopDeadline::kOwnGrace ? Clock::now() + grace_ : Clock::time_point::max();
   }
   // How long wait_any may block before the grace ends.
   milliseconds wait_budget() const {
-    if (stage_ != Stage::kAsked) return std::chrono::hours(1);
+    if (stage_ != Stage::kAsked || kill_at_ == Clock::time_point::max()) return std::chrono::hours(1);
     return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(kill_at_ - Clock::now()));
   }
   void kill_if_due() {
@@ -96,7 +102,9 @@ int run_local_ranks(const launch::RankEnv& pod, const LocalRanksOptions& options
     // Terminations already reaped come first: one poll can reap several ranks, and each one counts.
     if (auto t = sup.wait_any(stopper.wait_budget())) {
       ended.push_back(*t);
-      if (!t->success()) stopper.ask("local rank " + std::to_string(t->index) + " " + t->describe());
+      if (!t->success()) {
+        stopper.ask("local rank " + std::to_string(t->index) + " " + t->describe(), StopDeadline::kOwnGrace);
+      }
       continue;
     }
     if (sup.running() == 0) break;
@@ -106,7 +114,7 @@ int run_local_ranks(const launch::RankEnv& pod, const LocalRanksOptions& options
       if (stopper.asked()) {
         stopper.kill_now();  // asked twice
       } else {
-        stopper.ask("stop requested");
+        stopper.ask("stop requested", StopDeadline::kKubelets);
       }
     }
   }

@@ -16,8 +16,10 @@
 namespace torus::worker::app {
 
 struct LocalRanksOptions {
-  std::string worker_binary;                    // the torus-worker each local rank runs (this executable)
-  std::chrono::milliseconds stop_grace{15000};  // SIGTERM -> SIGKILL when stopping the local ranks
+  std::string worker_binary;  // the torus-worker each local rank runs (this executable)
+  // SIGTERM -> SIGKILL when a local rank failed and the others are stopped. A stop the pod was asked for (SIGTERM,
+  // SIGINT) has no deadline of its own: the kubelet's grace period bounds it.
+  std::chrono::milliseconds stop_grace{15000};
   int interrupt_fd = -1;  // readable on SIGTERM / SIGINT (a signalfd, or a pipe in tests); -1: none
 };
 
