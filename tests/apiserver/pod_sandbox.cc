@@ -263,7 +263,7 @@ fs::path termination_log(const fs::path& dir, const json& c) {
   return dir / (c.value("name", "") + ".termination-log");
 }
 
-// Where each container sees its pod's name-service files (written by write_pod_dns).
+// Where each container sees its pod's name-service files (written by write_pod_dns into dns_folder).
 constexpr const char* kDnsFolder = "/.standin/dns";
 constexpr const char* kDnsFiles[] = {"hosts", "resolv.conf", "nsswitch.conf", "hostname"};
 
@@ -284,7 +284,7 @@ RootPlan container_root(const json& pod, const json& c, const Volumes& volumes, 
     plan.mounts.push_back({RootMount::Kind::kDirectory, "", home});
   // The pod's name service, as a runtime bind-mounts the kubelet's files; here as links into one folder, so that a
   // file the kubelet replaces (by rename, atomic for a reader) is the one the container reads next.
-  plan.mounts.push_back({RootMount::Kind::kBind, (dir / "dns").string(), kDnsFolder, RootMount::Access::kReadOnly});
+  plan.mounts.push_back({RootMount::Kind::kBind, dns_folder(dir).string(), kDnsFolder, RootMount::Access::kReadOnly});
   for (const char* file : kDnsFiles) {
     plan.mounts.push_back(
         {RootMount::Kind::kSymlink, std::string(kDnsFolder) + "/" + file, std::string("/etc/") + file});
@@ -323,13 +323,17 @@ fs::path pod_dir(const fs::path& root, const json& pod) {
 std::string termination_message(const ContainerLaunch& c, const fs::path& log, int exit_code) {
   constexpr size_t kFileBytes = 4096, kLogBytes = 2048, kLogLines = 80;
   std::ifstream in(c.termination_log, std::ios::binary);
-  std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (message.size() > kFileBytes) message.resize(kFileBytes);
+  std::string message(kFileBytes, '\0');
+  in.read(message.data(), static_cast<std::streamsize>(message.size()));
+  message.resize(static_cast<size_t>(in.gcount()));
   if (!message.empty() || exit_code == 0 || c.message_policy != ContainerLaunch::MessagePolicy::kFallbackToLogsOnError)
     return message;
-  std::ifstream out(log, std::ios::binary);
+  // Only the tail is read: a worker's log can be large.
+  std::ifstream out(log, std::ios::binary | std::ios::ate);
+  const std::streamoff size = out ? static_cast<std::streamoff>(out.tellg()) : 0;
+  out.seekg(std::max<std::streamoff>(size - static_cast<std::streamoff>(kLogBytes), 0));
   std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-  size_t start = text.size() > kLogBytes ? text.size() - kLogBytes : 0;
+  size_t start = 0;
   size_t lines = 0;
   for (size_t i = text.size(); i > start; --i) {
     if (text[i - 1] == '\n' && i != text.size() && ++lines == kLogLines) {
@@ -340,28 +344,24 @@ std::string termination_message(const ContainerLaunch& c, const fs::path& log, i
   return text.substr(start);
 }
 
-bool write_pod_dns(const std::vector<DnsRecord>& records, const json& pod, const fs::path& dir) {
-  const fs::path folder = dir / "dns";
-  const std::string ns = namespace_of(pod);
-  const std::map<std::string, std::string> files = {
-      {"hosts", hosts_file(records, pod)},
-      // No nameserver answers: every cluster name is in the hosts file, and nothing outside is reachable.
-      {"resolv.conf", "search " + ns +
-                          ".svc.cluster.local svc.cluster.local cluster.local\nnameserver 127.0.0.1\n"
-                          "options ndots:5 attempts:1 timeout:1\n"},
-      {"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"},
-      {"hostname", pod_hostname(pod) + "\n"}};
-  bool changed = false;
-  for (const auto& [file, bytes] : files) {
-    std::ifstream in(folder / file, std::ios::binary);
-    const std::string now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in && now == bytes) continue;
-    // Written aside and renamed: a container resolving at that moment reads the old file or the new, never half.
-    write_file(folder / (file + ".new"), bytes);
-    fs::rename(folder / (file + ".new"), folder / file);
-    changed = true;
-  }
-  return changed;
+fs::path dns_folder(const fs::path& dir) { return dir / "dns"; }
+
+void write_pod_hosts(const fs::path& dir, const std::string& hosts) {
+  // Written aside and renamed: a container resolving at that moment reads the old file or the new, never half.
+  const fs::path file = dns_folder(dir) / "hosts";
+  write_file(file.string() + ".new", hosts);
+  fs::rename(file.string() + ".new", file);
+}
+
+void write_pod_dns(const std::vector<DnsRecord>& records, const json& pod, const fs::path& dir) {
+  const fs::path folder = dns_folder(dir);
+  // No nameserver answers: every cluster name is in the hosts file, and nothing outside is reachable.
+  write_file(folder / "resolv.conf", "search " + namespace_of(pod) +
+                                         ".svc.cluster.local svc.cluster.local cluster.local\nnameserver 127.0.0.1\n"
+                                         "options ndots:5 attempts:1 timeout:1\n");
+  write_file(folder / "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n");
+  write_file(folder / "hostname", pod_hostname(pod) + "\n");
+  write_pod_hosts(dir, hosts_file(records, pod));
 }
 
 std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod, const SandboxOptions& options) {

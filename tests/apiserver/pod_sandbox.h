@@ -81,10 +81,13 @@ std::filesystem::path pod_dir(const std::filesystem::path& root, const json& pod
 // its output, whichever is shorter.
 std::string termination_message(const ContainerLaunch& c, const std::filesystem::path& log, int exit_code);
 
-// Writes the pod's name-service files into <dir>/dns (its /etc/hosts with `records`, resolv.conf, nsswitch.conf,
-// hostname); true when one changed. The process kubelet calls it again while the pod runs, as the cluster's DNS
-// answers what is true now.
-bool write_pod_dns(const std::vector<DnsRecord>& records, const json& pod, const std::filesystem::path& dir);
+// Where the pod's name-service files are: <pod dir>/dns.
+std::filesystem::path dns_folder(const std::filesystem::path& pod_dir);
+// Writes the pod's name-service files (its /etc/hosts with `records`, resolv.conf, nsswitch.conf, hostname).
+void write_pod_dns(const std::vector<DnsRecord>& records, const json& pod, const std::filesystem::path& pod_dir);
+// Replaces the pod's /etc/hosts with `hosts` (hosts_file of the records now): the process kubelet does while the pod
+// runs, as the cluster's DNS answers what is true now.
+void write_pod_hosts(const std::filesystem::path& pod_dir, const std::string& hosts);
 
 // Writes the pod's volumes and resolves its containers, or says what it waits for. Throws InvalidArgument naming
 // the field for what no kubelet could run (no command, an unsupported volume or env source).

@@ -75,7 +75,8 @@ struct ProcessKubelet::Impl {
       handle_stops();
       kill_overdue();
       refresh_dns();
-      milliseconds timeout = std::min({waiting ? kRetry : milliseconds(1000), start_due_restarts(), kDnsRefresh});
+      milliseconds timeout = std::min(waiting ? kRetry : milliseconds(1000), start_due_restarts());
+      if (!started_pods.empty()) timeout = std::min(timeout, kDnsRefresh);
       if (!kill_at.empty()) {
         timeout = std::min(timeout, std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
                                                                   kill_at.begin()->second - Clock::now())));
@@ -130,7 +131,7 @@ struct ProcessKubelet::Impl {
       if (cancelled.erase(key)) return;  // deleted while it waited
       running[key] += static_cast<int>(launch.containers.size());
     }
-    started_pods[key] = {pod, launch.dir};
+    started_pods[key] = {pod, launch.dir, ""};
     for (const ContainerLaunch& c : launch.containers) {
       launches[key + "/" + c.name] = {launch.dir, c};
       start_container(ns, name, launch.dir, c);
@@ -191,13 +192,15 @@ struct ProcessKubelet::Impl {
     if (live.empty()) return;
     const std::vector<DnsRecord> records = cluster_dns_records(store);
     for (const std::string& key : live) {
-      const auto& [pod, dir] = started_pods.at(key);
+      StartedPod& started = started_pods.at(key);
+      std::string hosts = hosts_file(records, started.pod);
+      if (hosts == started.hosts) continue;
       try {
-        if (write_pod_dns(records, pod, dir)) {
-          TLOG(Debug) << "process kubelet: " << key << ": /etc/hosts updated";
-        }
+        write_pod_hosts(started.dir, hosts);
+        started.hosts = std::move(hosts);
+        TLOG(Debug) << "process kubelet: " << key << ": /etc/hosts updated";
       } catch (const std::exception& e) {
-        TLOG(Warn) << "process kubelet: " << key << ": cannot write its name-service files: " << e.what();
+        TLOG(Warn) << "process kubelet: " << key << ": cannot write its /etc/hosts: " << e.what();
       }
     }
   }
@@ -291,8 +294,13 @@ struct ProcessKubelet::Impl {
   // "ns/pod/container" -> its pod's folder and its launch, for a restart.
   std::map<std::string, std::pair<std::filesystem::path, ContainerLaunch>> launches;
   std::map<std::string, Clock::time_point> kill_at;
-  // Pods whose containers were started -> (the pod as started, its folder): whose /etc/hosts the kubelet keeps.
-  std::map<std::string, std::pair<json, std::filesystem::path>> started_pods;
+  // Pods whose containers were started: whose /etc/hosts the kubelet keeps.
+  struct StartedPod {
+    json pod;  // as started
+    std::filesystem::path dir;
+    std::string hosts;  // its /etc/hosts as last written here ("": as prepare_pod wrote it)
+  };
+  std::map<std::string, StartedPod> started_pods;
   process::Supervisor sup{[this](size_t i, process::Stream, std::string_view line) { on_line(i, line); }};
   std::thread thread;
 };

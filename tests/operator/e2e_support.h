@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -192,6 +193,36 @@ inline std::string chart_service_account_kubeconfig(const fs::path& dir, const s
   return path;
 }
 
+// Why a suite that trains through pods cannot run here (no kubectl, a binary not built); nullopt when it can.
+inline std::optional<std::string> missing_for_training_pods() {
+  if (!fs::exists(kKubectl)) return "no kubectl at " + kKubectl;
+  for (const char* bin : {"kube-standin", "torus", "torus-worker"}) {
+    if (!fs::exists(kBin + bin)) return std::string(bin) + " not built";
+  }
+  return std::nullopt;
+}
+
+// A stand-in whose process kubelet runs the pods' `torus-worker` as the built binary (`topology`: --nodes N
+// [--racks R]), each pod in <dir>/pods.
+inline std::unique_ptr<Daemon> start_training_standin(const fs::path& dir, const std::string& kubeconfig,
+                                                      std::vector<std::string> topology) {
+  const std::vector<std::string> pods = {"--run-pods",    (dir / "pods").string(),
+                                         "--pod-command", "torus-worker=" + kBin + "torus-worker",
+                                         "--pod-env",     "OMP_WAIT_POLICY=passive"};
+  topology.insert(topology.end(), pods.begin(), pods.end());
+  return start_standin(dir, kubeconfig, topology);
+}
+
+// The operator as the chart's ServiceAccount (RBAC enforced: a request the chart does not grant fails), reading the
+// workers' progress each second so short jobs are followed; its log is <dir>/operator.log.
+inline std::unique_ptr<Daemon> start_chart_operator(const fs::path& dir, const std::string& admin_kubeconfig) {
+  const std::string kubeconfig = chart_service_account_kubeconfig(dir, admin_kubeconfig, kNs);
+  return std::make_unique<Daemon>("operator",
+                                  std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", kubeconfig,
+                                                           "--metrics-addr", "127.0.0.1:0", "--progress-interval", "1"},
+                                  (dir / "operator.log").string());
+}
+
 // A stand-in of one test's own (started in a fresh temporary folder with `kubelet_flags`) and a client to it, for the
 // fixtures that start one per test. finish() (after the test's operator is stopped) stops it, fails the test on a
 // connection beyond loopback, and keeps the logs of a failed test.
@@ -228,8 +259,8 @@ inline const std::string kCheckpointHostPath =
 // A tiny 1-epoch CPU job on synthetic data (restartPolicy ExitCode); `run_policy_extra` goes under spec.runPolicy.
 inline std::string job_yaml(const std::string& name, int workers, const std::string& run_policy_extra = "") {
   return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
-         "\nspec:\n  gang:\n    workers: " + std::to_string(workers) +
-         "\n    device: cpu\n" + kCheckpointHostPath + "  model:\n    arch: resnet9\n  data:\n    dataset: synthetic\n"
+         "\nspec:\n  gang:\n    workers: " + std::to_string(workers) + "\n    device: cpu\n" + kCheckpointHostPath +
+         "  model:\n    arch: resnet9\n  data:\n    dataset: synthetic\n"
          "  training:\n    epochs: 1\n    batchSize: " +
          std::to_string(32 * workers) +
          "\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"

@@ -36,23 +36,13 @@ std::string job_yaml(const std::string& name) {
 class PreemptionE2E : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
-    for (const char* bin : {"kube-standin", "torus", "torus-worker"})
-      if (!fs::exists(kBin + bin)) GTEST_SKIP() << bin << " not built";
+    if (auto missing = missing_for_training_pods()) GTEST_SKIP() << *missing;
     tmp_ = std::make_unique<test::TempDir>("torus-preemption-e2e");
     dir_ = tmp_->path();
     kubeconfig_ = (dir_ / "kubeconfig").string();
-    standin_ = start_standin(dir_, kubeconfig_,
-                             {"--nodes", "2", "--run-pods", (dir_ / "pods").string(), "--pod-command",
-                              "torus-worker=" + kBin + "torus-worker", "--pod-env", "OMP_WAIT_POLICY=passive"});
+    standin_ = start_training_standin(dir_, kubeconfig_, {"--nodes", "2"});
     client_ = std::make_unique<kube::Client>(kube::load_kubeconfig(kubeconfig_), kube::ClientOptions{});
-    // As the chart's ServiceAccount (RBAC enforced); progress (and the ledger) read each second.
-    const std::string operator_kubeconfig = chart_service_account_kubeconfig(dir_, kubeconfig_, kNs);
-    operator_ = std::make_unique<Daemon>(
-        "operator",
-        std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", operator_kubeconfig, "--metrics-addr",
-                                 "127.0.0.1:0", "--progress-interval", "1"},
-        (dir_ / "operator.log").string());
+    operator_ = start_chart_operator(dir_, kubeconfig_);  // progress (and the ledger) read each second
   }
   void TearDown() override {
     operator_.reset();

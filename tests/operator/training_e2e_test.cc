@@ -20,23 +20,14 @@ namespace {
 class TrainingE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!fs::exists(kKubectl)) GTEST_SKIP() << "no kubectl at " << kKubectl;
-    for (const char* bin : {"kube-standin", "torus", "torus-worker"})
-      if (!fs::exists(kBin + bin)) GTEST_SKIP() << bin << " not built";
+    if (auto missing = missing_for_training_pods()) GTEST_SKIP() << *missing;
     tmp_ = std::make_unique<test::TempDir>("torus-training-e2e");
     dir_ = tmp_->path();
     kubeconfig_ = (dir_ / "kubeconfig").string();
-    standin_ = start_standin(dir_, kubeconfig_,
-                             {"--nodes", "4", "--racks", "2", "--run-pods", (dir_ / "pods").string(), "--pod-command",
-                              "torus-worker=" + kBin + "torus-worker", "--pod-env", "OMP_WAIT_POLICY=passive"});
+    standin_ = start_training_standin(dir_, kubeconfig_, {"--nodes", "4", "--racks", "2"});
     client_ = std::make_unique<kube::Client>(kube::load_kubeconfig(kubeconfig_), kube::ClientOptions{});
-    // The operator runs as the chart's ServiceAccount (RBAC enforced); the tests' kubectl and client_ are admin.
-    const std::string operator_kubeconfig = chart_service_account_kubeconfig(dir_, kubeconfig_, kNs);
-    operator_ = std::make_unique<Daemon>(
-        "operator",
-        std::vector<std::string>{kBin + "torus", "operator", "--kubeconfig", operator_kubeconfig, "--metrics-addr",
-                                 "127.0.0.1:0", "--progress-interval", "1"},
-        (dir_ / "operator.log").string());
+    // The tests' kubectl and client_ are admin; the operator is not.
+    operator_ = start_chart_operator(dir_, kubeconfig_);
   }
   static void TearDownTestSuite() {
     prometheus_.reset();
