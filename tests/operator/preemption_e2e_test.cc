@@ -6,6 +6,7 @@
 // then) and the next attempt's the grace derived from the measured step and save (termination_grace.h).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -92,13 +93,20 @@ const json& by_name(const std::vector<json>& pods, const std::string& name) {
   throw std::runtime_error("no pod " + name);
 }
 
-// The grace the pod's annotated inputs derive, as the operator derived it when it made the pod.
-std::optional<int64_t> rederived(const json& pod) {
+// The inputs the pod's annotation says its grace was derived from (step, save, evaluation seconds).
+std::optional<std::array<double, 3>> grace_inputs(const json& pod) {
   static const std::regex kInputs("step (\\S+) s, save (\\S+) s, evaluation (\\S+) s");
   std::smatch m;
   const std::string source = grace_source(pod);
   if (!std::regex_match(source, m, kInputs)) return std::nullopt;
-  return derive_termination_grace({std::stod(m[1]), std::stod(m[2]), std::stod(m[3])});
+  return std::array<double, 3>{std::stod(m[1]), std::stod(m[2]), std::stod(m[3])};
+}
+
+// The grace the pod's annotated inputs derive, as the operator derived it when it made the pod.
+std::optional<int64_t> rederived(const json& pod) {
+  const auto in = grace_inputs(pod);
+  if (!in) return std::nullopt;
+  return derive_termination_grace({(*in)[0], (*in)[1], (*in)[2]});
 }
 
 TEST_F(PreemptionE2E, ADeletedWorkerCheckpointsItsStepAndTheGangResumesThereWithTheDerivedGrace) {
@@ -120,6 +128,7 @@ TEST_F(PreemptionE2E, ADeletedWorkerCheckpointsItsStepAndTheGangResumesThereWith
       << status.dump() << "\n"
       << all_logs(pods_of("pre"));
   const int64_t reached = status["progress"].value("step", int64_t{0});
+  const double measured_save = status["goodput"].value("slowestCheckpointSeconds", 0.0);
   const std::vector<json> first = pods_of("pre");
   ASSERT_EQ(first.size(), 2u);
   for (const json& p : first) {  // made before anything was measured
@@ -167,6 +176,10 @@ TEST_F(PreemptionE2E, ADeletedWorkerCheckpointsItsStepAndTheGangResumesThereWith
     ASSERT_TRUE(derived) << grace_source(p);
     EXPECT_EQ(grace_of(p), *derived) << grace_source(p);
     EXPECT_GE(grace_of(p), kGraceFloorSeconds);
+    // Its save input is status.goodput.slowestCheckpointSeconds (which only grows) as the operator held it then.
+    EXPECT_GE((*grace_inputs(p))[1], measured_save) << grace_source(p) << " " << status_of("pre").dump();
+    EXPECT_LE((*grace_inputs(p))[1], status_of("pre")["goodput"].value("slowestCheckpointSeconds", 0.0))
+        << grace_source(p);
   }
   const CmdResult done =
       kubectl({"wait", "--for=jsonpath={.status.phase}=Succeeded", "trainingjob/pre", "--timeout=300s"}, 310s);
