@@ -30,16 +30,18 @@ const char* kind_name(Kind kind) {
       return "directory";
     case Kind::kMirror:
       return "mirror";
+    case Kind::kDevpts:
+      return "devpts";
   }
   return "";
 }
 
 Kind kind_of(const std::string& name) {
-  for (Kind k : {Kind::kBind, Kind::kTmpfs, Kind::kSymlink, Kind::kDirectory, Kind::kMirror}) {
+  for (Kind k : {Kind::kBind, Kind::kTmpfs, Kind::kSymlink, Kind::kDirectory, Kind::kMirror, Kind::kDevpts}) {
     if (name == kind_name(k)) return k;
   }
-  throw InvalidArgument("pod root plan: mounts[].kind: expected bind, tmpfs, symlink, directory or mirror, got \"" +
-                        name + "\"");
+  throw InvalidArgument(
+      "pod root plan: mounts[].kind: expected bind, tmpfs, symlink, directory, mirror or devpts, got \"" + name + "\"");
 }
 
 void check(int rc, const std::string& what) {
@@ -99,6 +101,11 @@ void apply(const fs::path& root, const RootMount& m) {
       check(::mount("tmpfs", at.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()), "tmpfs at " + m.target);
       break;
     }
+    case Kind::kDevpts:
+      make_mount_point(at, true);
+      check(::mount("devpts", at.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"),
+            "devpts at " + m.target);
+      break;
     case Kind::kBind:
       make_mount_point(at, fs::is_directory(m.source));
       check(::mount(m.source.c_str(), at.c_str(), nullptr, MS_BIND | MS_REC, nullptr),
@@ -154,7 +161,7 @@ namespace {
 // The host devices a container gets: runc's defaults, and NVIDIA's devices as the NVIDIA runtime adds them.
 std::vector<fs::path> container_devices() {
   std::vector<fs::path> out;
-  for (const char* name : {"null", "zero", "full", "random", "urandom", "tty", "pts"}) {
+  for (const char* name : {"null", "zero", "full", "random", "urandom", "tty"}) {
     if (std::error_code ec; fs::exists(fs::path("/dev") / name, ec)) out.push_back(fs::path("/dev") / name);
   }
   std::error_code ec;
@@ -194,6 +201,7 @@ std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uin
   // the GPUs' when the host has them, and the usual links; not the host's disks, consoles or /dev/termination-log.
   out.push_back({Kind::kTmpfs, "", "/dev"});
   for (const fs::path& device : container_devices()) out.push_back({Kind::kBind, device.string(), device.string()});
+  out.push_back({Kind::kDevpts, "", "/dev/pts"});
   for (const auto& [link, target] : kDevLinks) out.push_back({Kind::kSymlink, target, link});
   out.push_back({Kind::kBind, "/proc", "/proc"});
   out.push_back({Kind::kBind, "/sys", "/sys", Access::kReadOnly});

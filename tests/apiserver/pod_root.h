@@ -21,7 +21,8 @@ namespace torus::standin {
 struct RootMount {
   // kMirror: a folder of the root whose entries are links into the host's folder `source` (bound read-only at
   // /.host<source>), so volumes can be mounted under it (/etc/torus/job) without touching the host's.
-  enum class Kind { kBind, kTmpfs, kSymlink, kDirectory, kMirror };
+  // kDevpts: a devpts instance of the container's own (its terminals only, not the host's), as a runtime mounts it.
+  enum class Kind { kBind, kTmpfs, kSymlink, kDirectory, kMirror, kDevpts };
   enum class Access { kReadWrite, kReadOnly };
   Kind kind = Kind::kBind;
   std::string source;  // kBind: the host path; kSymlink: the link's target; else unused

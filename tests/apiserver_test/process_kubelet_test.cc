@@ -4,8 +4,11 @@
 // Service (cluster_dns.h), exit codes written back to the pod status, and SIGTERM then SIGKILL on deletion.
 #include "tests/apiserver/process_kubelet.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -215,18 +218,25 @@ TEST_F(ProcessKubeletTest, TheTerminationMessageIsWhatTheContainerWroteOrItsLogs
 // /dev is the container's own, as a runtime makes it: the harmless devices work, the host's others are not there,
 // and the termination log is no file of the host's /dev.
 TEST_F(ProcessKubeletTest, DevHoldsOnlyARuntimesDevices) {
+  // A terminal of the host's (/dev/pts/N) that the pod must not see.
+  const int host_terminal = ::posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(host_terminal, 0);
+  ASSERT_EQ(::unlockpt(host_terminal), 0);
+  ASSERT_TRUE(std::filesystem::exists(::ptsname(host_terminal)));
   ok({"apply", "-f",
       write_file("p.yaml", pod_yaml("devs",
                                     "echo x > /dev/null; head -c 4 /dev/urandom | wc -c; ls /dev | sort | "
-                                    "tr \"\\n\" \" \"; echo; ls -l /dev/stdout"))});
+                                    "tr \"\\n\" \" \"; echo; ls -l /dev/stdout; echo \"pts: $(ls /dev/pts)\""))});
   ok({"wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/devs", "--timeout=30s"});
   const std::string log = log_of("devs");
   EXPECT_THAT(log, HasSubstr("4\n"));
   EXPECT_THAT(log, HasSubstr(" null "));
   EXPECT_THAT(log, HasSubstr(" termination-log "));
   EXPECT_THAT(log, HasSubstr("/proc/self/fd/1"));
+  EXPECT_THAT(log, HasSubstr("pts: ptmx\n")) << "a devpts of its own: none of the host's terminals";
   for (const char* host_only : {" loop0 ", " kmsg ", " tty1 "}) EXPECT_THAT(log, Not(HasSubstr(host_only))) << log;
   EXPECT_FALSE(std::filesystem::exists("/dev/termination-log")) << "the host's /dev was written";
+  ::close(host_terminal);
 }
 
 TEST_F(ProcessKubeletTest, APodWithoutACommandCannotRun) {
