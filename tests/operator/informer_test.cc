@@ -159,6 +159,7 @@ TEST_F(InformerTest, ADroppedWatchResumesFromTheLastResourceVersionWithoutARelis
   EXPECT_EQ(informer.relists(), 0);
   EXPECT_EQ(lists(), 1);
   EXPECT_GE(informer.rewatches(), 2);
+  EXPECT_TRUE(eventually([&] { return !recorder_.events().empty(); }));
   EXPECT_EQ(recorder_.events(), (std::vector<std::string>{"add while-away"}));
 }
 
@@ -219,6 +220,8 @@ TEST_F(InformerTest, TheNamespaceAndLabelSelectorScopeTheCacheAndAnObjectLeaving
   relabelled["metadata"]["labels"]["app"] = "other";
   client_->update(res::kConfigMaps, "default", relabelled);
   ASSERT_TRUE(eventually([&] { return informer.store().size() == 0; }));
+  // The handler runs after the cache changed: wait for it too.
+  EXPECT_TRUE(eventually([&] { return recorder_.events().size() == 2u; }));
   EXPECT_EQ(recorder_.events(), (std::vector<std::string>{"add ours", "delete ours"}));
 }
 
