@@ -77,7 +77,12 @@ void expect_near(const std::vector<float>& got, const std::vector<double>& want,
 }
 
 NormGeometry geometry(const Case& k) {
-  return {.n = k.n, .h = k.h, .w = k.w, .c = k.c, .eps = 1e-5f, .activation = k.relu ? Activation::kRelu : Activation::kNone};
+  return {.n = k.n,
+          .h = k.h,
+          .w = k.w,
+          .c = k.c,
+          .eps = 1e-5f,
+          .activation = k.relu ? Activation::kRelu : Activation::kNone};
 }
 
 class HandBatchNorm : public ::testing::TestWithParam<Case> {};
@@ -140,9 +145,16 @@ INSTANTIATE_TEST_SUITE_P(NarrowNhwc, HandBatchNorm, ::testing::ValuesIn(cases())
 class HandBatchNormMaxPool : public ::testing::TestWithParam<Case> {};
 
 // The fused op against norm_forward_training + pool_forward, and pool_backward + norm_backward: the same y and
-// statistics bit for bit (the same arithmetic), and the same gradients up to the order of the sums.
-TEST_P(HandBatchNormMaxPool, MatchesBatchNormThenMaxPool) {
-  const Case k = GetParam();
+// statistics bit for bit (the same arithmetic), and the same gradients up to the order of the sums. With ties, x
+// takes 9 values only, so most windows hold equal maxima and only the first of them may take the gradient.
+void expect_fused_matches_the_two_ops(const Case& k, bool ties);
+
+TEST_P(HandBatchNormMaxPool, MatchesBatchNormThenMaxPool) { expect_fused_matches_the_two_ops(GetParam(), false); }
+TEST_P(HandBatchNormMaxPool, MatchesBatchNormThenMaxPoolWhereWindowsHoldTies) {
+  expect_fused_matches_the_two_ops(GetParam(), true);
+}
+
+void expect_fused_matches_the_two_ops(const Case& k, bool ties) {
   const NormGeometry g = geometry(k);
   const PoolGeometry pg{.n = k.n, .h = k.h, .w = k.w, .c = k.c, .kind = PoolKind::kMax, .kh = 2, .kw = 2, .stride = 2};
   auto backend = make_cpu_backend(k.threads);
@@ -153,6 +165,9 @@ TEST_P(HandBatchNormMaxPool, MatchesBatchNormThenMaxPool) {
   // Values around zero, so the ReLU clamps some windows whole (ties among zeros) and passes others.
   std::vector<float> x = random(rng, numel, -2, 2), dy = random(rng, pooled, -1, 1), gamma = random(rng, c, 0.5, 1.5),
                      beta = random(rng, c, -0.5, 0.5);
+  if (ties) {
+    for (float& v : x) v = std::round(v * 2) / 2;
+  }
   const Shape s = g.shape(), ps = pg.output_shape(), cs{k.c};
   const auto t = [](std::vector<float>& v, Shape shape) { return Tensor(v.data(), shape); };
   // The two ops.
@@ -169,8 +184,8 @@ TEST_P(HandBatchNormMaxPool, MatchesBatchNormThenMaxPool) {
   // Fused.
   std::vector<float> fy(pooled), fmean(c), fvar(c), frm(c, 0.0f), frv(c, 1.0f), fdx(numel, -7.0f), fdgamma(c),
       fdbeta(c);
-  backend->norm_max_pool_forward_training(g, t(x, s), t(gamma, cs), t(beta, cs), t(fy, ps), t(fmean, cs),
-                                          t(fvar, cs), t(frm, cs), t(frv, cs), 0.1f);
+  backend->norm_max_pool_forward_training(g, t(x, s), t(gamma, cs), t(beta, cs), t(fy, ps), t(fmean, cs), t(fvar, cs),
+                                          t(frm, cs), t(frv, cs), 0.1f);
   backend->norm_max_pool_backward(g, t(x, s), t(dy, ps), t(gamma, cs), t(beta, cs), t(fmean, cs), t(fvar, cs),
                                   t(fdx, s), t(fdgamma, cs), t(fdbeta, cs));
   EXPECT_EQ(fy, pooled_y);
@@ -189,8 +204,8 @@ std::vector<Case> pool_cases() {
   std::vector<Case> all;
   for (int64_t c : {1, 3, 8, 16, 32})
     for (bool relu : {false, true}) {
-      all.push_back({3, 6, 8, c, relu, 1});    // even sides
-      all.push_back({2, 7, 9, c, relu, 2});    // odd sides: a last row and column outside every window
+      all.push_back({3, 6, 8, c, relu, 1});  // even sides
+      all.push_back({2, 7, 9, c, relu, 2});  // odd sides: a last row and column outside every window
     }
   all.push_back({16, 28, 28, 16, true, 2});  // the narrow ResNet-9's first pool, split between threads
   return all;

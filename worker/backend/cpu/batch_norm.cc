@@ -106,10 +106,16 @@ template <int64_t kC, int V, bool kRelu, bool kInput>
     }
 }
 
-// The fused pool's passes over output rows [begin, end). Each window's four activations are computed as kNormalize
-// computes them; the winner is the first maximum in row order (as max_pool.h's), recomputed in the backward from x,
-// where only the winner passes dy on (and only where its activation passed it: kRelu). Inputs outside every window
-// (the last row or column of an odd size) get no gradient from the pool.
+// The fused pool's passes over output rows [begin, end). Each window's four pre-activations u = x * a + b are
+// computed as kNormalize computes them; since the ReLU and every rounding are monotonic, the pooled activation is
+// relu(max u), bit for bit the maximum of the four activations. The winner is the first maximum in row order (as
+// max_pool.h's): where max u > 0 that is the first u equal to it, and where it is not (kRelu) the window passes no
+// gradient, so the backward recomputes it from x alone and only the winner's input takes dy. Inputs outside every
+// window (the last row or column of an odd size) get no gradient from the pool.
+// Masks are combined as bits (GCC 12 splits a select on a computed int vector into lanes: 20x slower).
+template <int V>
+using Bits = typename vec::BitsOf<V>::type;
+
 template <int64_t kC, int V, bool kRelu, Pass kPass>
 [[gnu::always_inline]] inline void pool_rows(const Job& j, int64_t begin, int64_t end, double* s0, double* s1) {
   const int64_t c = kC ? kC : j.c, k = c / V, oh_n = j.h / 2, ow_n = j.w / 2, row_floats = j.w * c;
@@ -130,32 +136,29 @@ template <int64_t kC, int V, bool kRelu, Pass kPass>
       for (int64_t i = 0; i < k; ++i) {
         const int64_t at = 2 * ow * c + i * V;
         const Vec<V> xs[4] = {load<V>(x0 + at), load<V>(x0 + at + c), load<V>(x1 + at), load<V>(x1 + at + c)};
-        Vec<V> v[4];
-        for (int q = 0; q < 4; ++q) {
-          v[q] = xs[q] * a[i] + b[i];
-          if (kRelu) v[q] = v[q] > zero ? v[q] : zero;
-        }
-        Vec<V> best = v[0];
-        for (int q = 1; q < 4; ++q) best = v[q] > best ? v[q] : best;
+        Vec<V> u[4];
+        for (int q = 0; q < 4; ++q) u[q] = xs[q] * a[i] + b[i];
+        Vec<V> top = u[0];
+        for (int q = 1; q < 4; ++q) top = u[q] > top ? u[q] : top;
         const int64_t out = (row * ow_n + ow) * c + i * V;
         if constexpr (kPass == Pass::kPoolForward) {
-          store<V>(j.out + out, best);
+          store<V>(j.out + out, kRelu ? (top > zero ? top : zero) : top);
           continue;
         }
-        // The winner: the first position whose activation is the maximum. Its weight is 1 and every other's 0, in
-        // float arithmetic (GCC 12 splits a select on an equality, or on an int vector, into lanes: 20x slower).
-        const Vec<V> d = load<V>(j.dy + out), one = zero + 1.0f;
-        Vec<V> taken = zero;
-        for (int q = 0; q < 4; ++q) {
-          const Vec<V> wins = v[q] >= best ? one - taken : zero;
-          taken += wins;
-          const Vec<V> g = masked<V, kRelu>(d * wins, xs[q], a[i], b[i]);
-          if constexpr (kPass == Pass::kPoolGradSums) {
-            p0[i] += g;
-            p1[i] += g * (xs[q] - m[i]);
-          } else {
+        const Vec<V> d = load<V>(j.dy + out);
+        const Vec<V> g = kRelu ? (top > zero ? d : zero) : d;
+        if constexpr (kPass == Pass::kPoolGradSums) {
+          Vec<V> won = xs[3];  // the first maximum's input
+          for (int q = 2; q >= 0; --q) won = u[q] >= top ? xs[q] : won;
+          p0[i] += g;
+          p1[i] += g * (won - m[i]);
+        } else {
+          const Bits<V> e0 = u[0] >= top, e1 = u[1] >= top, e2 = u[2] >= top, e01 = e0 | e1;
+          const Bits<V> first[4] = {e0, e1 & ~e0, e2 & ~e01, ~(e01 | e2)};
+          const Bits<V> ag = reinterpret_cast<Bits<V>>(a[i] * g);
+          for (int q = 0; q < 4; ++q) {
             float* dx = j.out + (n * j.h + 2 * oh + q / 2) * row_floats + at + (q % 2) * c;
-            store<V>(dx, a[i] * g + cx[i] * (xs[q] - m[i]) + c0[i]);
+            store<V>(dx, cx[i] * (xs[q] - m[i]) + c0[i] + reinterpret_cast<Vec<V>>(ag & first[q]));
           }
         }
       }
@@ -328,8 +331,8 @@ void batch_norm_backward(const NormGeometry& g, const float* x, const float* dy,
 
 bool batch_norm_max_pool_by_hand(const NormGeometry& g) { return batch_norm_by_hand(g) && g.h >= 2 && g.w >= 2; }
 
-void batch_norm_max_pool_forward_training(const NormGeometry& g, const float* x, const float* gamma,
-                                          const float* beta, float* y, float* save_mean, float* save_var) {
+void batch_norm_max_pool_forward_training(const NormGeometry& g, const float* x, const float* gamma, const float* beta,
+                                          float* y, float* save_mean, float* save_var) {
   float a[kHandMaxChannels], b[kHandMaxChannels];
   moments(g, x, save_mean, save_var);
   affine(g, gamma, beta, save_mean, save_var, a, b);

@@ -19,6 +19,11 @@ struct VecOf {
 };
 template <int V>
 using Vec = typename VecOf<V>::type;
+// The mask a comparison of two Vec<V> gives (all ones where true), and the bits of a Vec<V> to combine with it.
+template <int V>
+struct BitsOf {
+  typedef int32_t type __attribute__((vector_size(V * sizeof(float))));
+};
 
 template <int V>
 [[gnu::always_inline]] inline Vec<V> load(const float* p) {
