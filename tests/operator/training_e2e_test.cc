@@ -75,21 +75,37 @@ class TrainingE2E : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << r.out;
   }
 
-  // Applies `yaml` with restartPolicy Never (the first failure is the job's) and `variable`=`value` in the worker
-  // container's environment, through the job's pod template.
-  void apply_failing_once(const std::string& name, std::string yaml, const std::string& variable,
-                          const std::string& value) {
-    yaml.replace(yaml.find("restartPolicy: ExitCode"), 23, "restartPolicy: Never");
+  // `yaml` with `variable`=`value` in the worker container's environment, through the job's pod template.
+  static std::string with_worker_env(std::string yaml, const std::string& variable, const std::string& value) {
     const std::string image = "    image: torus-worker:dev\n";
     yaml.replace(yaml.find(image), image.size(),
                  image +
                      "    template:\n      spec:\n        containers:\n        - name: worker\n          env:\n"
                      "          - {name: " +
                      variable + ", value: \"" + value + "\"}\n");
+    return yaml;
+  }
+
+  void apply_yaml(const std::string& name, const std::string& yaml) {
     const std::string file = (dir_ / (name + ".yaml")).string();
     std::ofstream(file) << yaml;
     const CmdResult r = kubectl({"apply", "-f", file});
     ASSERT_EQ(r.code, 0) << r.out;
+  }
+
+  // Applies `yaml` with restartPolicy Never (the first failure is the job's) and `variable`=`value` in the worker
+  // container's environment.
+  void apply_failing_once(const std::string& name, std::string yaml, const std::string& variable,
+                          const std::string& value) {
+    yaml.replace(yaml.find("restartPolicy: ExitCode"), 23, "restartPolicy: Never");
+    apply_yaml(name, with_worker_env(yaml, variable, value));
+  }
+
+  // The user ends a job that would otherwise train far longer than the test: `kubectl delete`, then its pods go.
+  void delete_job(const std::string& name) {
+    const CmdResult r = kubectl({"delete", "trainingjob", name, "--wait=true", "--timeout=60s"}, 70s);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(eventually([&] { return pods_of(name).empty(); }, 60s)) << pods_of(name).size() << " pods left";
   }
 
   static std::vector<json> pods_of(const std::string& job) {
@@ -115,6 +131,20 @@ class TrainingE2E : public ::testing::Test {
   static fs::path pod_dir(const json& pod) {
     return dir_ / "pods" / kNs / (pod["metadata"].value("name", "") + "-" + pod["metadata"].value("uid", ""));
   }
+  // The pid of a pod's worker process, as the process kubelet recorded it.
+  static pid_t worker_pid(const json& pod) { return std::stoi(read_file(pod_dir(pod) / "worker.pid")); }
+  static std::optional<json> pod_named(const std::string& job, const std::string& name) {
+    for (const json& pod : pods_of(job)) {
+      if (pod["metadata"].value("name", "") == name) return pod;
+    }
+    return std::nullopt;
+  }
+  // The state letter of /proc/PID/stat ('T': stopped by a signal), or 0 when the process is gone.
+  static char state_of(pid_t pid) {
+    const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    return paren == std::string::npos || paren + 2 >= stat.size() ? 0 : stat[paren + 2];
+  }
   // Every log the job's pods wrote so far, pods of every attempt.
   static std::string logs_of(const std::string& job) {
     std::string all;
@@ -125,13 +155,14 @@ class TrainingE2E : public ::testing::Test {
     }
     return all;
   }
-  // The ranks that announced their start with `world` ranks, from the pods' logs.
-  static std::set<int> started_ranks(const std::string& job, int world) {
+  // The ranks that announced their start with `world` ranks (in `attempt`, when given), from the pods' logs.
+  static std::set<int> started_ranks(const std::string& job, int world, int attempt = -1) {
     std::set<int> ranks;
     std::istringstream logs(logs_of(job));
     for (std::string line; std::getline(logs, line);) {
       const auto e = process::parse_event(line);
-      if (e && e->value("event", "") == process::event::kStarted && e->value("world_size", 0) == world)
+      if (e && e->value("event", "") == process::event::kStarted && e->value("world_size", 0) == world &&
+          (attempt < 0 || e->value("attempt", -1) == attempt))
         ranks.insert(e->value("rank", -1));
     }
     return ranks;
@@ -279,7 +310,30 @@ std::unique_ptr<kube::Client> TrainingE2E::client_;
 std::unique_ptr<Daemon> TrainingE2E::prometheus_;
 
 TEST_F(TrainingE2E, TwoCpuWorkersTrainAndTheStatusShowsTheirRealProgress) {
-  apply("alpha", 2, 1, 20, "  allReduce:\n    algorithm: ring\n");
+  // The 20 epochs train in 1.5 s here, about one of the operator's 1 s reads of rank 0's /metrics: a faster machine
+  // could finish before any. So rank 1 stops itself after step 9 (attempt 0 only) and rank 0 waits for it in the
+  // next all-reduce, still serving /metrics: the job is Running, mid-training, until the test continues rank 1.
+  ASSERT_NO_FATAL_FAILURE(
+      apply_yaml("alpha", with_worker_env(job_yaml("alpha", 2, 1, 20, "  allReduce:\n    algorithm: ring\n"),
+                                          "TORUS_TEST_SIGSTOP_AT_STEP", "1:9")));
+  pid_t held = 0;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto pod = pod_named("alpha", "alpha-worker-1");
+        if (!pod || !fs::exists(pod_dir(*pod) / "worker.pid")) return false;
+        held = worker_pid(*pod);
+        return state_of(held) == 'T';
+      },
+      120s))
+      << status_of("alpha").dump() << "\n"
+      << logs_of("alpha");
+  // On every path out, rank 1 goes on (a failed check must not leave the gang waiting for it).
+  struct ContinueOnExit {
+    pid_t pid;
+    ~ContinueOnExit() {
+      if (pid > 0) ::kill(pid, SIGCONT);
+    }
+  } continue_on_exit{held};
   // rank 0's /metrics, read by the operator on rank 0's pod IP while the gang trains.
   ASSERT_TRUE(eventually(
       [] {
@@ -290,6 +344,9 @@ TEST_F(TrainingE2E, TwoCpuWorkersTrainAndTheStatusShowsTheirRealProgress) {
       120s))
       << status_of("alpha").dump() << "\n"
       << logs_of("alpha");
+  EXPECT_EQ(phase("alpha"), "Running");
+  ASSERT_EQ(::kill(held, SIGCONT), 0);
+  continue_on_exit.pid = 0;
   wait_phase("alpha", "Succeeded");
   const json progress = status_of("alpha")["progress"];
   EXPECT_GT(progress.value("step", 0), 0) << progress.dump();
