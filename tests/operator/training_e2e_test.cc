@@ -466,17 +466,24 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
 // A checkpoint deleted behind the operator's back: the next attempt fails CheckpointLost instead of training again
 // from step 0.
 TEST_F(TrainingE2E, ACheckpointDeletedBehindTheOperatorsBackIsCheckpointLost) {
-  apply("eta", 2, 1, 80);
+  // Far more epochs than the test waits for (80 train in ~4 s here): the workers must still be training when the
+  // test kills them, on any machine.
+  ASSERT_NO_FATAL_FAILURE(apply("eta", 2, 1, 10000));
   ASSERT_TRUE(
       eventually([] { return status_of("eta").value("lastCheckpoint", json::object()).value("step", 0) > 0; }, 120s))
       << status_of("eta").dump() << "\n"
       << logs_of("eta");
-  // Both workers die at once (no SIGTERM checkpoint), then the claim loses its files.
-  for (const json& pod : pods_of("eta"))
-    ASSERT_EQ(::kill(std::stoi(read_file(pod_dir(pod) / "worker.pid")), SIGKILL), 0);
+  // Both workers stop (no SIGTERM checkpoint, nothing written from here on), the claim loses its files, then both
+  // die at once: the next attempt can only find the claim empty, however soon it starts.
+  std::vector<pid_t> workers;
+  for (const json& pod : pods_of("eta")) workers.push_back(worker_pid(pod));
+  ASSERT_EQ(workers.size(), 2u);
+  for (const pid_t pid : workers) ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  for (const pid_t pid : workers) ASSERT_TRUE(eventually([&] { return state_of(pid) == 'T'; }, 10s)) << pid;
   const fs::path claim = claim_folder("eta");
   ASSERT_FALSE(claim.empty());
   for (const auto& entry : fs::directory_iterator(claim)) fs::remove_all(entry.path());
+  for (const pid_t pid : workers) ASSERT_EQ(::kill(pid, SIGKILL), 0);
   wait_phase("eta", "Failed", 120s);
   std::string reason;
   for (const json& c : status_of("eta").value("conditions", json::array())) {
