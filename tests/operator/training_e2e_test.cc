@@ -540,16 +540,22 @@ TEST_F(TrainingE2E, AServiceThatSelectsNoWorkerLeavesTheRanksUnableToResolveRank
 TEST_F(TrainingE2E, AStoppedRankIsNamedWithItsPodAndNodeInTheJobsCondition) {
   apply_failing_once("iota", job_yaml("iota", 2, 1, 40, "  allReduce:\n    timeoutSeconds: 3\n"),
                      "TORUS_TEST_SIGSTOP_AT_STEP", "1:3");
+  // The node rank 1's pod runs on, read while it runs: once the job failed, the operator deletes the pods still
+  // running (cleanPodPolicy Running), and the stopped rank 1's is one. It lives until rank 0's 3 s timeout at least.
+  std::string node;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto pod = pod_named("iota", "iota-worker-1");
+        node = pod ? (*pod)["spec"].value("nodeName", "") : "";
+        return !node.empty();
+      },
+      60s))
+      << status_of("iota").dump();
   wait_phase("iota", "Failed", 120s);
   std::string reason, message;
   for (const json& c : status_of("iota").value("conditions", json::array())) {
     if (c.value("type", "") == "Failed") reason = c.value("reason", ""), message = c.value("message", "");
   }
-  std::string node;
-  for (const json& pod : pods_of("iota")) {
-    if (pod["metadata"].value("name", "") == "iota-worker-1") node = pod["spec"].value("nodeName", "");
-  }
-  ASSERT_FALSE(node.empty());
   EXPECT_EQ(reason, "CollectiveTimeout") << status_of("iota").dump();
   EXPECT_NE(message.find("ranks that never arrived: 1 (pod iota-worker-1, node " + node + ")"), std::string::npos)
       << message;
