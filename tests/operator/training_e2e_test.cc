@@ -606,7 +606,9 @@ TEST_F(TrainingE2E, ScalingARunningGangResumesFromItsCheckpointWithTheNewWorld) 
 }
 
 TEST_F(TrainingE2E, SuspendCheckpointsAndStopsAndResumeContinues) {
-  apply("delta", 2, 1, 40);
+  // Far more epochs than the test waits for (40 train in ~2 s here): the suspension must reach a gang that still
+  // trains, on any machine. The test ends the job itself.
+  ASSERT_NO_FATAL_FAILURE(apply("delta", 2, 1, 10000));
   ASSERT_TRUE(eventually([] { return logs_of("delta").find("checkpoint written") != std::string::npos; }, 120s))
       << logs_of("delta");
   ASSERT_EQ(
@@ -620,12 +622,16 @@ TEST_F(TrainingE2E, SuspendCheckpointsAndStopsAndResumeContinues) {
       kubectl({"patch", "trainingjob", "delta", "--type=merge", "-p", R"({"spec":{"runPolicy":{"suspend":false}}})"})
           .code,
       0);
-  wait_phase("delta", "Succeeded", 180s);
+  // The next attempt's ranks resume from the checkpoint (each logs it before it announces its start) and train on.
+  ASSERT_TRUE(eventually([] { return all_running(pods_of("delta"), 2, 1); }, 60s)) << status_of("delta").dump();
+  EXPECT_TRUE(eventually([] { return started_ranks("delta", 2, 1) == std::set<int>{0, 1}; }, 120s)) << logs_of("delta");
+  wait_phase("delta", "Running");
   std::string resumed;
   for (const json& pod : pods_of("delta")) resumed += read_file(pod_dir(pod) / "worker.log");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(resumed, m, std::regex("resuming at step ([0-9]+)"))) << resumed;
   EXPECT_GT(std::stoi(m[1]), 0) << resumed;
+  ASSERT_NO_FATAL_FAILURE(delete_job("delta"));
 }
 
 }  // namespace
