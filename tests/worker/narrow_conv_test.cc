@@ -1,7 +1,8 @@
 // The hand-written forward of the narrow convolutions (worker/backend/cpu/narrow_conv.h) against the double
 // reference, on the geometries it takes, with widths that leave a partial pixel block, on 1 and 2 threads; and the
 // CPU backend's three passes on them (its backward passes convert the hand-written forward's weight layout for
-// oneDNN). CTest also runs this file under ONEDNN_MAX_CPU_ISA=AVX2, where oneDNN runs every pass.
+// oneDNN). CTest also runs this file under ONEDNN_MAX_CPU_ISA=AVX2, where the backend runs these layers' passes on
+// winograd.h where it takes them and on oneDNN otherwise.
 #include "worker/backend/cpu/narrow_conv.h"
 
 #include <gtest/gtest.h>

@@ -20,6 +20,7 @@
 #include "worker/backend/cpu/impl_choice.h"
 #include "worker/backend/cpu/max_pool.h"
 #include "worker/backend/cpu/narrow_conv.h"
+#include "worker/backend/cpu/winograd.h"
 #include "worker/backend/cpu/plans.h"
 #include "worker/backend/cpu/staging.h"
 
@@ -102,6 +103,7 @@ class CpuBackend final : public Backend {
     expect_elements(x, g.input_shape().numel(), "conv input");
     expect_elements(y, g.output_shape().numel(), "conv output");
     if (narrow_conv_by_hand(g)) return narrow_conv_forward(g, x.f32(), w.f32(), y.f32());
+    if (winograd_by_hand(g)) return winograd_forward(g, x.f32(), w.f32(), y.f32());
     ConvPlan& p = conv_plan(g);
     memory wmem = weights_in(p.fwd_w, native_weight(g), w);
     memory xm = p.x_in.in(engine_, stream_, x, stage(stage_a_, p.x_in.bytes()));
@@ -114,6 +116,7 @@ class CpuBackend final : public Backend {
     expect_elements(dy, g.output_shape().numel(), "conv output gradient");
     expect_elements(dx, g.input_shape().numel(), "conv input gradient");
     if (narrow_conv_backward_data_by_hand(g)) return narrow_conv_backward_data(g, dy.f32(), w.f32(), dx.f32());
+    if (winograd_by_hand(g)) return winograd_backward_data(g, dy.f32(), w.f32(), dx.f32());
     ConvBackward& p = conv_backward_plan(g);
     memory wmem = weights_in(p.bwd_data_w, native_weight(g), w);
     memory dym = p.dy_in.in(engine_, stream_, dy, stage(stage_a_, p.dy_in.bytes()));
@@ -125,6 +128,7 @@ class CpuBackend final : public Backend {
   void conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) override {
     expect_elements(x, g.input_shape().numel(), "conv input");
     expect_elements(dy, g.output_shape().numel(), "conv output gradient");
+    if (winograd_backward_weights_by_hand(g)) return winograd_backward_weights(g, x.f32(), dy.f32(), dw.f32());
     ConvBackward& p = conv_backward_plan(g);
     memory::desc native = native_weight(g);
     memory dst(native, engine_, dw.data());
@@ -368,8 +372,9 @@ class CpuBackend final : public Backend {
     ConvGeometry key = weight_key(g);
     auto it = native_weights_.find(key);
     if (it != native_weights_.end()) return it->second;
-    // The hand-written forward's layout (narrow_conv.h) where it runs, else the forward primitive's.
-    memory::desc md = narrow_conv_by_hand(g) ? memory::desc({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::hwio)
+    // The hand-written forward's layout (narrow_conv.h, winograd.h) where it runs, else the forward primitive's.
+    const bool by_hand = narrow_conv_by_hand(g) || winograd_by_hand(g);
+    memory::desc md = by_hand ? memory::desc({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::hwio)
                                                  : conv_plan(g).fwd_pd.weights_desc();
     native_weights_.emplace(key, md);
     return md;

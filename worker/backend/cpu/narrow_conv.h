@@ -10,9 +10,9 @@
 // A block of output pixels x all output channels stays in vector registers (GCC vector extensions, 16 floats), and
 // each of the 9 * C_in taps adds one weight vector times the broadcast input. Images are split between threads in
 // contiguous ranges, and the next image's input is prefetched while one computes. Backward data: below. On CPUs where
-// oneDNN runs below avx512_core, oneDNN runs these too: the same loops on 8-float AVX2 vectors were slower than
-// oneDNN's AVX2 kernels in a step (ONEDNN_MAX_CPU_ISA=AVX2, per step: 16 -> 32 4.5 vs 2.9 ms, 8 -> 16 3.8 vs 3.6,
-// 16 -> 16 even; only the stem gained, 0.3 vs 0.4).
+// oneDNN runs below avx512_core, winograd.h runs these layers (and oneDNN the stem): the same loops on 8-float AVX2
+// vectors were no faster than oneDNN's AVX2 kernels in a step (ONEDNN_MAX_CPU_ISA=AVX2, per step: 16 -> 32 4.5 vs
+// 2.9 ms, 8 -> 16 3.8 vs 3.6, 16 -> 16 even on a Sapphire Rapids; 2.1 vs 1.7, 2.3 vs 2.4, 2.4-3.1 vs 2.5 on a Zen 5).
 #include <cstdint>
 
 #include "worker/backend/backend.h"

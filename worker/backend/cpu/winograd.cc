@@ -1,0 +1,341 @@
+#include "worker/backend/cpu/winograd.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/util/error.h"
+#include "worker/backend/cpu/staging.h"
+#include "worker/backend/cpu/vec.h"
+
+// Compiled with -ffp-contract=fast and -O3 (CMakeLists.txt): the products are FMAs, the arrays of vectors registers.
+// Functions taking or returning vectors are always inlined into the wrapper of their ISA, so no vector crosses a
+// call and GCC's note that such a call's ABI depends on the ISA is moot.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace torus::worker::cpu {
+namespace {
+
+using vec::load;
+using vec::store;
+using vec::Vec;
+
+constexpr int kPoints = 16;  // the 4x4 transformed points of a tile
+constexpr int V = 8;         // floats per AVX2 vector
+// The products' register blocking (16 AVX2 registers): kTiles tiles x kVecs vectors of output channels in
+// accumulators, kVecs weight vectors, one broadcast; 12 tiles x 1 vector where the output has 8 channels.
+constexpr int kVecs = 2, kTiles = 6, kMaxTiles = 12;
+// Backward weights: kRows input channels x kVecs vectors of output channels.
+constexpr int kRows = 4;
+constexpr int64_t kWinogradMinSide = 7;
+
+// The tiles of one image: th x tw tiles of 2x2 outputs; the input zero-padded to (2 th + 2) x (2 tw + 2) x c.
+struct Tiling {
+  int64_t h, w, ci, co;
+  int64_t th() const { return (h + 1) / 2; }
+  int64_t tw() const { return (w + 1) / 2; }
+  int64_t tiles() const { return th() * tw(); }
+  int64_t padded_rows() const { return 2 * th() + 2; }
+  int64_t padded_cols() const { return 2 * tw() + 2; }
+};
+
+// One image, zero-padded: borders (and the extra row and column of an odd size) zeroed once, copy() writes the rest.
+class Padded {
+ public:
+  Padded(const Tiling& t, int64_t c)
+      : h_(t.h),
+        w_(t.w),
+        c_(c),
+        cols_(t.padded_cols()),
+        data_(static_cast<size_t>(t.padded_rows() * t.padded_cols() * c), 0.0f) {}
+  void copy(const float* image) {  // (H, W, C)
+    for (int64_t r = 0; r < h_; ++r)
+      std::memcpy(data_.data() + ((r + 1) * cols_ + 1) * c_, image + r * w_ * c_,
+                  static_cast<size_t>(w_ * c_) * sizeof(float));
+  }
+  // The top-left of tile (a, b)'s 4x4 patch.
+  const float* patch(int64_t a, int64_t b) const { return data_.data() + (2 * a * cols_ + 2 * b) * c_; }
+  int64_t row_floats() const { return cols_ * c_; }
+
+ private:
+  int64_t h_, w_, c_, cols_;
+  std::vector<float> data_;
+};
+
+// v (16, c) = B^T d B of the 4x4 patch at `in` (rows row_floats apart), one vector of channels at a time.
+[[gnu::always_inline]] inline void transform_patch(const float* in, int64_t row_floats, int64_t c, float* v) {
+  for (int64_t i = 0; i < c; i += V) {
+    Vec<V> d[4][4], t[4][4];
+    for (int r = 0; r < 4; ++r)
+      for (int col = 0; col < 4; ++col) d[r][col] = load<V>(in + r * row_floats + col * c + i);
+    for (int col = 0; col < 4; ++col) {
+      t[0][col] = d[0][col] - d[2][col];
+      t[1][col] = d[1][col] + d[2][col];
+      t[2][col] = d[2][col] - d[1][col];
+      t[3][col] = d[1][col] - d[3][col];
+    }
+    for (int r = 0; r < 4; ++r) {
+      store<V>(v + (r * 4 + 0) * c + i, t[r][0] - t[r][2]);
+      store<V>(v + (r * 4 + 1) * c + i, t[r][1] + t[r][2]);
+      store<V>(v + (r * 4 + 2) * c + i, t[r][2] - t[r][1]);
+      store<V>(v + (r * 4 + 3) * c + i, t[r][1] - t[r][3]);
+    }
+  }
+}
+
+// m (tiles, 16, co) = v (tiles, 16, ci) x u (16, ci, co) per point, for kT tiles, kK vectors of co at a time.
+template <int kK, int kT>
+[[gnu::always_inline]] inline void multiply_block(const float* v, const float* u, int64_t ci, int64_t co, float* m) {
+  for (int p = 0; p < kPoints; ++p)
+    for (int64_t o = 0; o < co; o += kK * V) {
+      Vec<V> acc[kT][kK] = {};
+      const float* up = u + p * ci * co + o;
+      for (int64_t i = 0; i < ci; ++i) {
+        Vec<V> wv[kK];
+        for (int k = 0; k < kK; ++k) wv[k] = load<V>(up + i * co + k * V);
+        for (int t = 0; t < kT; ++t) {
+          const float s = v[(t * kPoints + p) * ci + i];
+          for (int k = 0; k < kK; ++k) acc[t][k] += s * wv[k];
+        }
+      }
+      for (int t = 0; t < kT; ++t)
+        for (int k = 0; k < kK; ++k) store<V>(m + (t * kPoints + p) * co + o + k * V, acc[t][k]);
+    }
+}
+
+// The 2x2 outputs A^T m A of tile (a, b) into the image y (H, W, co), clipped at an odd size's last row or column.
+[[gnu::always_inline]] inline void store_tile(const float* m, int64_t co, const Tiling& g, int64_t a, int64_t b,
+                                              float* y) {
+  const bool last_row = 2 * a + 1 >= g.h, last_col = 2 * b + 1 >= g.w;
+  float* y00 = y + ((2 * a) * g.w + 2 * b) * co;
+  for (int64_t o = 0; o < co; o += V) {
+    Vec<V> q0[4], q1[4];
+    for (int col = 0; col < 4; ++col) {
+      const Vec<V> m0 = load<V>(m + col * co + o), m1 = load<V>(m + (4 + col) * co + o),
+                   m2 = load<V>(m + (8 + col) * co + o), m3 = load<V>(m + (12 + col) * co + o);
+      q0[col] = m0 + m1 + m2;
+      q1[col] = m1 - m2 - m3;
+    }
+    store<V>(y00 + o, q0[0] + q0[1] + q0[2]);
+    if (!last_col) store<V>(y00 + co + o, q0[1] - q0[2] - q0[3]);
+    if (last_row) continue;
+    store<V>(y00 + g.w * co + o, q1[0] + q1[1] + q1[2]);
+    if (!last_col) store<V>(y00 + (g.w + 1) * co + o, q1[1] - q1[2] - q1[3]);
+  }
+}
+
+// Asks for `bytes` at `at` while the current image computes: each layer's input was written by the layer before, a
+// batch of megabytes, so it comes from memory.
+inline void prefetch(const float* at, int64_t bytes) {
+  const char* p = reinterpret_cast<const char*>(at);
+  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
+struct ImageRange {
+  int64_t begin, end;  // images [begin, end)
+};
+
+// y (images of r) = conv(x, G g G^T-transformed weights u (16, ci, co)), kT tiles at a time.
+template <int kK, int kT>
+[[gnu::always_inline]] inline void forward_images(const Tiling& g, ImageRange r, const float* x, const float* u,
+                                                  float* y) {
+  Padded p(g, g.ci);
+  std::vector<float> v(static_cast<size_t>(kT * kPoints * g.ci), 0.0f), m(static_cast<size_t>(kT * kPoints * g.co));
+  const int64_t tiles = g.tiles(), tw = g.tw(), image_floats = g.h * g.w * g.ci;
+  const int64_t slice = (image_floats * kT + tiles - 1) / tiles;  // of the next image, per block of tiles
+  for (int64_t n = r.begin; n < r.end; ++n) {
+    p.copy(x + n * image_floats);
+    float* image = y + n * g.h * g.w * g.co;
+    for (int64_t t0 = 0; t0 < tiles; t0 += kT) {
+      if (n + 1 < r.end) prefetch(x + (n + 1) * image_floats + t0 / kT * slice, slice * 4);
+      const int64_t count = std::min<int64_t>(kT, tiles - t0);  // the block's last tiles may be missing: their
+      for (int64_t t = 0; t < count; ++t)                       // products run on stale values and are not stored
+        transform_patch(p.patch((t0 + t) / tw, (t0 + t) % tw), p.row_floats(), g.ci, v.data() + t * kPoints * g.ci);
+      multiply_block<kK, kT>(v.data(), u, g.ci, g.co, m.data());
+      for (int64_t t = 0; t < count; ++t)
+        store_tile(m.data() + t * kPoints * g.co, g.co, g, (t0 + t) / tw, (t0 + t) % tw, image);
+    }
+  }
+}
+
+// dm (16, co) = A e A^T of the 2x2 output gradients of tile (a, b) of the image dy (H, W, co), zero outside it.
+[[gnu::always_inline]] inline void transform_gradient(const float* dy, const Tiling& g, int64_t a, int64_t b,
+                                                      float* dm) {
+  const bool last_row = 2 * a + 1 >= g.h, last_col = 2 * b + 1 >= g.w;
+  const float* e00 = dy + ((2 * a) * g.w + 2 * b) * g.co;
+  for (int64_t o = 0; o < g.co; o += V) {
+    const Vec<V> zero{};
+    const Vec<V> e[2][2] = {{load<V>(e00 + o), last_col ? zero : load<V>(e00 + g.co + o)},
+                            {last_row ? zero : load<V>(e00 + g.w * g.co + o),
+                             last_row || last_col ? zero : load<V>(e00 + (g.w + 1) * g.co + o)}};
+    Vec<V> f[4][2];
+    for (int c = 0; c < 2; ++c) {
+      f[0][c] = e[0][c];
+      f[1][c] = e[0][c] + e[1][c];
+      f[2][c] = e[0][c] - e[1][c];
+      f[3][c] = -e[1][c];
+    }
+    for (int r = 0; r < 4; ++r) {
+      store<V>(dm + (r * 4 + 0) * g.co + o, f[r][0]);
+      store<V>(dm + (r * 4 + 1) * g.co + o, f[r][0] + f[r][1]);
+      store<V>(dm + (r * 4 + 2) * g.co + o, f[r][0] - f[r][1]);
+      store<V>(dm + (r * 4 + 3) * g.co + o, -f[r][1]);
+    }
+  }
+}
+
+// du (16, ci, co) += sum over the image's tiles of v (tiles, 16, ci) x dm (tiles, 16, co), per point.
+[[gnu::always_inline]] inline void accumulate_products(const float* v, const float* dm, int64_t tiles, int64_t ci,
+                                                       int64_t co, float* du) {
+  for (int p = 0; p < kPoints; ++p)
+    for (int64_t i0 = 0; i0 < ci; i0 += kRows)
+      for (int64_t o = 0; o < co; o += kVecs * V) {
+        Vec<V> acc[kRows][kVecs] = {};
+        for (int64_t t = 0; t < tiles; ++t) {
+          Vec<V> d[kVecs];
+          for (int k = 0; k < kVecs; ++k) d[k] = load<V>(dm + (t * kPoints + p) * co + o + k * V);
+          const float* vs = v + (t * kPoints + p) * ci + i0;
+          for (int b = 0; b < kRows; ++b)
+            for (int k = 0; k < kVecs; ++k) acc[b][k] += vs[b] * d[k];
+        }
+        for (int b = 0; b < kRows; ++b)
+          for (int k = 0; k < kVecs; ++k) {
+            float* at = du + (p * ci + i0 + b) * co + o + k * V;
+            store<V>(at, load<V>(at) + acc[b][k]);
+          }
+      }
+}
+
+__attribute__((target("avx2,fma"))) void backward_weights_images(const Tiling& g, ImageRange r, const float* x,
+                                                                 const float* dy, float* du) {
+  Padded p(g, g.ci);
+  const int64_t tiles = g.tiles(), tw = g.tw();
+  std::vector<float> v(static_cast<size_t>(tiles * kPoints * g.ci)), dm(static_cast<size_t>(tiles * kPoints * g.co));
+  for (int64_t n = r.begin; n < r.end; ++n) {
+    p.copy(x + n * g.h * g.w * g.ci);
+    const float* grad = dy + n * g.h * g.w * g.co;
+    if (n + 1 < r.end) prefetch(x + (n + 1) * g.h * g.w * g.ci, g.h * g.w * g.ci * 4);
+    for (int64_t t = 0; t < tiles; ++t) {
+      transform_patch(p.patch(t / tw, t % tw), p.row_floats(), g.ci, v.data() + t * kPoints * g.ci);
+      transform_gradient(grad, g, t / tw, t % tw, dm.data() + t * kPoints * g.co);
+    }
+    accumulate_products(v.data(), dm.data(), tiles, g.ci, g.co, du);
+  }
+}
+
+// u (16, ci, co) = G w G^T per channel pair, w (3, 3, ci, co); with `flip`, of the weights of the transposed
+// convolution (backward data): w'(kh, kw, o, i) = w(2 - kh, 2 - kw, i, o), ci and co the forward's.
+void transform_weights(const float* w, int64_t ci, int64_t co, bool flip, float* u) {
+  const int64_t in = flip ? co : ci, out = flip ? ci : co;
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t o = 0; o < out; ++o) {
+      float k[3][3], t[4][3];
+      for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 3; ++c)
+          k[r][c] = flip ? w[(((2 - r) * 3 + (2 - c)) * ci + o) * co + i] : w[((r * 3 + c) * ci + i) * co + o];
+      for (int c = 0; c < 3; ++c) {
+        t[0][c] = k[0][c];
+        t[1][c] = 0.5f * (k[0][c] + k[1][c] + k[2][c]);
+        t[2][c] = 0.5f * (k[0][c] - k[1][c] + k[2][c]);
+        t[3][c] = k[2][c];
+      }
+      for (int r = 0; r < 4; ++r) {
+        const float row[4] = {t[r][0], 0.5f * (t[r][0] + t[r][1] + t[r][2]), 0.5f * (t[r][0] - t[r][1] + t[r][2]),
+                              t[r][2]};
+        for (int c = 0; c < 4; ++c) u[((r * 4 + c) * in + i) * out + o] = row[c];
+      }
+    }
+}
+
+// dw (3, 3, ci, co) = G^T du G per channel pair.
+void untransform_weight_gradient(const float* du, int64_t ci, int64_t co, float* dw) {
+  for (int64_t i = 0; i < ci; ++i)
+    for (int64_t o = 0; o < co; ++o) {
+      double d[4][4], t[3][4];
+      for (int p = 0; p < kPoints; ++p) d[p / 4][p % 4] = du[(p * ci + i) * co + o];
+      for (int c = 0; c < 4; ++c) {
+        t[0][c] = d[0][c] + 0.5 * (d[1][c] + d[2][c]);
+        t[1][c] = 0.5 * (d[1][c] - d[2][c]);
+        t[2][c] = 0.5 * (d[1][c] + d[2][c]) + d[3][c];
+      }
+      for (int r = 0; r < 3; ++r) {
+        const double row[3] = {t[r][0] + 0.5 * (t[r][1] + t[r][2]), 0.5 * (t[r][1] - t[r][2]),
+                               0.5 * (t[r][1] + t[r][2]) + t[r][3]};
+        for (int c = 0; c < 3; ++c) dw[((r * 3 + c) * ci + i) * co + o] = static_cast<float>(row[c]);
+      }
+    }
+}
+
+bool avx2_not_avx512() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && channel_block() == 8;
+}
+
+int threads_for(int64_t images) { return std::max(1, std::min<int>(omp_get_max_threads(), static_cast<int>(images))); }
+
+void refuse_unless(bool runs_here, const ConvGeometry& g, const char* pass) {
+  if (!runs_here)
+    throw InvalidArgument(std::string("winograd conv: ") + g.input_shape().str() + " -> " + g.output_shape().str() +
+                          " has no hand-written " + pass + " on this CPU");
+}
+
+__attribute__((target("avx2,fma"))) void forward_avx2(const Tiling& t, ImageRange r, const float* x, const float* u,
+                                                      float* y) {
+  if (t.co % (kVecs * V) == 0) return forward_images<kVecs, kTiles>(t, r, x, u, y);
+  forward_images<1, kMaxTiles>(t, r, x, u, y);
+}
+
+void forward_with(const ConvGeometry& g, const Tiling& t, const float* x, const float* u, float* y) {
+  const int threads = threads_for(g.n);
+#pragma omp parallel num_threads(threads)
+  {
+    const int k = omp_get_thread_num(), n = omp_get_num_threads();
+    forward_avx2(t, {g.n * k / n, g.n * (k + 1) / n}, x, u, y);
+  }
+}
+
+}  // namespace
+
+bool winograd_by_hand(const ConvGeometry& g) {
+  static const bool isa = avx2_not_avx512();
+  return isa && g.kh == 3 && g.kw == 3 && g.stride == 1 && g.pad == 1 && g.c_in % V == 0 &&
+         g.c_out % (kVecs * V) == 0 && !blocked_channels(g.c_in) && !blocked_channels(g.c_out) &&
+         std::min(g.h, g.w) >= kWinogradMinSide;
+}
+
+bool winograd_backward_weights_by_hand(const ConvGeometry& g) { return winograd_by_hand(g) && g.c_in >= 16; }
+
+void winograd_forward(const ConvGeometry& g, const float* x, const float* w, float* y) {
+  refuse_unless(winograd_by_hand(g), g, "forward");
+  std::vector<float> u(static_cast<size_t>(kPoints * g.c_in * g.c_out));
+  transform_weights(w, g.c_in, g.c_out, false, u.data());
+  forward_with(g, {g.h, g.w, g.c_in, g.c_out}, x, u.data(), y);
+}
+
+void winograd_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx) {
+  refuse_unless(winograd_by_hand(g), g, "backward data");
+  std::vector<float> u(static_cast<size_t>(kPoints * g.c_in * g.c_out));
+  transform_weights(w, g.c_in, g.c_out, true, u.data());
+  forward_with(g, {g.h, g.w, g.c_out, g.c_in}, dy, u.data(), dx);
+}
+
+void winograd_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw) {
+  refuse_unless(winograd_backward_weights_by_hand(g), g, "backward weights");
+  const Tiling t{g.h, g.w, g.c_in, g.c_out};
+  const int threads = threads_for(g.n);
+  const size_t per = static_cast<size_t>(kPoints * g.c_in * g.c_out);
+  std::vector<float> du(per * static_cast<size_t>(threads), 0.0f);
+#pragma omp parallel num_threads(threads)
+  {
+    const int k = omp_get_thread_num(), n = omp_get_num_threads();
+    backward_weights_images(t, {g.n * k / n, g.n * (k + 1) / n}, x, dy, du.data() + per * k);
+  }
+  for (int k = 1; k < threads; ++k)
+    for (size_t i = 0; i < per; ++i) du[i] += du[per * k + i];
+  untransform_weight_gradient(du.data(), g.c_in, g.c_out, dw);
+}
+
+}  // namespace torus::worker::cpu
