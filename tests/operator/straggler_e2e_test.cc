@@ -2,8 +2,8 @@
 // API stand-in whose kubelet runs pods as local processes; rank 1's worker process is throttled from outside (stopped
 // 10 ms of every 20, as torus run's AThrottledRankIsNamedAsTheStraggler does), so its own work per step takes about
 // twice rank 0's. The operator reads both ranks' /metrics and sets the job's Straggler condition and event naming
-// rank 1, its pod and its node while the job is Running; once the throttle stops the condition turns False; the job
-// ends Succeeded.
+// rank 1, its pod and its node while the job is Running; once the throttle stops the condition turns False while the
+// job still trains; then the user deletes it.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -17,8 +17,10 @@
 namespace torus::controller::e2e {
 namespace {
 
-// A CPU job of 2 ranks on synthetic data, long enough (`steps` steps of a few ms) to be named and to recover while it
-// trains. restartPolicy Never: it needs no checkpoint storage.
+// A CPU job of 2 ranks on synthetic data, epochs of `steps` steps of a few ms, far more of them than the test waits
+// for (one epoch of 2000 steps took 7.5 s here, and the test needs a few of the operator's 1 s reads before and
+// after the throttle): it is named and recovers while it trains on any machine, and the test ends it.
+// restartPolicy Never: it needs no checkpoint storage.
 std::string job_yaml(const std::string& name, int steps) {
   return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
          "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
@@ -29,7 +31,7 @@ std::string job_yaml(const std::string& name, int steps) {
          "    synthetic:\n      trainImages: " +
          std::to_string(steps * 64) +
          "\n      validationImages: 64\n      numClasses: 4\n"
-         "  training:\n    epochs: 1\n    batchSize: 64\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
+         "  training:\n    epochs: 10000\n    batchSize: 64\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
          "  runPolicy:\n    restartPolicy: Never\n";
 }
 
@@ -172,10 +174,11 @@ TEST_F(StragglerE2E, AThrottledRankIsNamedWithItsPodAndNodeWhileTheJobTrains) {
       << status.dump();
   EXPECT_EQ(status.value("phase", ""), "Running") << status.dump();
   EXPECT_EQ(straggler_condition(status).value("reason", ""), "Recovered");
-  EXPECT_FALSE(events_of("slow", "StragglerRecovered").empty());
-  const CmdResult done =
-      kubectl({"wait", "--for=jsonpath={.status.phase}=Succeeded", "trainingjob/slow", "--timeout=300s"}, 310s);
-  EXPECT_EQ(done.code, 0) << done.out << "\n" << status_of("slow").dump();
+  EXPECT_TRUE(eventually([&] { return !events_of("slow", "StragglerRecovered").empty(); }, 30s));
+  // The user ends the job; its pods go with it.
+  const CmdResult deleted = kubectl({"delete", "trainingjob", "slow", "--wait=true", "--timeout=60s"}, 70s);
+  ASSERT_EQ(deleted.code, 0) << deleted.out;
+  EXPECT_TRUE(eventually([&] { return !pod("slow-worker-0") && !pod("slow-worker-1"); }, 60s));
 }
 
 }  // namespace
