@@ -1,6 +1,7 @@
 // The Grafana dashboards against a real local job: `torus run` trains Fashion-MNIST with two worker processes while
-// a real Prometheus scrapes each rank's /metrics every second; then every panel query of the worker dashboards runs
-// through Prometheus's HTTP API with the template variables filled in, and each must return data.
+// a real Prometheus scrapes each rank's /metrics every second; every panel query of the worker dashboards runs
+// through Prometheus's HTTP API with the template variables filled in, and each must return data. The run has far
+// more epochs than that takes: the test waits for the data while the ranks train, then stops the run (Ctrl-C).
 //
 // The operator-health dashboard is left out: a local run has no operator (its panels are covered by
 // tests/metrics/dashboards_test.cc against a scraped OperatorMetrics).
@@ -26,6 +27,7 @@
 
 #include "common/process/supervisor.h"
 #include "tests/metrics/prometheus_fixture.h"
+#include "tests/support/eventually.h"
 #include "tests/support/temp_dir.h"
 
 namespace torus {
@@ -162,14 +164,46 @@ std::map<std::string, std::string> variables_of(const json& series) {
           {"attempt", ".*"}};  // "All", as the dashboards default (multi-valued, includeAll)
 }
 
+// The worker dashboards' panel queries, each with its variables filled in.
+struct FilledQuery {
+  std::string name;  // dashboard / panel / ref, for the failure message
+  std::string expr;
+};
+std::vector<FilledQuery> worker_panel_queries(const std::map<std::string, std::string>& values) {
+  std::vector<FilledQuery> out;
+  for (const auto& file : prom::dashboard_files(TORUS_SOURCE_DIR)) {
+    if (file.filename() == kOperatorDashboard) continue;  // no operator in a local run (see the top of the file)
+    for (const auto& q : prom::dashboard_queries(file)) {
+      out.push_back({q.dashboard + " / panel " + std::to_string(q.panel_id) + " '" + q.panel_title + "' " + q.ref_id,
+                     prom::substitute_variables(q.expr, values)});
+    }
+  }
+  return out;
+}
+
+// The queries that return no finite sample over [start, end] (each with why), as Grafana would show them empty.
+std::vector<std::string> empty_panels(const prom::PrometheusServer& prometheus, const std::vector<FilledQuery>& queries,
+                                      double start, double end) {
+  std::vector<std::string> empty;
+  for (const auto& q : queries) {
+    const json result = query_range(prometheus, q.expr, start, end);
+    if (result.is_object()) {
+      empty.push_back(q.name + ": query failed: " + result["error"].get<std::string>() + "\n      " + q.expr);
+    } else if (!has_finite_sample(result)) {
+      empty.push_back(q.name + ":\n      " + q.expr);
+    }
+  }
+  return empty;
+}
+
 TEST(DashboardsOnARun, EveryWorkerPanelHasDataFromARealTorusRun) {
   const test::TempDir dir("torus-e2e-metrics-dashboards");  // outlives the run, which writes into it
   const double run_start = unix_now();
-  // Checkpoints during the epoch too: the one at its end comes as the run exits, after the last scrape.
-  // Two epochs: one lasts about 5 s on 2 ranks now, too few 1 s scrapes for the rate() panels to have two samples at
-  // the query's evaluation times.
-  BackgroundRun run({"run", kExample, "--workers", std::to_string(kWorkers), "--set", "spec.training.epochs=2", "--set",
-                     "spec.training.checkpoint.everySteps=60", "--set",
+  // Checkpoints during the epoch too (every 60 of its 235 steps). Far more epochs than the test waits for (one lasts
+  // about 5 s on 2 ranks here): the rate() panels need a few 1 s scrapes and the validation panels an epoch's end,
+  // and a run that ended by itself first (on a faster machine) would leave them empty. The test stops it.
+  BackgroundRun run({"run", kExample, "--workers", std::to_string(kWorkers), "--set", "spec.training.epochs=1000",
+                     "--set", "spec.training.checkpoint.everySteps=60", "--set",
                      "spec.training.checkpoint.dir=" + (dir.path() / "ckpt").string()});
 
   const auto ports = run.wait_for_metrics_ports(kWorkers, Clock::now() + 120s);
@@ -189,36 +223,33 @@ TEST(DashboardsOnARun, EveryWorkerPanelHasDataFromARealTorusRun) {
   ASSERT_FALSE(any_series.empty());
   std::map<std::string, std::string> values = variables_of(any_series[0]);
 
-  // Let the epoch finish: the validation accuracy and the checkpoint panels need its end.
-  const auto exit = run.wait_for_exit(Clock::now() + 600s);
-  if (!exit) run.interrupt();
-  ASSERT_TRUE(exit.has_value()) << "torus run did not finish its epoch within 600 s\n" << run.output();
-  EXPECT_TRUE(exit->success()) << exit->describe() << "\n" << run.output();
-  const double run_end = unix_now();
-  values["__range"] = std::to_string(static_cast<int>(run_end - run_start) + 1) + "s";
-
+  // Every panel has data over the run so far, while the ranks still train (an epoch's end included).
+  std::vector<FilledQuery> queries;
   std::vector<std::string> empty;
-  int checked = 0;
-  for (const auto& file : prom::dashboard_files(TORUS_SOURCE_DIR)) {
-    if (file.filename() == kOperatorDashboard) continue;  // no operator in a local run (see the top of the file)
-    for (const auto& q : prom::dashboard_queries(file)) {
-      const std::string expr = prom::substitute_variables(q.expr, values);
-      const json result = query_range(prometheus, expr, run_start, run_end);
-      ++checked;
-      if (result.is_object()) {
-        empty.push_back(q.dashboard + " / panel " + std::to_string(q.panel_id) + " '" + q.panel_title + "' " +
-                        q.ref_id + ": query failed: " + result["error"].get<std::string>() + "\n      " + expr);
-      } else if (!has_finite_sample(result)) {
-        empty.push_back(q.dashboard + " / panel " + std::to_string(q.panel_id) + " '" + q.panel_title + "' " +
-                        q.ref_id + ":\n      " + expr);
-      }
-    }
-  }
-  EXPECT_GT(checked, 30) << "the worker dashboards lost their panels?";
+  test::eventually(
+      [&] {
+        const double now = unix_now();
+        values["__range"] = std::to_string(static_cast<int>(now - run_start) + 1) + "s";
+        queries = worker_panel_queries(values);
+        empty = empty_panels(prometheus, queries, run_start, now);
+        return empty.empty() || run.wait_for_exit(Clock::now()).has_value();
+      },
+      600s, 1s);  // polled once a scrape interval: Prometheus has nothing new sooner
+  const bool ended_by_itself = run.wait_for_exit(Clock::now()).has_value();
+
+  // The user stops the run: Ctrl-C, and it ends Suspended.
+  run.interrupt();
+  const auto exit = run.wait_for_exit(Clock::now() + 120s);
+  ASSERT_TRUE(exit.has_value()) << "torus run did not stop within 120 s of Ctrl-C\n" << run.output();
+  EXPECT_FALSE(ended_by_itself) << exit->describe() << "\n" << run.output();
+  EXPECT_EQ(exit->shell_code(), 130) << exit->describe() << "\n" << run.output();
+
+  EXPECT_GT(queries.size(), 30u) << "the worker dashboards lost their panels?";
   std::string names;
   for (const auto& e : empty) names += "\n  " + e;
-  EXPECT_TRUE(empty.empty()) << empty.size() << " of " << checked << " panel queries returned no data over the run ("
-                             << "job=" << values["job"] << ", namespace=" << values["namespace"] << "):" << names;
+  EXPECT_TRUE(empty.empty()) << empty.size() << " of " << queries.size()
+                             << " panel queries returned no data over the run (job=" << values["job"]
+                             << ", namespace=" << values["namespace"] << "):" << names;
 }
 
 }  // namespace
