@@ -93,7 +93,56 @@ Decision decide_permanent(const GangPolicy& policy, const Failures& f) {
   return failure_decision(reason, f.permanent, "worker failed permanently: ");
 }
 
+// Whether the attempt's retryable failures began with disruptions (see Decision): some failed worker carries one,
+// and every other failed worker exited at or after the first disruption (a follower: it stopped with the disrupted
+// worker, or lost it). A follower with no exit time (vanished without a condition), or one that failed before, or a
+// first disruption whose time is unknown while followers exist, makes the restart a failure.
+bool began_with_disruptions(const std::vector<const WorkerState*>& failed) {
+  std::optional<TimePoint> first;
+  bool any = false;
+  for (const WorkerState* w : failed) {
+    if (!w->disruption) continue;
+    any = true;
+    if (w->disruption->since) first = first ? std::min(*first, *w->disruption->since) : *w->disruption->since;
+  }
+  if (!any) return false;
+  return std::all_of(failed.begin(), failed.end(), [&](const WorkerState* w) {
+    return w->disruption || (first && w->finished_at && *w->finished_at >= *first);
+  });
+}
+
+std::string describe_disruption(const WorkerState& w) {
+  std::string out = w.name;
+  if (!w.disruption->node.empty()) out += " on node " + w.disruption->node;
+  out += " was disrupted: " + (w.disruption->reason.empty() ? std::string("DisruptionTarget") : w.disruption->reason);
+  if (!w.disruption->message.empty()) out += " (" + w.disruption->message + ")";
+  return out;
+}
+
+// A restart for disruptions: no backoffLimit spent; the culprits are the disrupted workers, the followers are counted.
+Decision disruption_decision(const GangObservation& gang, const std::vector<const WorkerState*>& failed) {
+  Decision d{Verdict::kRestart, Reason::kDisrupted, {}, {}, std::nullopt};
+  std::vector<std::string> parts;
+  int followers = 0;
+  for (const WorkerState* w : failed) {
+    if (!w->disruption) {
+      ++followers;
+      continue;
+    }
+    d.culprits.push_back(w->name);
+    parts.push_back(describe_disruption(*w));
+  }
+  d.message = join(parts);
+  if (followers > 0) {
+    d.message += "; " + std::to_string(followers) + (followers == 1 ? " peer" : " peers") + " stopped after it";
+  }
+  d.message += "; restarting the gang as attempt " + std::to_string(gang.attempt + 1) +
+               " from its checkpoint (a disruption, not a failure: restarts and backoffLimit unchanged)";
+  return d;
+}
+
 Decision decide_retryable(const GangPolicy& policy, const GangObservation& gang, const Failures& f) {
+  if (began_with_disruptions(f.retryable)) return disruption_decision(gang, f.retryable);
   if (gang.restarts >= policy.backoff_limit) {
     std::ostringstream prefix;
     prefix << "backoff limit " << policy.backoff_limit << " reached after attempt " << gang.attempt << ": ";
@@ -156,6 +205,8 @@ const char* to_string(Reason reason) {
       return "RetryableFailure";
     case Reason::kCheckpointLost:
       return "CheckpointLost";
+    case Reason::kDisrupted:
+      return "Disrupted";
   }
   return "";
 }

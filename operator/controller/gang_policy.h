@@ -35,6 +35,7 @@ enum class Reason {
   kCollectiveTimeout,     // a worker reported a collective that never finished
   kRetryableFailure,      // restart cause only: a retryable worker exit
   kCheckpointLost,        // the attempt should have resumed from a checkpoint and found none (exit 44)
+  kDisrupted,             // restart cause only: the platform took workers away (eviction, preemption, drain)
 };
 
 const char* to_string(Reason reason);
@@ -51,14 +52,27 @@ struct GangPolicy {
 // A worker's lifecycle: the Kubernetes pod phase (minus Unknown); a local process maps onto it.
 enum class PodPhase { kPending, kRunning, kSucceeded, kFailed };
 
+// Why the platform took a worker away: a pod's `DisruptionTarget` condition (status True), which Kubernetes sets
+// before it terminates a pod it evicts (reason EvictionByEvictionAPI: the eviction API, `kubectl drain`),
+// preempts (PreemptionByScheduler), deletes for a NoExecute taint (DeletionByTaintManager), collects
+// (DeletionByPodGC) or stops on a node under pressure or shutting down (TerminationByKubelet).
+struct Disruption {
+  std::string reason;              // the condition's reason
+  std::string message;             // the condition's message
+  std::string node;                // the node the worker ran on ("" when unknown)
+  std::optional<TimePoint> since;  // the condition's lastTransitionTime
+};
+
 // One worker as observed (a pod's main container, or a local process).
 struct WorkerState {
   std::string name;  // pod or process name, used in messages
   PodPhase phase = PodPhase::kPending;
-  std::optional<int> exit_code;      // set when the worker exited
-  std::optional<int> term_signal;    // a local process killed by a signal (counts as 128 + signal)
-  std::string detail;                // e.g. "OOMKilled", "Unschedulable: 0/3 nodes available"
-  std::optional<int64_t> last_step;  // the last global step it finished, from its last words (parse_last_words)
+  std::optional<int> exit_code;          // set when the worker exited
+  std::optional<int> term_signal;        // a local process killed by a signal (counts as 128 + signal)
+  std::string detail;                    // e.g. "OOMKilled", "Unschedulable: 0/3 nodes available"
+  std::optional<int64_t> last_step;      // the last global step it finished, from its last words (parse_last_words)
+  std::optional<Disruption> disruption;  // the platform took it away (as last seen, for a pod already gone)
+  std::optional<TimePoint> finished_at;  // when it exited (the container's finishedAt), when known
 };
 
 // A worker's termination message: the reason's first line (at most `max_chars`: what conditions quote) and the step
@@ -75,6 +89,7 @@ struct GangObservation {
   std::vector<WorkerState> workers;        // one per worker that exists in this attempt
   int attempt = 0;                         // 0-based: the first attempt is 0, the first restart 1
   int restarts = 0;                        // restarts after failures so far: the backoffLimit budget spent
+                                           // (restarts for disruptions, reason kDisrupted, spend none)
   TimePoint job_start;                     // first attempt's start
   TimePoint attempt_start;                 // this attempt's start
   std::optional<TimePoint> running_since;  // when every worker of this attempt had reached Running
@@ -88,6 +103,13 @@ enum class Verdict {
   kSucceed,   // every worker succeeded
 };
 
+// A restart whose cause is a disruption (reason kDisrupted) is not a failure: it spends no backoffLimit, and the
+// caller counts it apart (status.disruptions). It is one when the retryable failures of the attempt began with
+// disruptions: every failed worker carries a Disruption, or exited (retryable) at or after the first disruption's
+// time, as the peers of a worker taken away do (they agree to stop with it, or lose it in a collective). A worker
+// that failed before the first disruption, or vanished without one, or any permanent failure, makes it a failure,
+// as before. A disruption changes whom a restart is charged to, never whether the gang restarts: under Never it
+// fails the job, as any failure does.
 struct Decision {
   Verdict verdict = Verdict::kContinue;
   Reason reason = Reason::kNone;         // fail reason, or restart cause

@@ -58,6 +58,28 @@ class GangBuilder {
     w.term_signal = sig;
     return *this;
   }
+  // Taken away by the platform (a DisruptionTarget condition since `since`), as last seen: a pod that vanished
+  // from the running gang counts as killed (137).
+  GangBuilder& disrupted(int index, seconds since, std::string reason = "EvictionByEvictionAPI") {
+    WorkerState& w = slot(index);
+    w.phase = PodPhase::kFailed;
+    w.exit_code = 137;
+    w.disruption =
+        Disruption{std::move(reason), "Eviction API: evicting", "node-" + std::to_string(index), kT0 + since};
+    return *this;
+  }
+  // A disruption whose condition has no time.
+  GangBuilder& disrupted_untimed(int index) {
+    disrupted(index, seconds(0));
+    slot(index).disruption->since.reset();
+    return *this;
+  }
+  // Exited with `code` at `when` (the container's finishedAt).
+  GangBuilder& exited_at(int index, int code, seconds when) {
+    exited(index, code);
+    slot(index).finished_at = kT0 + when;
+    return *this;
+  }
   GangObservation build() const { return gang_; }
 
  private:
@@ -326,6 +348,107 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+// Disruptions (a pod's DisruptionTarget condition, as last seen): a restart that spends no backoffLimit.
+INSTANTIATE_TEST_SUITE_P(
+    Disruptions, Decide,
+    ::testing::Values(
+        DecideCase{"a disrupted worker restarts the gang with no backoff left",
+                   policy(RestartPolicy::kExitCode, 0),
+                   GangBuilder(2).all_running().disrupted(1, seconds(10)).build(),
+                   Verdict::kRestart,
+                   Reason::kDisrupted,
+                   {"job-worker-1"}},
+        DecideCase{"a disruption after the backoff limit was spent still restarts",
+                   policy(RestartPolicy::kExitCode, 3),
+                   GangBuilder(2).attempt(3).all_running().disrupted(0, seconds(10)).build(),
+                   Verdict::kRestart,
+                   Reason::kDisrupted,
+                   {"job-worker-0"}},
+        DecideCase{"a peer that stopped after the disruption follows it",
+                   policy(RestartPolicy::kExitCode, 0),
+                   GangBuilder(2).all_running().disrupted(1, seconds(10)).exited_at(0, 42, seconds(12)).build(),
+                   Verdict::kRestart,
+                   Reason::kDisrupted,
+                   {"job-worker-1"}},
+        DecideCase{"a peer that exited in the disruption's second follows it",
+                   policy(RestartPolicy::kExitCode, 0),
+                   GangBuilder(3).all_running().exited_at(0, 43, seconds(10)).disrupted(2, seconds(10)).build(),
+                   Verdict::kRestart,
+                   Reason::kDisrupted,
+                   {"job-worker-2"}},
+        DecideCase{"two disruptions, the earliest times the followers",
+                   policy(RestartPolicy::kExitCode, 0),
+                   GangBuilder(3)
+                       .all_running()
+                       .disrupted(0, seconds(20), "PreemptionByScheduler")
+                       .disrupted(1, seconds(10))
+                       .exited_at(2, 42, seconds(15))
+                       .build(),
+                   Verdict::kRestart,
+                   Reason::kDisrupted,
+                   {"job-worker-0", "job-worker-1"}},
+        DecideCase{"a failure before the disruption is a failure",
+                   policy(RestartPolicy::kExitCode, 0),
+                   GangBuilder(2).all_running().exited_at(0, 137, seconds(9)).disrupted(1, seconds(10)).build(),
+                   Verdict::kFail,
+                   Reason::kBackoffLimitExceeded,
+                   {"job-worker-0", "job-worker-1"}},
+        DecideCase{"a failure before the disruption spends backoff",
+                   policy(RestartPolicy::kExitCode, 3),
+                   GangBuilder(2).all_running().exited_at(0, 137, seconds(9)).disrupted(1, seconds(10)).build(),
+                   Verdict::kRestart,
+                   Reason::kRetryableFailure,
+                   {"job-worker-0", "job-worker-1"}},
+        DecideCase{"a worker that vanished without a condition beside a disrupted one is a failure",
+                   policy(RestartPolicy::kExitCode, 3),
+                   GangBuilder(2).all_running().exited(0, 137).disrupted(1, seconds(10)).build(),
+                   Verdict::kRestart,
+                   Reason::kRetryableFailure,
+                   {"job-worker-0", "job-worker-1"}},
+        DecideCase{"a disruption with no time has no followers",
+                   policy(RestartPolicy::kExitCode, 3),
+                   GangBuilder(2).all_running().disrupted_untimed(1).exited_at(0, 42, seconds(12)).build(),
+                   Verdict::kRestart,
+                   Reason::kRetryableFailure,
+                   {"job-worker-0", "job-worker-1"}},
+        DecideCase{"a disruption with no time alone is still one",
+                   policy(RestartPolicy::kExitCode, 0),
+                   GangBuilder(2).all_running().disrupted_untimed(1).build(),
+                   Verdict::kRestart,
+                   Reason::kDisrupted,
+                   {"job-worker-1"}},
+        DecideCase{"a permanent failure beside a disruption fails the job",
+                   policy(RestartPolicy::kExitCode, 3),
+                   GangBuilder(2).all_running().disrupted(1, seconds(10)).exited_at(0, 1, seconds(12)).build(),
+                   Verdict::kFail,
+                   Reason::kWorkerFailed,
+                   {"job-worker-0"}},
+        DecideCase{"Never fails a disrupted worker like any other",
+                   policy(RestartPolicy::kNever),
+                   GangBuilder(2).all_running().disrupted(1, seconds(10)).build(),
+                   Verdict::kFail,
+                   Reason::kWorkerFailed,
+                   {"job-worker-1"}},
+        DecideCase{"the active deadline beats a disruption",
+                   with_deadlines(seconds(60), std::nullopt, 0),
+                   GangBuilder(2).all_running().disrupted(1, seconds(10)).at(seconds(61)).build(),
+                   Verdict::kFail,
+                   Reason::kDeadlineExceeded,
+                   {}},
+        DecideCase{"a disrupted worker that exited 0 succeeded",
+                   policy(RestartPolicy::kExitCode, 0),
+                   GangBuilder(2).all_running().exited(0, 0).disrupted(1, seconds(10)).exited(1, 0).build(),
+                   Verdict::kSucceed,
+                   Reason::kNone,
+                   {}}),
+    [](const ::testing::TestParamInfo<DecideCase>& param_info) {
+      std::string n = param_info.param.name;
+      for (char& ch : n) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return n;
+    });
+
 TEST(Decide, RecheckAfterIsTheNearestDeadline) {
   Decision d = decide(with_deadlines(seconds(100), seconds(30)), GangBuilder(2).pending(0).at(seconds(10)).build());
   ASSERT_EQ(d.verdict, Verdict::kContinue);
@@ -342,6 +465,21 @@ TEST(Decide, MessagesNameWorkersAndCodes) {
   EXPECT_NE(d.message.find("job-worker-1 exited with code 137"), std::string::npos) << d.message;
   EXPECT_NE(d.message.find("after attempt 1"), std::string::npos) << d.message;
   EXPECT_NE(d.message.find("backoff limit 1"), std::string::npos) << d.message;
+}
+
+TEST(Decide, ADisruptionsMessageNamesThePodItsNodeAndTheConditionsReason) {
+  const Decision d = decide(policy(RestartPolicy::kExitCode, 0), GangBuilder(2)
+                                                                     .attempt(2)
+                                                                     .restarts(0)
+                                                                     .all_running()
+                                                                     .disrupted(1, seconds(10))
+                                                                     .exited_at(0, 42, seconds(11))
+                                                                     .build());
+  EXPECT_EQ(d.message,
+            "job-worker-1 on node node-1 was disrupted: EvictionByEvictionAPI (Eviction API: evicting); 1 peer stopped "
+            "after it; restarting the gang as attempt 3 from its checkpoint (a disruption, not a failure: restarts "
+            "and backoffLimit unchanged)");
+  EXPECT_STREQ(to_string(d.reason), "Disrupted");
 }
 
 // Exit 44: the attempt should have resumed and found no checkpoint. No restart can bring it back, so every policy
