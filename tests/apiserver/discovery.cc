@@ -124,6 +124,15 @@ json api_resource_list(const Registry& registry, const std::string& group, const
                            {"namespaced", true},
                            {"kind", "Binding"},
                            {"verbs", json::array({"create"})}});
+      // The eviction subresource names its group and version, as kube-apiserver's does: `kubectl drain` looks for
+      // it here (CheckEvictionSupport) and evicts through policy/v1 instead of deleting.
+      resources.push_back({{"name", "pods/eviction"},
+                           {"singularName", ""},
+                           {"namespaced", true},
+                           {"group", "policy"},
+                           {"version", "v1"},
+                           {"kind", "Eviction"},
+                           {"verbs", json::array({"create"})}});
     }
   }
   if (resources.empty()) return nullptr;

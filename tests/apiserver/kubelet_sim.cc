@@ -261,6 +261,7 @@ std::vector<NodeView> KubeletSim::node_views() const {
     const json allocatable = n.value("status", json::object()).value("allocatable", json::object());
     v.cpu = cpu_cores(allocatable.value("cpu", json("0")));
     v.gpus = std::atoi(allocatable.value("nvidia.com/gpu", std::string("0")).c_str());
+    v.unschedulable = n.value("spec", json::object()).value("unschedulable", false);
     views.push_back(std::move(v));
   }
   return views;

@@ -206,12 +206,21 @@ json decode_protobuf_object(const std::string& body) {
     if (n == 2) raw = v;
   });
   if (kind == "DeleteOptions" && (api_version == "v1" || api_version == "meta.k8s.io/v1")) return delete_options(raw);
+  if (kind == "Eviction" && (api_version == "policy/v1" || api_version == "policy/v1beta1")) {
+    // policy Eviction: metadata = 1, deleteOptions = 2 (what `kubectl drain` posts to pods/eviction).
+    json eviction = {{"kind", kind}, {"apiVersion", api_version}};
+    Reader(raw).fields([&](int n, std::string_view v) {
+      if (n == 1) eviction["metadata"] = object_meta(v);
+      if (n == 2) eviction["deleteOptions"] = delete_options(v);
+    });
+    return eviction;
+  }
   bool known = api_version == "v1" &&
                (kind == "Namespace" || kind == "ConfigMap" || kind == "Secret" || kind == "ServiceAccount");
   if (!known) {
     throw ApiError(415, "UnsupportedMediaType",
                    "the Kubernetes API stand-in reads protobuf only for v1 Namespace, ConfigMap, Secret, "
-                   "ServiceAccount and DeleteOptions, not " +
+                   "ServiceAccount, DeleteOptions and policy Eviction, not " +
                        api_version + " " + kind + "; send JSON (kubectl create -f, apply)");
   }
   return decode_kind(kind, raw);

@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "tests/apiserver/discovery.h"
+#include "tests/apiserver/eviction.h"
 #include "tests/apiserver/protobuf.h"
 #include "tests/apiserver/yaml_json.h"
 
@@ -249,12 +250,13 @@ std::optional<Target> RequestHandler::resolve(const std::vector<std::string>& s)
   if (rest.size() == 3) target.subresource = rest[2];
   if (!target.type->namespaced() && !target.ns.empty()) return std::nullopt;
   if (!target.subresource.empty() && target.subresource != "status" && target.subresource != "binding" &&
-      target.subresource != "token") {
+      target.subresource != "token" && target.subresource != "eviction") {
     return std::nullopt;
   }
   if (target.subresource == "token" && target.type->group_resource() != "serviceaccounts") return std::nullopt;
   if (target.subresource == "status" && target.type->status != StatusSubresource::kPresent) return std::nullopt;
   if (target.subresource == "binding" && target.type->group_resource() != "pods") return std::nullopt;
+  if (target.subresource == "eviction" && target.type->group_resource() != "pods") return std::nullopt;
   return target;
 }
 
@@ -315,6 +317,14 @@ Response RequestHandler::serve_resource(const Target& target, bool& streamed) {
     warnings_ = std::move(result.warnings);
     return Store::as_version(result.object, type);
   };
+  if (target.subresource == "eviction") {
+    // pods/eviction serves only create (eviction.h); its answer's code is the HTTP status (201, or 500).
+    if (request_->method() != http::verb::post) {
+      throw method_not_allowed("the server does not allow this method on the requested resource");
+    }
+    const json status = evict_pod(store, target.ns, target.name, object_body(), write.dry_run);
+    return reply(static_cast<http::status>(status.value("code", 201)), status);
+  }
   switch (request_->method()) {
     case http::verb::get: {
       if (!target.name.empty()) {

@@ -87,18 +87,22 @@ std::string domain(const std::vector<NodeView>& nodes, const std::string& node, 
   return "";
 }
 
+bool selector_matches(const json& selector, const json& labels) {
+  for (const auto& [key, value] : member(selector, "matchLabels", kEmptyObject).items()) {
+    if (!labels.contains(key) || labels[key] != value) return false;
+  }
+  for (const json& r : member(selector, "matchExpressions", kEmptyArray)) {
+    if (!requirement_holds(r, labels)) return false;
+  }
+  return true;
+}
+
 // A metav1.LabelSelector (matchLabels and matchExpressions, ANDed); a term without one selects no pod.
 bool term_selects(const json& term, const std::string& ns, const PlacedPod& other) {
   if (other.ns != ns) return false;  // the project's terms name no namespaces: the pod's own
   auto it = term.find("labelSelector");
   if (it == term.end() || !it->is_object()) return false;
-  for (const auto& [key, value] : member(*it, "matchLabels", kEmptyObject).items()) {
-    if (!other.labels.contains(key) || other.labels[key] != value) return false;
-  }
-  for (const json& r : member(*it, "matchExpressions", kEmptyArray)) {
-    if (!requirement_holds(r, other.labels)) return false;
-  }
-  return true;
+  return selector_matches(*it, other.labels);
 }
 
 // Required pod affinity: some selected pod in the node's domain (or, for the first of a gang, none anywhere and the
@@ -174,8 +178,18 @@ int gpus_requested(const json& pod) {
   return total;
 }
 
+bool label_selector_matches(const json& selector, const json& labels) {
+  return selector_matches(selector, labels.is_object() ? labels : kEmptyObject);
+}
+
 std::string unfit_reason(const json& pod, const NodeView& node, const std::vector<NodeView>& nodes,
                          const std::vector<PlacedPod>& placed) {
+  if (node.unschedulable) {
+    static const json kUnschedulableTaint = {{"key", "node.kubernetes.io/unschedulable"}, {"effect", "NoSchedule"}};
+    if (!tolerated(kUnschedulableTaint, member(member(pod, "spec", kEmptyObject), "tolerations", kEmptyArray))) {
+      return "node(s) were unschedulable";
+    }
+  }
   if (!node_affinity_holds(pod, node)) return "node(s) didn't match Pod's node affinity/selector";
   if (const json taint = untolerated_taint(pod, node); !taint.is_null()) {
     return "node(s) had untolerated taint {" + taint.value("key", "") + ": " + taint.value("value", "") + "}";

@@ -13,13 +13,14 @@ namespace torus::standin {
 
 using json = nlohmann::json;
 
-// A node as the scheduler sees it (its Node object's labels, taints and allocatable).
+// A node as the scheduler sees it (its Node object's labels, taints, allocatable and spec.unschedulable).
 struct NodeView {
   std::string name;
   json labels = json::object();
   json taints = json::array();
-  double cpu = 0;  // allocatable cores
-  int gpus = 0;    // allocatable nvidia.com/gpu
+  double cpu = 0;              // allocatable cores
+  int gpus = 0;                // allocatable nvidia.com/gpu
+  bool unschedulable = false;  // cordoned (`kubectl cordon`, `kubectl drain`): no new pod unless it tolerates that
 };
 
 // A pod bound (or being bound) to a node: what the resource and pod-affinity filters count.
@@ -37,7 +38,13 @@ double cpu_cores(const json& quantity);
 double cpu_requested(const json& pod);
 int gpus_requested(const json& pod);
 
-// Why `node` cannot take `pod`, in kube-scheduler's words, or "" when it can.
+// A metav1.LabelSelector (matchLabels and matchExpressions: In, NotIn, Exists, DoesNotExist, ANDed) against an
+// object's labels; an empty selector matches every object.
+bool label_selector_matches(const json& selector, const json& labels);
+
+// Why `node` cannot take `pod`, in kube-scheduler's words, or "" when it can. A cordoned node is refused first, as
+// kube-scheduler's NodeUnschedulable plugin does ("node(s) were unschedulable"), unless the pod tolerates the taint
+// node.kubernetes.io/unschedulable:NoSchedule (DaemonSet pods do).
 std::string unfit_reason(const json& pod, const NodeView& node, const std::vector<NodeView>& nodes,
                          const std::vector<PlacedPod>& placed);
 // "0/4 nodes are available: 3 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
