@@ -334,6 +334,7 @@ void describe(V& v, S& x) {
   v("observedGeneration", x.observed_generation);
   v("attempt", x.attempt);
   v("restarts", x.restarts);
+  v("disruptions", x.disruptions);
   v("startTime", x.start_time);
   v("completionTime", x.completion_time);
   v("workers", x.workers);

@@ -420,8 +420,9 @@ struct TrainingJobStatus {
   std::optional<Phase> phase;
   std::vector<Condition> conditions;
   std::optional<int64_t> observed_generation;
-  int32_t attempt = 0;   // the gang's current attempt, 0 for the first
-  int32_t restarts = 0;  // gang restarts so far
+  int32_t attempt = 0;      // the gang's current attempt, 0 for the first
+  int32_t restarts = 0;     // gang restarts after failures so far (what backoffLimit counts)
+  int32_t disruptions = 0;  // gang restarts for disruptions (eviction, preemption, drain): no backoffLimit spent
   std::string start_time;
   std::string completion_time;
   WorkerCounts workers;

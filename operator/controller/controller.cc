@@ -97,6 +97,12 @@ Controller::Controller(kube::Client& client, ControllerOptions options, metrics:
                                       enqueue_job};
   auto owner = [this](const json& child) { enqueue_owner(child); };
   kube::InformerHandlers child_handlers{owner, [owner](const json&, const json& c) { owner(c); }, owner};
+  // A pod's final state is kept when it was disrupted (disrupted_pods.h): the pass may come after it is gone.
+  kube::InformerHandlers pod_handlers = child_handlers;
+  pod_handlers.on_delete = [this](const json& pod) {
+    for (const auto& key : job_of(pod)) disrupted_.gone(key, pod);
+    enqueue_owner(pod);
+  };
   // One list+watch per kind and namespace: a namespaced operator needs no cluster-wide read permission.
   const std::vector<std::string> scopes =
       options_.namespaces.empty() ? std::vector<std::string>{""} : options_.namespaces;
@@ -110,7 +116,7 @@ Controller::Controller(kube::Client& client, ControllerOptions options, metrics:
     };
     Caches& c = caches_[ns];
     c.jobs = add(res::kTrainingJobs, "", job_handlers);
-    c.pods = add(res::kPods, owned_selector(), child_handlers);
+    c.pods = add(res::kPods, owned_selector(), pod_handlers);
     c.services = add(res::kServices, owned_selector(), child_handlers);
     c.config_maps = add(res::kConfigMaps, owned_selector(), child_handlers);
     c.secrets = add(res::kSecrets, owned_selector(), child_handlers);
@@ -300,7 +306,10 @@ PlanInput Controller::observe(const Caches& caches, const json& job, const std::
                    owned_by(caches.secrets->store().by_index(kByJob, key), uid),
                    Clock::now(),
                    "",
-                   topology_key_of(job).empty() ? std::nullopt : node_blocks(job)};
+                   topology_key_of(job).empty() ? std::nullopt : node_blocks(job),
+                   std::nullopt,
+                   nullptr,
+                   disrupted_.of(key, uid, member(job, "status").value("attempt", 0))};
 }
 
 std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key) {
@@ -312,6 +321,7 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
     progress_.forget(key);
     stragglers_.forget(key);
     views_.forget(key);
+    disrupted_.forget(key);
     expectations_.forget(key);
     status_pacing_.forget(key);
     std::lock_guard lock(bookkeeping_mu_);
@@ -380,6 +390,9 @@ void Controller::observe_metrics(const json& job, const Plan& plan) {
   }
   if (plan.status->value("restarts", 0) > member(job, "status").value("restarts", 0)) {
     metrics_->gang_restarts.labels({ns, job["metadata"].value("name", ""), "pod_failed"}).inc();
+  }
+  if (plan.status->value("disruptions", 0) > member(job, "status").value("disruptions", 0)) {
+    metrics_->gang_restarts.labels({ns, job["metadata"].value("name", ""), "disrupted"}).inc();
   }
 }
 

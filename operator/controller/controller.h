@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/metrics/operator_metrics.h"
+#include "operator/controller/disrupted_pods.h"
 #include "operator/controller/planner.h"
 #include "operator/controller/progress_poller.h"
 #include "operator/controller/write_pacing.h"
@@ -116,7 +117,8 @@ class Controller {
   StragglerWatches stragglers_;  // by job key, while it runs
   CreateExpectations expectations_;
   StatusPacing status_pacing_;
-  JobViews views_;  // the last decoded view of each job, by key
+  JobViews views_;                   // the last decoded view of each job, by key
+  mutable DisruptedPods disrupted_;  // pods gone with a DisruptionTarget condition, as last seen, by job key (locked)
   // By job key: the last FailedCreate message recorded (guarded by bookkeeping_mu_).
   std::map<std::string, std::string> last_failed_create_;
   std::chrono::steady_clock::time_point last_phase_count_{};

@@ -245,8 +245,27 @@ void ensure_shared_children(Pass& p) {
   }
 }
 
-// The gang as the policy sees it. A pod of a gang that was running and then vanished (node lost, deleted by
-// hand) counts as a worker killed: its peers cannot go on without it.
+// A worker whose pod vanished from the running gang. Without a word it counts as killed (137: node lost, deleted by
+// hand): its peers cannot go on without it. A pod last seen with a DisruptionTarget condition (in.gone_pods) keeps
+// it, and its exit when it had one, so the restart is charged to the disruption.
+WorkerState vanished_worker(const Pass& p, const std::string& name) {
+  const std::string attempt = std::to_string(p.attempt());
+  for (const json& gone : p.in.gone_pods) {
+    if (gone["metadata"].value("name", "") != name || label(gone, kLabelAttempt) != attempt) continue;
+    WorkerState w = worker_state(gone);
+    w.disruption = disruption_of(gone);
+    if (!w.disruption) break;
+    if (w.phase != PodPhase::kSucceeded && w.phase != PodPhase::kFailed) {
+      w.phase = PodPhase::kFailed;
+      w.exit_code = 137;
+      w.detail = "pod deleted after its disruption";
+    }
+    return w;
+  }
+  return {name, PodPhase::kFailed, 137, std::nullopt, "pod disappeared while the gang was running"};
+}
+
+// The gang as the policy sees it: the attempt's pods, and the workers whose pods vanished (vanished_worker).
 GangObservation observe(Pass& p, const Objects& current) {
   GangObservation g;
   g.expected_workers = p.job.spec.gang.workers.value_or(1);
@@ -270,8 +289,7 @@ GangObservation observe(Pass& p, const Objects& current) {
   if (g.running_since) {
     for (int i = 0; i < g.expected_workers; ++i) {
       if (by_index.count(i)) continue;
-      g.workers.push_back({worker_pod_name(p.name(), i), PodPhase::kFailed, 137, std::nullopt,
-                           "pod disappeared while the gang was running"});
+      g.workers.push_back(vanished_worker(p, worker_pod_name(p.name(), i)));
     }
   }
   return g;
@@ -291,12 +309,19 @@ void restart_gang(Pass& p, const Objects& current, const Decision& d, const Gang
   }
   for (const json& pod : current) p.remove_pod(pod, "gang restart: " + d.message);
   p.status.attempt += 1;
-  p.status.restarts += 1;
+  // A disruption is the platform's doing, not the job's: counted apart, it spends no backoffLimit, and its event is
+  // Normal (it names the pod, its node and the condition's reason).
+  const bool disrupted = d.reason == Reason::kDisrupted;
+  (disrupted ? p.status.disruptions : p.status.restarts) += 1;
   p.status.phase = Phase::kRestarting;
   p.status.ranks.clear();
   p.set(api::condition::kRestarting, ConditionStatus::kTrue, to_string(d.reason), d.message);
   p.clear(api::condition::kRunning, "GangRestarting");
-  p.event(EventType::kWarning, "GangRestart", d.message);
+  if (disrupted) {
+    p.event(EventType::kNormal, to_string(d.reason), d.message);
+  } else {
+    p.event(EventType::kWarning, "GangRestart", d.message);
+  }
 }
 
 void run_gang(Pass& p, const Objects& current) {
@@ -528,6 +553,7 @@ WorkerState worker_state(const json& pod) {
     const json& term = member(member(cs, "state"), "terminated");
     if (term.contains("exitCode")) {
       w.exit_code = term["exitCode"].get<int>();
+      w.finished_at = parse_time(term.value("finishedAt", ""));
       w.detail = term.value("reason", "");
       // The worker's own words (/dev/termination-log): a collective timeout names the ranks that never arrived and
       // the pods and nodes they run on, so the restart's event and condition say so.
@@ -538,6 +564,7 @@ WorkerState worker_state(const json& pod) {
       }
     }
   }
+  w.disruption = disruption_of(pod);
   if (w.phase == PodPhase::kFailed && !w.exit_code) {
     // Evicted or lost with no container exit: the platform's doing, like a kill.
     w.exit_code = 137;
@@ -559,6 +586,15 @@ WorkerState worker_state(const json& pod) {
     }
   }
   return w;
+}
+
+std::optional<Disruption> disruption_of(const json& pod) {
+  for (const auto& c : member(member(pod, "status"), "conditions")) {
+    if (c.value("type", "") != "DisruptionTarget" || c.value("status", "") != "True") continue;
+    return Disruption{c.value("reason", ""), c.value("message", ""), member(pod, "spec").value("nodeName", ""),
+                      parse_time(c.value("lastTransitionTime", ""))};
+  }
+  return std::nullopt;
 }
 
 Plan plan(const PlanInput& in) {

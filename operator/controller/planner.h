@@ -101,6 +101,9 @@ struct PlanInput {
   std::optional<RefusedChild> refused_child;
   // view_job(job), when the caller keeps it (JobViews); null: the pass computes it.
   std::shared_ptr<const JobView> view;
+  // Pods of the job that are gone, as last seen, that carried a DisruptionTarget condition (DisruptedPods): a worker
+  // that vanished from a running gang keeps its disruption, so its restart spends no backoffLimit.
+  Objects gone_pods;
 };
 
 // What the reconciler should do; applied in order: deletes, updates, creates, status, events, job deletion.
@@ -120,5 +123,9 @@ Plan plan(const PlanInput& input);
 
 // The gang's view of one pod's main container (exposed for tests and the local runner's parity checks).
 WorkerState worker_state(const json& pod);
+
+// The pod's DisruptionTarget condition when its status is True (Kubernetes adds it before it evicts, preempts or
+// drains the pod), with the pod's node; nullopt otherwise.
+std::optional<Disruption> disruption_of(const json& pod);
 
 }  // namespace torus::controller

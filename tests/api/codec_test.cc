@@ -38,6 +38,7 @@ TrainingJob full_status_job() {
   s.observed_generation = 3;
   s.attempt = 2;
   s.restarts = 2;
+  s.disruptions = 1;
   s.start_time = "2026-11-22T06:00:05Z";
   s.workers = {14, 16, 0, 2};
   s.progress = {12, 34567, 1.25, 0.615, 51234.5, 900, 187.5, "2026-11-22T06:09:59Z"};

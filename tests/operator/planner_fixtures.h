@@ -152,6 +152,31 @@ class PodBuilder {
         {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}, {"message", message}}};
     return *this;
   }
+  // The DisruptionTarget condition Kubernetes adds before it evicts (reason EvictionByEvictionAPI), preempts or
+  // drains the pod, since `since`.
+  PodBuilder& disrupted(int since, const std::string& reason = "EvictionByEvictionAPI",
+                        const std::string& message = "Eviction API: evicting") {
+    pod_["status"]["conditions"].push_back({{"type", "DisruptionTarget"},
+                                            {"status", "True"},
+                                            {"reason", reason},
+                                            {"message", message},
+                                            {"lastTransitionTime", format_time(at(since))}});
+    return *this;
+  }
+  // The worker container's finishedAt (after exited()).
+  PodBuilder& finished_at(int s) {
+    pod_["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = format_time(at(s));
+    return *this;
+  }
+  // The controller owner reference of the job `job` (uid "uid-<job>", as JobBuilder makes it).
+  PodBuilder& owned_by(const std::string& job) {
+    pod_["metadata"]["ownerReferences"] = {{{"apiVersion", "torus.dev/v1alpha1"},
+                                            {"kind", "TrainingJob"},
+                                            {"name", job},
+                                            {"uid", "uid-" + job},
+                                            {"controller", true}}};
+    return *this;
+  }
   PodBuilder& terminating() {
     pod_["metadata"]["deletionTimestamp"] = format_time(kT0);
     return *this;

@@ -411,6 +411,111 @@ TEST(Planner, RestartBumpsAttemptAndRecordsCause) {
   EXPECT_NE(p.events.back().message.find("mnist-worker-1 exited with code 137"), std::string::npos);
 }
 
+// Disruptions (issue: evictions must not spend backoffLimit). The DisruptionTarget condition of a pod that is gone,
+// as the controller last saw it (in.gone_pods), charges the restart to the disruption.
+PlanInput disrupted_gang(json job, std::vector<json> pods, std::vector<json> gone, TimePoint now) {
+  PlanInput in = with_children(std::move(job), std::move(pods), now);
+  in.gone_pods = objects_of(std::move(gone));
+  return in;
+}
+
+TEST(Planner, AWorkerGoneAfterItsDisruptionRestartsTheGangWithoutSpendingBackoff) {
+  const Plan p =
+      plan(disrupted_gang(JobBuilder().backoff_limit(0).phase("Running").condition("Running", "True", 3).build(),
+                          {PodBuilder("mnist", 0).running("node-0").build()},
+                          {PodBuilder("mnist", 1).running("node-1").disrupted(8).build()}, at(10)));
+  ASSERT_TRUE(p.status);
+  EXPECT_EQ((*p.status)["phase"], "Restarting");
+  EXPECT_EQ((*p.status)["attempt"], 1);
+  EXPECT_EQ((*p.status)["restarts"], 0);
+  EXPECT_EQ((*p.status)["disruptions"], 1);
+  EXPECT_EQ(condition_reason(p, "Restarting"), "Disrupted");
+  EXPECT_EQ(deleted_pods(p), std::vector<std::string>{"mnist-worker-0"});
+  ASSERT_EQ(p.events.size(), 1u);
+  EXPECT_EQ(p.events[0].type, EventType::kNormal);
+  EXPECT_EQ(p.events[0].reason, "Disrupted");
+  EXPECT_EQ(p.events[0].message,
+            "mnist-worker-1 on node node-1 was disrupted: EvictionByEvictionAPI (Eviction API: evicting); restarting "
+            "the gang as attempt 1 from its checkpoint (a disruption, not a failure: restarts and backoffLimit "
+            "unchanged)");
+}
+
+// The disrupted worker's peers agree to stop with it (or lose it in a collective) and exit retryable after it.
+TEST(Planner, APeerThatExitedAfterTheDisruptionFollowsIt) {
+  const Plan p =
+      plan(disrupted_gang(JobBuilder().backoff_limit(0).phase("Running").condition("Running", "True", 3).build(),
+                          {PodBuilder("mnist", 0).running().exited(42, "Error").finished_at(9).build()},
+                          {PodBuilder("mnist", 1).running("node-1").disrupted(8).build()}, at(10)));
+  ASSERT_TRUE(p.status);
+  EXPECT_EQ((*p.status)["restarts"], 0);
+  EXPECT_EQ((*p.status)["disruptions"], 1);
+  EXPECT_NE(p.events.at(0).message.find("1 peer stopped after it"), std::string::npos) << p.events[0].message;
+}
+
+// A kubelet's eviction (node pressure, TerminationByKubelet) leaves the pod Failed with its condition, not deleted.
+TEST(Planner, AFailedPodThatCarriesItsDisruptionIsOne) {
+  const Plan p = plan(with_children(
+      JobBuilder().backoff_limit(0).phase("Running").condition("Running", "True", 3).build(),
+      {PodBuilder("mnist", 0).running().build(), PodBuilder("mnist", 1)
+                                                     .running("node-1")
+                                                     .disrupted(7, "TerminationByKubelet", "node pressure")
+                                                     .exited(137)
+                                                     .build()},
+      at(10)));
+  ASSERT_TRUE(p.status);
+  EXPECT_EQ((*p.status)["restarts"], 0);
+  EXPECT_EQ((*p.status)["disruptions"], 1);
+  EXPECT_NE(p.events.at(0).message.find("was disrupted: TerminationByKubelet (node pressure)"), std::string::npos)
+      << p.events[0].message;
+}
+
+TEST(Planner, AFailureBeforeTheDisruptionSpendsBackoff) {
+  const Plan p =
+      plan(disrupted_gang(JobBuilder().backoff_limit(1).phase("Running").condition("Running", "True", 3).build(),
+                          {PodBuilder("mnist", 0).running().exited(137).finished_at(5).build()},
+                          {PodBuilder("mnist", 1).running("node-1").disrupted(8).build()}, at(10)));
+  ASSERT_TRUE(p.status);
+  EXPECT_EQ((*p.status)["restarts"], 1);
+  EXPECT_EQ((*p.status)["disruptions"], 0);
+  EXPECT_EQ(condition_reason(p, "Restarting"), "RetryableFailure");
+  EXPECT_EQ(p.events.at(0).type, EventType::kWarning);
+}
+
+// Without a condition, a vanished pod counts as killed, as before (a plain `kubectl delete pod` has none in
+// Kubernetes either); a gone pod of an earlier attempt (same name) is no excuse for this one.
+TEST(Planner, AVanishedPodWithoutItsConditionThisAttemptCountsAsKilled) {
+  for (const std::vector<json>& gone :
+       {std::vector<json>{}, std::vector<json>{PodBuilder("mnist", 1, 0).running().disrupted(2).build()},
+        std::vector<json>{PodBuilder("mnist", 1, 1).running().build()}}) {
+    const Plan p =
+        plan(disrupted_gang(JobBuilder().backoff_limit(3).phase("Running", 1).condition("Running", "True", 3).build(),
+                            {PodBuilder("mnist", 0, 1).running().build()}, gone, at(10)));
+    ASSERT_TRUE(p.status);
+    EXPECT_EQ((*p.status)["restarts"], 2) << json(gone).dump();
+    EXPECT_EQ((*p.status)["disruptions"], 0) << json(gone).dump();
+    EXPECT_EQ(condition_reason(p, "Restarting"), "RetryableFailure");
+  }
+}
+
+TEST(Planner, TheWorkerStateCarriesTheDisruptionAndTheExitTime) {
+  const WorkerState w = worker_state(PodBuilder("mnist", 1)
+                                         .running("node-4")
+                                         .disrupted(8, "PreemptionByScheduler", "preempted")
+                                         .exited(143)
+                                         .finished_at(9)
+                                         .build());
+  ASSERT_TRUE(w.disruption);
+  EXPECT_EQ(w.disruption->reason, "PreemptionByScheduler");
+  EXPECT_EQ(w.disruption->message, "preempted");
+  EXPECT_EQ(w.disruption->node, "node-4");
+  EXPECT_EQ(w.disruption->since, at(8));
+  EXPECT_EQ(w.finished_at, at(9));
+  json not_true = PodBuilder("mnist", 1).running().disrupted(8).build();
+  not_true["status"]["conditions"][1]["status"] = "False";
+  EXPECT_FALSE(worker_state(not_true).disruption);
+  EXPECT_FALSE(disruption_of(PodBuilder("mnist", 1).running().build()));
+}
+
 // The survivor's last words say the step the failed attempt reached: status.goodput's last step becomes it, so the
 // next attempt's lost work counts from there, not from the last progress reading (issue 31.1).
 TEST(Planner, ARestartTakesTheStepTheSurvivorsReachedFromTheirLastWords) {
