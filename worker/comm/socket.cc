@@ -118,6 +118,16 @@ Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline) {
   throw SystemError("connect to " + host + ":" + std::to_string(port) + ": " + last_error);
 }
 
+std::string peer_host(const Fd& fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) throw_errno("getpeername");
+  char host[NI_MAXHOST];
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0)
+    throw SystemError("getnameinfo: the peer's address has no numeric form");
+  return host;
+}
+
 std::string peer_name(const Fd& fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);

@@ -43,6 +43,8 @@ int bound_port(const Fd& listener);
 // One connection attempt; throws SystemError on refusal or unreachable host.
 Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline);
 std::string peer_name(const Fd& fd);
+// The numeric address (no port) of a connected socket's peer, as connect_tcp takes it back.
+std::string peer_host(const Fd& fd);
 
 // Sends or receives exactly `len` bytes before `deadline`.
 IoStatus send_all(const Fd& fd, const void* data, size_t len, Clock::time_point deadline);

@@ -215,6 +215,7 @@ void TcpStoreServer::serve(Fd conn) {
     forget();
     return;
   }
+  admitted_.fetch_add(1);
   for (;;) {
     Bytes request;
     if (recv_frame(conn, request, Clock::time_point::max()) != IoStatus::kOk) break;
@@ -235,7 +236,9 @@ void TcpStoreServer::serve(Fd conn) {
 // ---------------------------------------------------------------- client
 
 TcpStore::TcpStore(TcpStoreOptions options) : options_(std::move(options)) {
-  release(connect_with_retries(Clock::now() + options_.connect_timeout));
+  Fd first = connect_with_retries(Clock::now() + options_.connect_timeout);
+  address_ = peer_host(first);
+  release(std::move(first));
 }
 
 TcpStore::~TcpStore() = default;
@@ -245,7 +248,7 @@ Fd TcpStore::connect_with_retries(Clock::time_point deadline) {
   std::string last_error;
   for (;;) {
     try {
-      return authenticate(connect_tcp(options_.host, options_.port, deadline), deadline);
+      return authenticate(connect_tcp(address_.empty() ? options_.host : address_, options_.port, deadline), deadline);
     } catch (const InvalidArgument&) {
       throw;  // a refused secret does not get better by retrying
     } catch (const Error& e) {
@@ -255,6 +258,10 @@ Fd TcpStore::connect_with_retries(Clock::time_point deadline) {
     std::this_thread::sleep_for(backoff);  // rank 0 not up yet: back off (no condition to await across hosts)
     backoff = std::min(backoff * 2, milliseconds(1000));
   }
+  if (!address_.empty())
+    throw Timeout("rendezvous store at " + options_.host + ":" + std::to_string(options_.port) + " (rank 0 at " +
+                  address_ + ") no longer reachable within " + std::to_string(options_.reconnect_timeout.count()) +
+                  " ms; rank 0 gone? last error: " + last_error);
   throw Timeout("rendezvous store at " + options_.host + ":" + std::to_string(options_.port) +
                 " (MASTER_ADDR:MASTER_PORT) not reachable within " + std::to_string(options_.connect_timeout.count()) +
                 " ms; rank 0 missing? last error: " + last_error);
@@ -291,7 +298,7 @@ Fd TcpStore::acquire() {
       return fd;
     }
   }
-  return connect_with_retries(Clock::now() + options_.connect_timeout);
+  return connect_with_retries(Clock::now() + options_.reconnect_timeout);
 }
 
 void TcpStore::release(Fd fd) {

@@ -66,6 +66,8 @@ class TcpStoreServer {
   int port() const { return port_; }
   // Connections refused for a wrong secret so far (tests and metrics).
   int refused_clients() const { return refused_.load(); }
+  // Connections admitted so far.
+  int admitted_clients() const { return admitted_.load(); }
 
  private:
   struct State;
@@ -78,6 +80,7 @@ class TcpStoreServer {
   Fd wake_write_;
   int port_ = 0;
   std::atomic<int> refused_{0};
+  std::atomic<int> admitted_{0};
   std::shared_ptr<State> state_;
   std::thread acceptor_;
 };
@@ -88,12 +91,18 @@ struct TcpStoreOptions {
   std::string secret;
   // How long to keep retrying the first connection while rank 0 comes up.
   milliseconds connect_timeout{30000};
+  // How long a later connection (the pool grows when threads call at once, and after a lost one) keeps retrying:
+  // rank 0 answered once, so one that stays unreachable this long has gone (a rank leaving after it must not wait
+  // out connect_timeout).
+  milliseconds reconnect_timeout{10000};
   // Default for requests that do not carry their own timeout.
   milliseconds request_timeout{30000};
 };
 
 // The client. Thread-safe: concurrent calls use separate connections from a small pool, so a blocking wait on one
-// thread never stalls the watchdog on another.
+// thread never stalls the watchdog on another. The host name is resolved once, for the first connection; later ones
+// go to the address that answered: in Kubernetes MASTER_ADDR names a Service, whose record goes with the job (a
+// deleted job's ranks still say goodbye to rank 0, which runs until they have).
 class TcpStore : public Store {
  public:
   explicit TcpStore(TcpStoreOptions options);
@@ -114,6 +123,7 @@ class TcpStore : public Store {
   void release(Fd fd);
 
   TcpStoreOptions options_;
+  std::string address_;  // rank 0's numeric address, once the first connection reached it
   std::mutex mu_;
   std::vector<Fd> idle_;
 };
