@@ -50,13 +50,14 @@ void Controller::record_straggler(const json& job, json& status, const std::opti
   if (world < 2 || !caches) return;
   const int attempt = status.value("attempt", 0);
   // Rank r is local rank r % per_pod of worker pod r / per_pod; each answers for its own attempt's figures only.
-  std::map<int, RankArrival> ranks;
-  if (rank0) ranks[0] = *rank0;
+  std::vector<RankTarget> targets;
   for (int r = 1; r < world; ++r) {
     const kube::ObjectPtr pod = caches->pods->store().get(ns + "/" + worker_pod_name(name, r / per_pod));
     if (!pod) continue;
-    if (auto a = progress_.read_arrival(job, *pod, r % per_pod, attempt)) ranks[r] = *a;
+    if (auto t = rank_target(job, *pod, r % per_pod, r)) targets.push_back(*t);
   }
+  std::map<int, RankArrival> ranks = progress_.read_arrivals(targets, attempt);
+  if (rank0) ranks[0] = *rank0;
   const auto window = stragglers_.feed(kube::object_key(job), attempt, world, ranks);
   if (!window) return;
   observe_straggler(job, *window);

@@ -1,6 +1,7 @@
 #include "operator/controller/progress_poller.h"
 
 #include <algorithm>
+#include <future>
 
 #include "common/api/defaults.h"
 #include "common/log/log.h"
@@ -60,14 +61,30 @@ std::optional<RankZeroReading> ProgressPoller::read(const std::string& key, cons
                          rank_arrival_from_metrics(*samples, attempt)};
 }
 
-std::optional<RankArrival> ProgressPoller::read_arrival(const json& job, const json& pod, int local_rank,
-                                                        int attempt) const {
+std::optional<RankTarget> rank_target(const json& job, const json& pod, int local_rank, int rank) {
   const auto status = pod.find("status");
   const std::string ip = status != pod.end() && status->is_object() ? status->value("podIP", "") : "";
   if (ip.empty()) return std::nullopt;
   const int port = job.value("spec", json::object()).value("metricsPort", api::kDefaultMetricsPort) + local_rank;
-  const auto samples = scrape(kube::object_key(pod), ip, port);
-  return samples ? rank_arrival_from_metrics(*samples, attempt) : std::nullopt;
+  return RankTarget{rank, kube::object_key(pod), ip, port};
+}
+
+std::map<int, RankArrival> ProgressPoller::read_arrivals(const std::vector<RankTarget>& targets, int attempt) const {
+  std::map<int, RankArrival> arrivals;
+  for (size_t first = 0; first < targets.size(); first += kConcurrentReads) {
+    const size_t end = std::min(targets.size(), first + kConcurrentReads);
+    std::vector<std::future<std::optional<RankArrival>>> reads;
+    for (size_t i = first; i < end; ++i) {
+      reads.push_back(std::async(std::launch::async, [this, &t = targets[i], attempt] {
+        const auto samples = scrape(t.pod_key, t.ip, t.port);
+        return samples ? rank_arrival_from_metrics(*samples, attempt) : std::nullopt;
+      }));
+    }
+    for (size_t i = first; i < end; ++i) {
+      if (auto a = reads[i - first].get()) arrivals[targets[i].rank] = *a;
+    }
+  }
+  return arrivals;
 }
 
 std::optional<std::map<std::string, double>> ProgressPoller::scrape(const std::string& key, const std::string& ip,

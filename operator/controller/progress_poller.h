@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/api/training_job.h"
 #include "operator/controller/goodput_status.h"
@@ -24,23 +25,33 @@ struct RankZeroReading {
   std::optional<RankArrival> arrival;            // rank 0's arrival figures (straggler_status.h)
 };
 
+// Where one rank serves its /metrics: local rank r of a worker pod serves metricsPort + r on the pod's IP.
+struct RankTarget {
+  int rank = 0;
+  std::string pod_key;  // namespace/name, for the log
+  std::string ip;
+  int port = 0;
+};
+// The target of local rank `local_rank` of `pod` (global rank `rank`); nullopt while the pod has no IP.
+std::optional<RankTarget> rank_target(const nlohmann::json& job, const nlohmann::json& pod, int local_rank, int rank);
+
 class ProgressPoller {
  public:
   ProgressPoller(std::chrono::seconds interval, std::chrono::milliseconds timeout);
 
   // When a read of job `key` is due: rank 0's progress, read from `rank0`'s pod IP at the job's metricsPort.
   // nullopt when not due, when rank 0 has no IP yet, or when it does not answer (yet): the next read is due anyway.
-  std::optional<RankZeroReading> poll(const std::string& key, const nlohmann::json& job,
-                                      const nlohmann::json* rank0);
+  std::optional<RankZeroReading> poll(const std::string& key, const nlohmann::json& job, const nlohmann::json* rank0);
   // Time until the next read of `key` is due, at least 1 s: the requeue-after of a Running job.
   std::chrono::seconds next_in(const std::string& key) const;
   // The job is no longer Running: its next run starts with a read.
   void forget(const std::string& key);
-  // Another rank's arrival figures of `attempt`, read from its /metrics: local rank `local_rank` of `pod` serves
-  // metricsPort + local_rank on the pod's IP. The controller reads every rank when poll() read rank 0 (the
-  // straggler's watch); nullopt when the pod has no IP yet or the rank does not answer.
-  std::optional<RankArrival> read_arrival(const nlohmann::json& job, const nlohmann::json& pod, int local_rank,
-                                          int attempt) const;
+  // Other ranks' arrival figures of `attempt`, read from their /metrics: the controller reads every rank when poll()
+  // read rank 0 (the straggler's watch). Up to kConcurrentReads at once, each bounded by the timeout: a gang of 64
+  // ranks, some of them hung, costs a pass a few timeouts, not one per rank. A rank that does not answer (yet), or
+  // holds no figures of `attempt`, is left out.
+  static constexpr int kConcurrentReads = 16;
+  std::map<int, RankArrival> read_arrivals(const std::vector<RankTarget>& targets, int attempt) const;
 
  private:
   std::optional<RankZeroReading> read(const std::string& key, const nlohmann::json& job, const std::string& ip) const;
