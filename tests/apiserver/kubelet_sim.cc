@@ -150,6 +150,14 @@ void KubeletSim::run() {
       for (const WatchEvent& e : events) {
         try {
           if (e.type == "DELETED") {
+            // Removed while its containers still run (a forced delete): they are stopped with the grace it was
+            // deleted with, as a kubelet kills the containers of a pod gone from the API.
+            if (processes_) {
+              const json& m = (*e.object)["metadata"];
+              const int64_t grace = m.value("deletionGracePeriodSeconds",
+                                            (*e.object)["spec"].value("terminationGracePeriodSeconds", int64_t{30}));
+              processes_->stop(namespace_of(*e.object), name_of(*e.object), std::chrono::seconds(grace));
+            }
             release_capacity(*e.object);
             reschedule_pending();
           } else {

@@ -225,9 +225,13 @@ struct ProcessKubelet::Impl {
       requests.swap(stops);
     }
     for (const StopRequest& r : requests) {
-      if (kill_at.count(r.key)) continue;
+      const Clock::time_point due = Clock::now() + r.grace;
+      if (auto due_now = kill_at.find(r.key); due_now != kill_at.end()) {
+        due_now->second = std::min(due_now->second, due);  // a shorter grace (a repeated delete) brings it forward
+        continue;
+      }
       signal_pod(r.key, SIGTERM);
-      kill_at[r.key] = Clock::now() + r.grace;
+      kill_at[r.key] = due;
     }
   }
 

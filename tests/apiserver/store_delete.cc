@@ -1,7 +1,9 @@
 // Deletion: preconditions, graceful pod and namespace deletion, finalizers, and the garbage collector that
 // follows owner references (background, foreground, orphan) after every deletion.
 #include <algorithm>
+#include <ctime>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "tests/apiserver/api_error.h"
@@ -9,6 +11,20 @@
 #include "tests/apiserver/store.h"
 
 namespace torus::standin {
+namespace {
+
+// An RFC 3339 timestamp (seconds, UTC) moved by `seconds`.
+std::string shifted_rfc3339(const std::string& timestamp, int64_t seconds) {
+  std::tm tm{};
+  if (!strptime(timestamp.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm)) return timestamp;
+  std::time_t t = timegm(&tm) + seconds;
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace
 
 DeleteResult Store::remove(const ResourceType& type, const std::string& ns, const std::string& name,
                            const DeleteOptions& options) {
@@ -59,14 +75,30 @@ DeleteResult Store::remove_locked(const ResourceType& type, const std::string& n
   std::string key = object_key(type.namespaced() ? ns : "", name);
   json after = *old;
   bool changed = false;
-  // Graceful pod deletion: a pod running on a node is marked, and the kubelet stops it and removes it.
-  if (gr == "pods" && pod_deletion_ == PodDeletion::kGraceful && !being_deleted(after)) {
-    std::string phase = after["status"].value("phase", "");
-    int64_t grace = options.grace_period_seconds.value_or(after["spec"].value("terminationGracePeriodSeconds", 30));
-    if (!after["spec"].value("nodeName", "").empty() && grace > 0 && phase != "Succeeded" && phase != "Failed") {
-      meta(after)["deletionTimestamp"] = now_rfc3339();
+  // Graceful pod deletion (rest.BeforeDelete with the pod strategy's CheckGracefulDelete): a pod running on a node is
+  // marked with deletionTimestamp = now + grace, and the kubelet stops it and removes it with grace 0 once its
+  // containers ended. A pod already being deleted keeps its mark: a repeated delete only shortens the grace
+  // (the deletion timestamp moves by the difference), a longer or no grace leaves it pending, and no propagation
+  // finalizers are added then; a pod marked with grace 0 (or shortened to 0) goes at once unless finalizers hold it.
+  if (gr == "pods" && pod_deletion_ == PodDeletion::kGraceful) {
+    std::optional<int64_t> requested = options.grace_period_seconds;
+    if (requested && *requested < 0) requested = 1;  // negative grace periods are read as 1 s
+    if (being_deleted(after)) {
+      const int64_t current = meta(after).value("deletionGracePeriodSeconds", int64_t{0});
+      if (current > 0) {
+        if (!requested || *requested >= current) return {as_version(old, type), DeleteResult::State::kPending};
+        meta(after)["deletionTimestamp"] =
+            shifted_rfc3339(meta(after).value("deletionTimestamp", now_rfc3339()), *requested - current);
+        meta(after)["deletionGracePeriodSeconds"] = *requested;
+        changed = *requested > 0;
+      }
+    } else {
+      std::string phase = after["status"].value("phase", "");
+      int64_t grace = requested.value_or(after["spec"].value("terminationGracePeriodSeconds", 30));
+      if (after["spec"].value("nodeName", "").empty() || phase == "Succeeded" || phase == "Failed") grace = 0;
+      meta(after)["deletionTimestamp"] = shifted_rfc3339(now_rfc3339(), grace);
       meta(after)["deletionGracePeriodSeconds"] = grace;
-      changed = true;
+      changed = grace > 0;
     }
   }
   if (gr == "namespaces" && !being_deleted(after)) {
@@ -94,10 +126,12 @@ DeleteResult Store::remove_locked(const ResourceType& type, const std::string& n
     if (!now) return {as_version(stored, type), DeleteResult::State::kGone};
     return {as_version(now, type), DeleteResult::State::kPending};
   }
-  erase_locked(gr, key, old);
+  // The DELETED event carries the object as last marked (a pod: its deletion timestamp and grace 0).
+  ObjectPtr last = after == *old ? old : std::make_shared<const json>(std::move(after));
+  erase_locked(gr, key, last);
   finish_deletion_locked(gr, key);
   collect_garbage_locked();
-  return {as_version(old, type), DeleteResult::State::kGone};
+  return {as_version(last, type), DeleteResult::State::kGone};
 }
 
 void Store::finish_deletion_locked(const std::string& group_resource, const std::string& key) {

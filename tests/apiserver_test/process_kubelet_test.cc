@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -57,6 +58,20 @@ class ProcessKubeletTest : public StandinTest {
     return "apiVersion: v1\nkind: Service\nmetadata:\n  name: " + name +
            "\nspec:\n  clusterIP: None\n  publishNotReadyAddresses: true\n  selector: {app: " + pod_name +
            "}\n  ports:\n  - {port: 29500}\n";
+  }
+
+  // The host pid a container wrote as "pid N" to its log (the sandbox has no pid namespace; the pod spec writes
+  // $$ as $$$$, since Kubernetes expands $$ in a command to $).
+  pid_t wait_for_pid(const std::string& name) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string log = log_of(name);
+      if (auto at = log.find("pid "); at != std::string::npos && log.find('\n', at) != std::string::npos) {
+        return static_cast<pid_t>(std::stol(log.substr(at + 4)));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return 0;
   }
 
   std::string log_of(const std::string& name) {
@@ -186,6 +201,48 @@ TEST_F(ProcessKubeletTest, DeletionAsksWithSigtermAndKillsAfterTheGracePeriod) {
   text << in.rdbuf();
   EXPECT_THAT(text.str(), HasSubstr("got-term"));
   EXPECT_EQ(kubectl({"get", "pod", "stubborn"}).exit_code, 1) << "the stubborn pod went after SIGKILL";
+}
+
+// A pod already being deleted stays while its grace runs, as the apiserver keeps it (rest.BeforeDelete): a repeated
+// delete (the operator's cleanup and the garbage collector both delete a job's pods) leaves it and its processes
+// alone; a shorter --grace-period brings the SIGKILL forward; the kubelet removes the pod once its processes ended.
+TEST_F(ProcessKubeletTest, ARepeatedDeleteKeepsThePodUntilItsProcessesEndAndAShorterGraceKillsSooner) {
+  ok({"apply", "-f",
+      write_file("p.yaml", pod_yaml("stubborn", "trap \"\" TERM; echo pid $$$$; while :; do sleep 0.1; done",
+                                    "  terminationGracePeriodSeconds: 30\n"))});
+  ok({"wait", "--for=condition=Ready", "pod/stubborn", "--timeout=30s"});
+  const pid_t pid = wait_for_pid("stubborn");
+  ASSERT_GT(pid, 0);
+  ok({"delete", "pod", "stubborn", "--wait=false"});
+  const json marked = pod("stubborn");
+  ok({"delete", "pod", "stubborn", "--wait=false"});
+  ok({"delete", "pod", "stubborn", "--wait=false", "--grace-period=60"});
+  std::this_thread::sleep_for(300ms);
+  const json still = pod("stubborn");
+  EXPECT_EQ(still["metadata"]["deletionTimestamp"], marked["metadata"]["deletionTimestamp"]);
+  EXPECT_EQ(still["metadata"]["deletionGracePeriodSeconds"], 30);
+  EXPECT_EQ(::kill(pid, 0), 0) << "the container runs out its grace";
+  const auto start = std::chrono::steady_clock::now();
+  ok({"delete", "pod", "stubborn", "--grace-period=1", "--wait=true", "--timeout=20s"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "SIGKILL after the shorter grace, not the first 30 s";
+  EXPECT_EQ(kubectl({"get", "pod", "stubborn"}).exit_code, 1);
+  EXPECT_NE(::kill(pid, 0), 0) << "the pod went only after its process ended";
+}
+
+// --force --grace-period=0 removes the pod at once; the kubelet then kills what still runs.
+TEST_F(ProcessKubeletTest, AForcedDeleteRemovesThePodAtOnceAndTheKubeletKillsItsProcesses) {
+  ok({"apply", "-f",
+      write_file("p.yaml", pod_yaml("stubborn", "trap \"\" TERM; echo pid $$$$; while :; do sleep 0.1; done",
+                                    "  terminationGracePeriodSeconds: 30\n"))});
+  ok({"wait", "--for=condition=Ready", "pod/stubborn", "--timeout=30s"});
+  const pid_t pid = wait_for_pid("stubborn");
+  ASSERT_GT(pid, 0);
+  ok({"delete", "pod", "stubborn", "--wait=false"});
+  ok({"delete", "pod", "stubborn", "--force", "--grace-period=0"});
+  EXPECT_EQ(kubectl({"get", "pod", "stubborn"}).exit_code, 1);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  EXPECT_NE(::kill(pid, 0), 0) << "killed, not left to its 30 s grace";
 }
 
 // A container's last words reach its status as a kubelet puts them there: what it wrote to its

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
+
 #include "tests/apiserver/api_error.h"
 #include "tests/apiserver/patch.h"
 #include "tests/apiserver/selectors.h"
@@ -214,6 +216,102 @@ TEST_F(StoreTest, ForegroundDeletionWaitsForDependents) {
               Subresource::kMain);
   EXPECT_EQ(code_of([&] { store.get(cms, "default", "dep"); }), 404);
   EXPECT_EQ(code_of([&] { store.get(cms, "default", "owner"); }), 404);
+}
+
+// Graceful pod deletion as rest.BeforeDelete does it: the first delete marks the pod (deletionTimestamp = now +
+// grace); a repeated delete answers the pod as it is, with the deletion timestamp it has, unless it asks for a
+// shorter grace, which moves the timestamp by the difference; grace 0 (the kubelet's final delete, or --force)
+// removes it at once, unless a finalizer holds it.
+class PodDeletionTest : public StoreTest {
+ protected:
+  void SetUp() override { store.set_pod_deletion(PodDeletion::kGraceful); }
+
+  ObjectPtr running_pod(const std::string& name, const std::string& extra_meta = "") {
+    return store
+        .create(pods, "default",
+                json::parse(R"({"metadata":{"name":")" + name + "\"" + extra_meta +
+                            R"(},"spec":{"nodeName":"node-0","terminationGracePeriodSeconds":30,)"
+                            R"("containers":[{"name":"a","image":"i"}]},"status":{"phase":"Running"}})"))
+        .object;
+  }
+  static DeleteOptions grace(int64_t seconds) {
+    DeleteOptions options;
+    options.grace_period_seconds = seconds;
+    return options;
+  }
+  // Seconds from a to b, both RFC 3339 timestamps.
+  static int64_t seconds_between(const std::string& a, const std::string& b) {
+    auto at = [](const std::string& text) {
+      std::tm tm{};
+      strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+      return static_cast<int64_t>(timegm(&tm));
+    };
+    return at(b) - at(a);
+  }
+};
+
+TEST_F(PodDeletionTest, ARepeatedDeleteKeepsThePodAndItsDeletionTimestamp) {
+  running_pod("p");
+  const std::string before = now_rfc3339();
+  DeleteResult first = store.remove(pods, "default", "p", DeleteOptions{});
+  ASSERT_EQ(first.state, DeleteResult::State::kPending);
+  const json marked = store.get(pods, "default", "p")->at("metadata");
+  EXPECT_EQ(marked["deletionGracePeriodSeconds"], 30);
+  const int64_t ahead = seconds_between(before, marked["deletionTimestamp"]);
+  EXPECT_GE(ahead, 30) << "the deletion timestamp is when the grace ends";
+  EXPECT_LE(ahead, 31);
+  for (const DeleteOptions& again : {DeleteOptions{}, grace(30), grace(45)}) {
+    DeleteResult r = store.remove(pods, "default", "p", again);
+    EXPECT_EQ(r.state, DeleteResult::State::kPending);
+    EXPECT_EQ((*r.object)["metadata"]["deletionTimestamp"], marked["deletionTimestamp"]);
+    const json now = store.get(pods, "default", "p")->at("metadata");
+    EXPECT_EQ(now["deletionTimestamp"], marked["deletionTimestamp"]);
+    EXPECT_EQ(now["deletionGracePeriodSeconds"], 30);
+    EXPECT_EQ(now["resourceVersion"], marked["resourceVersion"]) << "a pending delete writes nothing";
+  }
+  DeleteOptions foreground;
+  foreground.propagation = Propagation::kForeground;
+  store.remove(pods, "default", "p", foreground);
+  EXPECT_FALSE(store.get(pods, "default", "p")->at("metadata").contains("finalizers"))
+      << "finalizers cannot be changed through a pending deletion";
+}
+
+TEST_F(PodDeletionTest, AShorterGraceShortensItAndGraceZeroRemovesThePod) {
+  running_pod("p");
+  store.remove(pods, "default", "p", DeleteOptions{});
+  const json marked = store.get(pods, "default", "p")->at("metadata");
+  DeleteResult shorter = store.remove(pods, "default", "p", grace(5));
+  EXPECT_EQ(shorter.state, DeleteResult::State::kPending);
+  const json now = store.get(pods, "default", "p")->at("metadata");
+  EXPECT_EQ(now["deletionGracePeriodSeconds"], 5);
+  EXPECT_EQ(seconds_between(now["deletionTimestamp"], marked["deletionTimestamp"]), 25);
+  DeleteResult gone = store.remove(pods, "default", "p", grace(0));
+  EXPECT_EQ(gone.state, DeleteResult::State::kGone);
+  EXPECT_EQ((*gone.object)["metadata"]["deletionGracePeriodSeconds"], 0);
+  EXPECT_EQ(code_of([&] { store.get(pods, "default", "p"); }), 404);
+}
+
+TEST_F(PodDeletionTest, FinalizersHoldAPodPastItsGrace) {
+  running_pod("p", R"(,"finalizers":["test/hold"])");
+  store.remove(pods, "default", "p", DeleteOptions{});
+  EXPECT_EQ(store.remove(pods, "default", "p", grace(0)).state, DeleteResult::State::kPending);
+  EXPECT_EQ(store.get(pods, "default", "p")->at("metadata")["deletionGracePeriodSeconds"], 0);
+  EXPECT_EQ(store.remove(pods, "default", "p", grace(0)).state, DeleteResult::State::kPending);
+  store.patch(pods, "default", "p", PatchType::kMerge, parse(R"({"metadata":{"finalizers":null}})"),
+              Subresource::kMain);
+  EXPECT_EQ(code_of([&] { store.get(pods, "default", "p"); }), 404);
+}
+
+TEST_F(PodDeletionTest, APodNotRunningOnANodeGoesAtOnce) {
+  store.create(pods, "default",
+               parse(R"({"metadata":{"name":"unbound"},"spec":{"containers":[{"name":"a","image":"i"}]}})"));
+  DeleteResult r = store.remove(pods, "default", "unbound", DeleteOptions{});
+  EXPECT_EQ(r.state, DeleteResult::State::kGone);
+  EXPECT_EQ(code_of([&] { store.get(pods, "default", "unbound"); }), 404);
+  // A kind without graceful deletion is unchanged: a repeated delete of one its finalizer holds stays pending.
+  store.create(cms, "default", parse(R"({"metadata":{"name":"c","finalizers":["test/hold"]}})"));
+  EXPECT_EQ(store.remove(cms, "default", "c", DeleteOptions{}).state, DeleteResult::State::kPending);
+  EXPECT_EQ(store.remove(cms, "default", "c", grace(0)).state, DeleteResult::State::kPending);
 }
 
 TEST_F(StoreTest, DeletePreconditionsAndSecretsStringData) {
