@@ -294,23 +294,11 @@ class OperatorE2E : public ::testing::Test {
   }
 
   static void start_operator(const std::string& id) {
-    std::vector<std::string> argv{kBin + "torus",
-                                  "operator",
-                                  "--kubeconfig",
-                                  operator_kubeconfig_,
-                                  "--metrics-addr",
-                                  "127.0.0.1:0",
-                                  "--leader-elect",
-                                  "--id",
-                                  id,
-                                  "--lease-namespace",
-                                  kNs,
-                                  "--lease-duration",
-                                  "3",
-                                  "--renew-deadline",
-                                  "2",
-                                  "--retry-period",
-                                  "0.5"};
+    std::vector<std::string> argv{kBin + "torus", "operator", "--kubeconfig", operator_kubeconfig_, "--metrics-addr",
+                                  "127.0.0.1:0", "--leader-elect", "--id", id, "--lease-namespace", kNs,
+                                  // Short enough that a SIGKILLed leader is replaced within seconds, long enough
+                                  // that a leader starved of CPU for a few seconds on a 2-core CI machine keeps it.
+                                  "--lease-duration", "5", "--renew-deadline", "4", "--retry-period", "0.5"};
     argv.insert(argv.end(), operator_flags_.begin(), operator_flags_.end());
     operators_[id] = std::make_unique<Daemon>(id, argv, (dir_ / (id + ".log")).string());
   }

@@ -316,11 +316,13 @@ TEST_F(OperatorE2E, OperatorKilledMidJobCreatesNoDuplicates) {
 // replica finds the children by their deterministic names, creates only the missing pods, and derives the start time
 // from the first child made, not from its own first pass.
 TEST_F(OperatorE2E, OperatorKilledMidCreationBeforeAnyStatusCreatesNoDuplicates) {
-  control("faults", {{"action", "delay"}, {"verb", "create"}, {"resource", "pods"}, {"milliseconds", 500}});
+  // 1.5 s per pod create: the test sees the first pod and kills the operator with about 4 s of creation left.
+  control("faults", {{"action", "delay"}, {"verb", "create"}, {"resource", "pods"}, {"milliseconds", 1500}});
   apply("india-2", 4);
   ASSERT_TRUE(eventually([] { return !pods_of("india-2").empty(); }, 30s));
   ASSERT_LT(pods_of("india-2").size(), 4u) << "not mid-creation";
-  ASSERT_FALSE(job("india-2")->value("status", json::object()).contains("phase")) << "the accepted status was written at once";
+  ASSERT_FALSE(job("india-2")->value("status", json::object()).contains("phase"))
+      << "the accepted status was written at once";
   for (auto& [id, op] : operators_) op->kill(SIGKILL);
   operators_.clear();
   control("faults", {{"action", "clear"}});
@@ -356,7 +358,7 @@ TEST_F(OperatorE2E, TwoReplicasOneLeaderAndFailover) {
   ASSERT_TRUE(eventually([] { return lease_holder() == "op-standby"; }, 20s)) << lease_holder();
   apply("lima", 2);
   ASSERT_TRUE(eventually([] { return gang_running("lima", 2, 0); }));
-  // A leader that dies without releasing (SIGKILL) is replaced once its lease expires (3 s here).
+  // A leader that dies without releasing (SIGKILL) is replaced once its lease expires (5 s here).
   start_operator("op-standby-2");
   operators_["op-standby"]->kill(SIGKILL);
   operators_.erase("op-standby");
