@@ -5,10 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include "tests/apiserver/scheduling.h"
-#include "tests/apiserver/tls.h"
 #include "tests/apiserver_test/standin_fixture.h"
 
 namespace torus::standin::testing {
@@ -258,19 +255,7 @@ TEST(NodeUnschedulable, ACordonedNodeTakesOnlyPodsThatTolerateIt) {
 // RBAC: an eviction is the create verb on pods/eviction; create on pods does not cover it.
 class EvictionRbacTest : public EvictionTest {
  protected:
-  ServerOptions server_options() const override {
-    ServerOptions options;
-    options.tls = make_tls_material();
-    options.authentication = ServerOptions::Authentication::kRequired;
-    return options;
-  }
-  Kubectl as_token(const std::string& token) const {
-    std::ifstream in(dir_ + "/kubeconfig");
-    std::string text((std::istreambuf_iterator<char>(in)), {});
-    const std::string from = "token: standin-token";
-    text.replace(text.find(from), from.size(), "token: " + token);
-    return Kubectl(write_file("sa-kubeconfig", text), dir_ + "/sa-cache");
-  }
+  ServerOptions server_options() const override { return authenticated_options(); }
   std::string role(const std::string& resources) {
     return "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: evictor, namespace: default}\n"
            "rules: [{apiGroups: [\"\"], resources: " +

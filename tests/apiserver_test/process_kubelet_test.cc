@@ -74,6 +74,15 @@ class ProcessKubeletTest : public StandinTest {
     return 0;
   }
 
+  // A pod `stubborn` that ignores SIGTERM, with a 30 s grace, Ready; returns its container's host pid (0 if none).
+  pid_t run_stubborn_pod() {
+    ok({"apply", "-f",
+        write_file("p.yaml", pod_yaml("stubborn", "trap \"\" TERM; echo pid $$$$; while :; do sleep 0.1; done",
+                                      "  terminationGracePeriodSeconds: 30\n"))});
+    ok({"wait", "--for=condition=Ready", "pod/stubborn", "--timeout=30s"});
+    return wait_for_pid("stubborn");
+  }
+
   std::string log_of(const std::string& name) {
     std::ifstream in(pod_dir(dir_ + "/pods", pod(name)) / "main.log");
     std::stringstream text;
@@ -207,16 +216,13 @@ TEST_F(ProcessKubeletTest, DeletionAsksWithSigtermAndKillsAfterTheGracePeriod) {
 // delete (the operator's cleanup and the garbage collector both delete a job's pods) leaves it and its processes
 // alone; a shorter --grace-period brings the SIGKILL forward; the kubelet removes the pod once its processes ended.
 TEST_F(ProcessKubeletTest, ARepeatedDeleteKeepsThePodUntilItsProcessesEndAndAShorterGraceKillsSooner) {
-  ok({"apply", "-f",
-      write_file("p.yaml", pod_yaml("stubborn", "trap \"\" TERM; echo pid $$$$; while :; do sleep 0.1; done",
-                                    "  terminationGracePeriodSeconds: 30\n"))});
-  ok({"wait", "--for=condition=Ready", "pod/stubborn", "--timeout=30s"});
-  const pid_t pid = wait_for_pid("stubborn");
+  const pid_t pid = run_stubborn_pod();
   ASSERT_GT(pid, 0);
   ok({"delete", "pod", "stubborn", "--wait=false"});
   const json marked = pod("stubborn");
   ok({"delete", "pod", "stubborn", "--wait=false"});
   ok({"delete", "pod", "stubborn", "--wait=false", "--grace-period=60"});
+  // Nothing to wait for: a kubelet that (wrongly) acted on the repeated deletes would kill within this window.
   std::this_thread::sleep_for(300ms);
   const json still = pod("stubborn");
   EXPECT_EQ(still["metadata"]["deletionTimestamp"], marked["metadata"]["deletionTimestamp"]);
@@ -231,18 +237,12 @@ TEST_F(ProcessKubeletTest, ARepeatedDeleteKeepsThePodUntilItsProcessesEndAndASho
 
 // --force --grace-period=0 removes the pod at once; the kubelet then kills what still runs.
 TEST_F(ProcessKubeletTest, AForcedDeleteRemovesThePodAtOnceAndTheKubeletKillsItsProcesses) {
-  ok({"apply", "-f",
-      write_file("p.yaml", pod_yaml("stubborn", "trap \"\" TERM; echo pid $$$$; while :; do sleep 0.1; done",
-                                    "  terminationGracePeriodSeconds: 30\n"))});
-  ok({"wait", "--for=condition=Ready", "pod/stubborn", "--timeout=30s"});
-  const pid_t pid = wait_for_pid("stubborn");
+  const pid_t pid = run_stubborn_pod();
   ASSERT_GT(pid, 0);
   ok({"delete", "pod", "stubborn", "--wait=false"});
   ok({"delete", "pod", "stubborn", "--force", "--grace-period=0"});
   EXPECT_EQ(kubectl({"get", "pod", "stubborn"}).exit_code, 1);
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
-  EXPECT_NE(::kill(pid, 0), 0) << "killed, not left to its 30 s grace";
+  EXPECT_TRUE(test::eventually([&] { return ::kill(pid, 0) != 0; }, 10s, 50ms)) << "killed, not left to its 30 s grace";
 }
 
 // A container's last words reach its status as a kubelet puts them there: what it wrote to its

@@ -4,9 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-
-#include "tests/apiserver/tls.h"
 #include "tests/apiserver_test/standin_fixture.h"
 
 namespace torus::standin {
@@ -187,25 +184,7 @@ namespace {
 // HTTPS and authentication, so tokens and RBAC apply; the fixture's kubectl is the admin (system:masters).
 class RbacStandinTest : public StandinTest {
  protected:
-  ServerOptions server_options() const override {
-    ServerOptions options;
-    options.tls = make_tls_material();
-    options.authentication = ServerOptions::Authentication::kRequired;
-    return options;
-  }
-  // A kubectl that authenticates with `token` only (no client certificate).
-  Kubectl as_token(const std::string& token) const {
-    std::string admin;
-    {
-      std::ifstream in(dir_ + "/kubeconfig");
-      admin.assign(std::istreambuf_iterator<char>(in), {});
-    }
-    const std::string from = "token: standin-token";
-    const size_t at = admin.find(from);
-    EXPECT_NE(at, std::string::npos) << admin;
-    if (at != std::string::npos) admin.replace(at, from.size(), "token: " + token);
-    return Kubectl(write_file("sa-kubeconfig", admin), dir_ + "/sa-cache");
-  }
+  ServerOptions server_options() const override { return authenticated_options(); }
 };
 
 TEST_F(RbacStandinTest, AServiceAccountTokenIsRefusedWhatItsRolesDoNotGrant) {

@@ -12,6 +12,7 @@
 
 #include "common/process/supervisor.h"
 #include "common/util/error.h"
+#include "tests/apiserver/tls.h"
 
 namespace torus::standin::testing {
 
@@ -245,6 +246,23 @@ std::string StandinTest::write_file(const std::string& name, const std::string& 
   std::string path = dir_ + "/" + name;
   std::ofstream(path) << text;
   return path;
+}
+
+ServerOptions StandinTest::authenticated_options() {
+  ServerOptions options;
+  options.tls = make_tls_material();
+  options.authentication = ServerOptions::Authentication::kRequired;
+  return options;
+}
+
+Kubectl StandinTest::as_token(const std::string& token) const {
+  std::ifstream in(dir_ + "/kubeconfig");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string from = "token: standin-token";
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << text;
+  if (at != std::string::npos) text.replace(at, from.size(), "token: " + token);
+  return Kubectl(write_file("sa-kubeconfig", text), dir_ + "/sa-cache");
 }
 
 std::string StandinTest::fixture(const std::string& name) const {

@@ -102,6 +102,10 @@ class StandinTest : public ::testing::Test {
   void SetUp() override;
   void TearDown() override;
   virtual ServerOptions server_options() const { return {}; }
+  // HTTPS with authentication required, so tokens and RBAC apply (the fixture's kubectl stays the admin).
+  static ServerOptions authenticated_options();
+  // A kubectl that authenticates with `token` only: the admin kubeconfig with its token replaced.
+  Kubectl as_token(const std::string& token) const;
 
   CommandResult kubectl(const std::vector<std::string>& args) const { return kubectl_->run(args); }
   // kubectl that must succeed: returns stdout, fails the test with stderr otherwise.

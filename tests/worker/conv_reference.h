@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "worker/backend/backend.h"
@@ -39,6 +40,33 @@ inline ConvReference conv_reference(const ConvGeometry& g, const std::vector<flo
             }
           }
   return r;
+}
+
+// n floats uniform in [-1, 1).
+inline std::vector<float> uniform_floats(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = u(rng);
+  return v;
+}
+
+// 3x3 weights between the reference's (O, I, kh, kw) and the hand-written loops' (kh, kw, I, O), oneDNN's hwio.
+inline size_t hwio_index(const ConvGeometry& g, int64_t o, int64_t i, int64_t tap) {
+  return static_cast<size_t>((tap * g.c_in + i) * g.c_out + o);
+}
+inline std::vector<float> hwio(const ConvGeometry& g, const std::vector<float>& oihw) {
+  std::vector<float> out(oihw.size());
+  for (int64_t o = 0; o < g.c_out; ++o)
+    for (int64_t i = 0; i < g.c_in; ++i)
+      for (int64_t tap = 0; tap < 9; ++tap) out[hwio_index(g, o, i, tap)] = oihw[(o * g.c_in + i) * 9 + tap];
+  return out;
+}
+inline std::vector<float> oihw(const ConvGeometry& g, const std::vector<float>& hwio) {
+  std::vector<float> out(hwio.size());
+  for (int64_t o = 0; o < g.c_out; ++o)
+    for (int64_t i = 0; i < g.c_in; ++i)
+      for (int64_t tap = 0; tap < 9; ++tap) out[(o * g.c_in + i) * 9 + tap] = hwio[hwio_index(g, o, i, tap)];
+  return out;
 }
 
 // fp32 against the double reference, relative to its magnitude.

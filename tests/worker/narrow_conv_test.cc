@@ -13,15 +13,17 @@
 #include <vector>
 
 #include "common/util/error.h"
+#include "tests/worker/conv_reference.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/backend/cpu/staging.h"
-#include "tests/worker/conv_reference.h"
 
 namespace torus::worker::cpu {
 namespace {
 
 using test::conv_reference;
 using test::expect_near;
+using test::hwio;
+using test::uniform_floats;
 
 struct Case {
   int64_t n, h, w, c_in, c_out;
@@ -30,23 +32,7 @@ struct Case {
 
 class NarrowConv : public ::testing::TestWithParam<Case> {};
 
-std::vector<float> random(int64_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = u(rng);
-  return v;
-}
-
 bool avx512_machine() { return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core; }
-
-// (O, I, kh, kw) -> (kh, kw, I, O), the loops' layout.
-std::vector<float> hwio(const ConvGeometry& g, const std::vector<float>& oihw) {
-  std::vector<float> out(oihw.size());
-  for (int64_t o = 0; o < g.c_out; ++o)
-    for (int64_t i = 0; i < g.c_in; ++i)
-      for (int64_t tap = 0; tap < 9; ++tap) out[(tap * g.c_in + i) * g.c_out + o] = oihw[(o * g.c_in + i) * 9 + tap];
-  return out;
-}
 
 TEST_P(NarrowConv, TheHandWrittenForwardMatchesTheReference) {
   const Case c = GetParam();
@@ -57,7 +43,8 @@ TEST_P(NarrowConv, TheHandWrittenForwardMatchesTheReference) {
   }
   ASSERT_TRUE(narrow_conv_by_hand(g));
   std::mt19937 rng(11);
-  const std::vector<float> x = random(g.input_shape().numel(), rng), w = random(g.weight_shape().numel(), rng);
+  const std::vector<float> x = uniform_floats(g.input_shape().numel(), rng),
+                           w = uniform_floats(g.weight_shape().numel(), rng);
   std::vector<float> y(static_cast<size_t>(g.output_shape().numel()));
   const int saved = omp_get_max_threads();
   omp_set_num_threads(c.threads);
@@ -74,7 +61,8 @@ TEST_P(NarrowConv, TheHandWrittenBackwardDataMatchesTheReference) {
     GTEST_SKIP() << "backward data is hand-written for the 8 -> 16 layer on AVX-512 only";
   }
   std::mt19937 rng(13);
-  const std::vector<float> w = random(g.weight_shape().numel(), rng), dy = random(g.output_shape().numel(), rng);
+  const std::vector<float> w = uniform_floats(g.weight_shape().numel(), rng),
+                           dy = uniform_floats(g.output_shape().numel(), rng);
   std::vector<float> dx(static_cast<size_t>(g.input_shape().numel()), -1.0f);
   const int saved = omp_get_max_threads();
   omp_set_num_threads(c.threads);
@@ -89,8 +77,9 @@ TEST_P(NarrowConv, TheBackendsThreePassesMatchTheReference) {
   const Case c = GetParam();
   const ConvGeometry g{.n = c.n, .h = c.h, .w = c.w, .c_in = c.c_in, .c_out = c.c_out, .kh = 3, .kw = 3, .pad = 1};
   std::mt19937 rng(12);
-  std::vector<float> x = random(g.input_shape().numel(), rng), w = random(g.weight_shape().numel(), rng),
-                     dy = random(g.output_shape().numel(), rng);
+  std::vector<float> x = uniform_floats(g.input_shape().numel(), rng),
+                     w = uniform_floats(g.weight_shape().numel(), rng),
+                     dy = uniform_floats(g.output_shape().numel(), rng);
   const test::ConvReference r = conv_reference(g, x, w, dy);
   auto backend = make_cpu_backend(c.threads);
   const auto native_elements = static_cast<int64_t>(backend->conv_weight_elements(g));
@@ -112,10 +101,11 @@ TEST_P(NarrowConv, TheBackendsThreePassesMatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Geometries, NarrowConv,
-                         ::testing::Values(Case{2, 28, 28, 1, 8, 1}, Case{3, 28, 28, 8, 16, 1}, Case{3, 28, 28, 8, 16, 2},
-                                           Case{2, 5, 17, 8, 16, 1}, Case{2, 1, 1, 8, 16, 1}, Case{4, 9, 30, 1, 8, 2},
-                                           Case{3, 4, 33, 8, 16, 2}, Case{2, 3, 15, 8, 16, 1}, Case{3, 14, 14, 16, 16, 1},
-                                           Case{2, 14, 14, 16, 32, 2}, Case{2, 7, 9, 16, 32, 1}),
+                         ::testing::Values(Case{2, 28, 28, 1, 8, 1}, Case{3, 28, 28, 8, 16, 1},
+                                           Case{3, 28, 28, 8, 16, 2}, Case{2, 5, 17, 8, 16, 1}, Case{2, 1, 1, 8, 16, 1},
+                                           Case{4, 9, 30, 1, 8, 2}, Case{3, 4, 33, 8, 16, 2}, Case{2, 3, 15, 8, 16, 1},
+                                           Case{3, 14, 14, 16, 16, 1}, Case{2, 14, 14, 16, 32, 2},
+                                           Case{2, 7, 9, 16, 32, 1}),
                          [](const auto& param_info) {
                            const Case& c = param_info.param;
                            return "n" + std::to_string(c.n) + "_" + std::to_string(c.h) + "x" + std::to_string(c.w) +

@@ -22,6 +22,9 @@ namespace {
 
 using test::conv_reference;
 using test::expect_near;
+using test::hwio;
+using test::oihw;
+using test::uniform_floats;
 
 struct Case {
   int64_t n, h, w, c_in, c_out;
@@ -30,33 +33,7 @@ struct Case {
 
 class Winograd : public ::testing::TestWithParam<Case> {};
 
-std::vector<float> random(int64_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = u(rng);
-  return v;
-}
-
 bool avx2_machine() { return dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core; }
-
-// (O, I, kh, kw) <-> (kh, kw, I, O), the loops' layout.
-size_t hwio_index(const ConvGeometry& g, int64_t o, int64_t i, int64_t tap) {
-  return static_cast<size_t>((tap * g.c_in + i) * g.c_out + o);
-}
-std::vector<float> hwio(const ConvGeometry& g, const std::vector<float>& oihw) {
-  std::vector<float> out(oihw.size());
-  for (int64_t o = 0; o < g.c_out; ++o)
-    for (int64_t i = 0; i < g.c_in; ++i)
-      for (int64_t tap = 0; tap < 9; ++tap) out[hwio_index(g, o, i, tap)] = oihw[(o * g.c_in + i) * 9 + tap];
-  return out;
-}
-std::vector<float> oihw(const ConvGeometry& g, const std::vector<float>& hwio) {
-  std::vector<float> out(hwio.size());
-  for (int64_t o = 0; o < g.c_out; ++o)
-    for (int64_t i = 0; i < g.c_in; ++i)
-      for (int64_t tap = 0; tap < 9; ++tap) out[(o * g.c_in + i) * 9 + tap] = hwio[hwio_index(g, o, i, tap)];
-  return out;
-}
 
 TEST_P(Winograd, EveryPassMatchesTheReference) {
   const Case c = GetParam();
@@ -67,8 +44,9 @@ TEST_P(Winograd, EveryPassMatchesTheReference) {
   }
   ASSERT_TRUE(winograd_by_hand(g));
   std::mt19937 rng(static_cast<unsigned>(c.h * 31 + c.c_in));
-  const std::vector<float> x = random(g.input_shape().numel(), rng), w = random(g.weight_shape().numel(), rng),
-                           dy = random(g.output_shape().numel(), rng);
+  const std::vector<float> x = uniform_floats(g.input_shape().numel(), rng),
+                           w = uniform_floats(g.weight_shape().numel(), rng),
+                           dy = uniform_floats(g.output_shape().numel(), rng);
   const test::ConvReference r = conv_reference(g, x, w, dy);
   const std::vector<float> wt = hwio(g, w);
   omp_set_num_threads(c.threads);
