@@ -37,50 +37,19 @@ std::string job_yaml(const std::string& name) {
          "  runPolicy:\n    restartPolicy: ExitCode\n    backoffLimit: 0\n";
 }
 
-class DisruptionE2E : public ::testing::Test {
+class DisruptionE2E : public PodTrainingE2E {
  protected:
-  void SetUp() override {
-    if (auto missing = missing_for_training_pods()) GTEST_SKIP() << *missing;
-    tmp_ = std::make_unique<test::TempDir>("torus-disruption-e2e");
-    dir_ = tmp_->path();
-    kubeconfig_ = (dir_ / "kubeconfig").string();
-    standin_ = start_training_standin(dir_, kubeconfig_, {"--nodes", "2"});
-    client_ = std::make_unique<kube::Client>(kube::load_kubeconfig(kubeconfig_), kube::ClientOptions{});
-    operator_ = start_chart_operator(dir_, kubeconfig_);
-  }
-  void TearDown() override {
-    operator_.reset();
-    standin_.reset();
-    client_.reset();
-    if (tmp_) expect_stayed_on_loopback(dir_);
-    if (tmp_) keep_logs_if_failed(*tmp_);
-  }
-  CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) const {
-    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
-    return run_command(args, timeout);
-  }
-  std::vector<json> pods_of(const std::string& job) const {
-    const json list = client_->list(res::kPods, kNs, {std::string(kLabelJobName) + "=" + job, "", ""});
-    return list.value("items", json::array()).get<std::vector<json>>();
-  }
+  DisruptionE2E() : PodTrainingE2E("torus-disruption-e2e", {"--nodes", "2"}, OperatorStart::kAtSetUp) {}
   std::optional<json> pod_named(const std::string& job, const std::string& name) const {
     for (const json& pod : pods_of(job)) {
       if (pod["metadata"].value("name", "") == name) return pod;
     }
     return std::nullopt;
   }
-  json status_of(const std::string& job) const {
-    auto j = client_->try_get(res::kTrainingJobs, kNs, job);
-    return j ? j->value("status", json::object()) : json::object();
-  }
   // The job's events with `reason`.
   std::vector<json> events_of(const std::string& job, const std::string& reason) const {
     const json list = client_->list(res::kEvents, kNs, {"", "involvedObject.name=" + job + ",reason=" + reason, ""});
     return list.value("items", json::array()).get<std::vector<json>>();
-  }
-  // The folder the process kubelet gave a pod (<root>/<ns>/<name>-<uid>); it outlives the pod, with its log.
-  fs::path pod_dir(const json& pod) const {
-    return dir_ / "pods" / kNs / (pod["metadata"].value("name", "") + "-" + pod["metadata"].value("uid", ""));
   }
   pid_t worker_pid(const json& pod) const { return std::stoi(read_file(pod_dir(pod) / "worker.pid")); }
   // The state letter of /proc/PID/stat ('T': stopped by a signal), or 0 when the process is gone.
@@ -100,13 +69,6 @@ class DisruptionE2E : public ::testing::Test {
     }
     return all + "== operator\n" + read_file(dir_ / "operator.log");
   }
-
-  std::unique_ptr<test::TempDir> tmp_;
-  fs::path dir_;
-  std::string kubeconfig_;
-  std::unique_ptr<Daemon> standin_;
-  std::unique_ptr<kube::Client> client_;
-  std::unique_ptr<Daemon> operator_;
 };
 
 // The pod's condition of `type` (a pointer into `pod`), or null.

@@ -223,6 +223,66 @@ inline std::unique_ptr<Daemon> start_chart_operator(const fs::path& dir, const s
                                   (dir / "operator.log").string());
 }
 
+// A fixture for the suites that train through pods with a stand-in of each test's own (preemption, straggler,
+// disruption): SetUp skips where kubectl or a binary is missing, starts the stand-in (`topology`: --nodes N) in a
+// fresh folder named `prefix` and, with OperatorStart::kAtSetUp, the operator as the chart's ServiceAccount; TearDown
+// stops the operator before the stand-in, fails the test on a connection beyond loopback and keeps a failed test's
+// logs.
+class PodTrainingE2E : public ::testing::Test {
+ protected:
+  enum class OperatorStart { kAtSetUp, kByTest };
+  PodTrainingE2E(std::string prefix, std::vector<std::string> topology, OperatorStart start)
+      : prefix_(std::move(prefix)), topology_(std::move(topology)), operator_start_(start) {}
+
+  void SetUp() override {
+    if (auto missing = missing_for_training_pods()) GTEST_SKIP() << *missing;
+    tmp_ = std::make_unique<test::TempDir>(prefix_);
+    dir_ = tmp_->path();
+    kubeconfig_ = (dir_ / "kubeconfig").string();
+    standin_ = start_training_standin(dir_, kubeconfig_, topology_);
+    client_ = std::make_unique<kube::Client>(kube::load_kubeconfig(kubeconfig_), kube::ClientOptions{});
+    if (operator_start_ == OperatorStart::kAtSetUp) start_operator();
+  }
+  void TearDown() override {
+    operator_.reset();
+    standin_.reset();
+    client_.reset();
+    if (tmp_) expect_stayed_on_loopback(dir_);
+    if (tmp_) keep_logs_if_failed(*tmp_);
+  }
+  // Progress, the ledger and every rank's arrival figures read each second (start_chart_operator).
+  void start_operator() { operator_ = start_chart_operator(dir_, kubeconfig_); }
+
+  CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) const {
+    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
+    return run_command(args, timeout);
+  }
+  std::vector<json> pods_of(const std::string& job) const {
+    const json list = client_->list(res::kPods, kNs, {std::string(kLabelJobName) + "=" + job, "", ""});
+    return list.value("items", json::array()).get<std::vector<json>>();
+  }
+  json status_of(const std::string& job) const {
+    auto j = client_->try_get(res::kTrainingJobs, kNs, job);
+    return j ? j->value("status", json::object()) : json::object();
+  }
+  // The folder the process kubelet gave a pod (<root>/<ns>/<name>-<uid>); it outlives the pod, with its log.
+  fs::path pod_dir(const json& pod) const {
+    return dir_ / "pods" / kNs / (pod["metadata"].value("name", "") + "-" + pod["metadata"].value("uid", ""));
+  }
+
+  std::unique_ptr<test::TempDir> tmp_;
+  fs::path dir_;
+  std::string kubeconfig_;
+  std::unique_ptr<Daemon> standin_;
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<Daemon> operator_;
+
+ private:
+  std::string prefix_;
+  std::vector<std::string> topology_;
+  OperatorStart operator_start_;
+};
+
 // A stand-in of one test's own (started in a fresh temporary folder with `kubelet_flags`) and a client to it, for the
 // fixtures that start one per test. finish() (after the test's operator is stopped) stops it, fails the test on a
 // connection beyond loopback, and keeps the logs of a failed test.

@@ -36,53 +36,15 @@ std::string job_yaml(const std::string& name) {
          "  runPolicy:\n    restartPolicy: ExitCode\n";
 }
 
-class PreemptionE2E : public ::testing::Test {
+class PreemptionE2E : public PodTrainingE2E {
  protected:
-  void SetUp() override {
-    if (auto missing = missing_for_training_pods()) GTEST_SKIP() << *missing;
-    tmp_ = std::make_unique<test::TempDir>("torus-preemption-e2e");
-    dir_ = tmp_->path();
-    kubeconfig_ = (dir_ / "kubeconfig").string();
-    standin_ = start_training_standin(dir_, kubeconfig_, {"--nodes", "2"});
-    client_ = std::make_unique<kube::Client>(kube::load_kubeconfig(kubeconfig_), kube::ClientOptions{});
-    operator_ = start_chart_operator(dir_, kubeconfig_);  // progress (and the ledger) read each second
-  }
-  void TearDown() override {
-    operator_.reset();
-    standin_.reset();
-    client_.reset();
-    if (tmp_) expect_stayed_on_loopback(dir_);
-    if (tmp_) keep_logs_if_failed(*tmp_);
-  }
-  CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
-    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
-    return run_command(args, timeout);
-  }
-  std::vector<json> pods_of(const std::string& job) {
-    const json list = client_->list(res::kPods, kNs, {std::string(kLabelJobName) + "=" + job, "", ""});
-    return list.value("items", json::array()).get<std::vector<json>>();
-  }
-  json status_of(const std::string& job) {
-    auto j = client_->try_get(res::kTrainingJobs, kNs, job);
-    return j ? j->value("status", json::object()) : json::object();
-  }
-  // The folder the process kubelet gave a pod; it outlives the pod, with the worker's log.
-  fs::path pod_dir(const json& pod) {
-    return dir_ / "pods" / kNs / (pod["metadata"].value("name", "") + "-" + pod["metadata"].value("uid", ""));
-  }
+  PreemptionE2E() : PodTrainingE2E("torus-preemption-e2e", {"--nodes", "2"}, OperatorStart::kAtSetUp) {}
   std::string log_of(const json& pod) { return read_file(pod_dir(pod) / "worker.log"); }
   std::string all_logs(const std::vector<json>& pods) {
     std::string all;
     for (const json& p : pods) all += "== " + pod_dir(p).filename().string() + "\n" + log_of(p);
     return all + "== operator\n" + read_file(dir_ / "operator.log");
   }
-
-  std::unique_ptr<test::TempDir> tmp_;
-  fs::path dir_;
-  std::string kubeconfig_;
-  std::unique_ptr<Daemon> standin_;
-  std::unique_ptr<kube::Client> client_;
-  std::unique_ptr<Daemon> operator_;
 };
 
 int64_t grace_of(const json& pod) { return pod["spec"].value("terminationGracePeriodSeconds", int64_t{-1}); }

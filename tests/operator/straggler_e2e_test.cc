@@ -61,37 +61,13 @@ class Throttle {
   std::thread thread_;
 };
 
-class StragglerE2E : public ::testing::Test {
+class StragglerE2E : public PodTrainingE2E {
  protected:
-  void SetUp() override {
-    if (auto missing = missing_for_training_pods()) GTEST_SKIP() << *missing;
-    tmp_ = std::make_unique<test::TempDir>("torus-straggler-e2e");
-    dir_ = tmp_->path();
-    kubeconfig_ = (dir_ / "kubeconfig").string();
-    standin_ = start_training_standin(dir_, kubeconfig_, {"--nodes", "2"});
-    client_ = std::make_unique<kube::Client>(kube::load_kubeconfig(kubeconfig_), kube::ClientOptions{});
-  }
-  void TearDown() override {
-    operator_.reset();
-    standin_.reset();
-    client_.reset();
-    if (tmp_) expect_stayed_on_loopback(dir_);
-    if (tmp_) keep_logs_if_failed(*tmp_);
-  }
-  void start_operator() {
-    // Progress (and every rank's arrival figures) read each second, so windows close while the short job trains.
-    // Reading every rank's pod and writing the event are granted by the chart's RBAC.
-    operator_ = start_chart_operator(dir_, kubeconfig_);
-  }
-  CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
-    args.insert(args.begin(), {kKubectl, "--kubeconfig", kubeconfig_, "--namespace", kNs});
-    return run_command(args, timeout);
-  }
+  // The test starts the operator once the job is applied (start_operator): every rank's arrival figures are read
+  // each second, so windows close while the short job trains; reading every rank's pod and writing the event are
+  // granted by the chart's RBAC.
+  StragglerE2E() : PodTrainingE2E("torus-straggler-e2e", {"--nodes", "2"}, OperatorStart::kByTest) {}
   std::optional<json> pod(const std::string& name) { return client_->try_get(res::kPods, kNs, name); }
-  json status_of(const std::string& job) {
-    auto j = client_->try_get(res::kTrainingJobs, kNs, job);
-    return j ? j->value("status", json::object()) : json::object();
-  }
   static json straggler_condition(const json& status) {
     for (const json& c : status.value("conditions", json::array()))
       if (c.value("type", "") == "Straggler") return c;
@@ -105,26 +81,12 @@ class StragglerE2E : public ::testing::Test {
   }
   // The pid of a pod's worker container, once the process kubelet started it (<root>/<ns>/<name>-<uid>/worker.pid).
   std::optional<pid_t> worker_pid(const json& p) {
-    const fs::path file =
-        dir_ / "pods" / kNs / (p["metadata"].value("name", "") + "-" + p["metadata"].value("uid", "")) / "worker.pid";
-    std::ifstream in(file);
+    std::ifstream in(pod_dir(p) / "worker.pid");
     pid_t pid = 0;
     if (!(in >> pid) || pid <= 0) return std::nullopt;
     return pid;
   }
-  std::string logs() {
-    std::ifstream in(dir_ / "operator.log");
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
-  std::unique_ptr<test::TempDir> tmp_;
-  fs::path dir_;
-  std::string kubeconfig_;
-  std::unique_ptr<Daemon> standin_;
-  std::unique_ptr<kube::Client> client_;
-  std::unique_ptr<Daemon> operator_;
+  std::string logs() const { return read_file(dir_ / "operator.log"); }
 };
 
 TEST_F(StragglerE2E, AThrottledRankIsNamedWithItsPodAndNodeWhileTheJobTrains) {
