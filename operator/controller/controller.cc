@@ -54,12 +54,7 @@ Objects owned_by(const std::vector<kube::ObjectPtr>& objects, const std::string&
   Objects out;
   out.reserve(objects.size());
   for (const auto& o : objects) {
-    for (const auto& ref : member(member(*o, "metadata"), "ownerReferences")) {
-      if (ref.value("uid", "") == uid && ref.value("controller", false)) {
-        out.push_back(o);
-        break;
-      }
-    }
+    if (controlled_by(*o, uid)) out.push_back(o);
   }
   return out;
 }
@@ -77,7 +72,8 @@ std::string phase_after(const json& job, const Plan& plan) {
 kube::FieldFilter cached_fields(const kube::Resource& r) {
   kube::FieldFilter fields;
   fields.drop("metadata.managedFields");
-  if (r.plural == res::kPods.plural && r.group == res::kPods.group) fields.keep_only("spec", {"nodeName", "schedulerName"});
+  if (r.plural == res::kPods.plural && r.group == res::kPods.group)
+    fields.keep_only("spec", {"nodeName", "schedulerName"});
   if (r.plural == res::kSecrets.plural && r.group == res::kSecrets.group) fields.drop("data").drop("stringData");
   return fields;
 }
@@ -315,9 +311,9 @@ PlanInput Controller::observe(const Caches& caches, const json& job, const std::
 std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key) {
   auto [ns, name] = split_key(key);
   const Caches* caches = caches_of(ns);
-  if (!caches) return std::nullopt;  // not a watched namespace
+  if (!caches) return std::nullopt;                            // not a watched namespace
   const kube::ObjectPtr job = caches->jobs->store().get(key);  // shared with the cache: read, never modified
-  if (!job) {  // deleted: garbage collection removes the children
+  if (!job) {                                                  // deleted: garbage collection removes the children
     progress_.forget(key);
     stragglers_.forget(key);
     views_.forget(key);

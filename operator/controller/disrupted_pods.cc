@@ -8,13 +8,6 @@
 namespace torus::controller {
 namespace {
 
-bool owned_by(const json& pod, const std::string& uid) {
-  for (const auto& ref : member(member(pod, "metadata"), "ownerReferences")) {
-    if (ref.value("uid", "") == uid && ref.value("controller", false)) return true;
-  }
-  return false;
-}
-
 int attempt_of(const json& pod) {
   const json& labels = member(member(pod, "metadata"), "labels");
   auto it = labels.find(kLabelAttempt);
@@ -38,7 +31,7 @@ Objects DisruptedPods::of(const std::string& job_key, const std::string& uid, in
   if (it == by_job_.end()) return {};
   auto& pods = it->second;
   pods.erase(std::remove_if(pods.begin(), pods.end(),
-                            [&](const auto& pod) { return !owned_by(*pod, uid) || attempt_of(*pod) < attempt; }),
+                            [&](const auto& pod) { return !controlled_by(*pod, uid) || attempt_of(*pod) < attempt; }),
              pods.end());
   Objects out(pods.begin(), pods.end());
   if (pods.empty()) by_job_.erase(it);

@@ -63,7 +63,7 @@ class ObjectRef {
  public:
   explicit ObjectRef(json object) : ptr_(std::make_shared<const json>(std::move(object))) {}
   ObjectRef(std::shared_ptr<const json> object) : ptr_(std::move(object)) {}  // NOLINT: implicit, as a pointer copy
-  operator const json&() const { return *ptr_; }                               // NOLINT: implicit on purpose
+  operator const json&() const { return *ptr_; }                              // NOLINT: implicit on purpose
   const json& operator*() const { return *ptr_; }
   const json* operator->() const { return ptr_.get(); }
 
@@ -85,6 +85,15 @@ inline const json& member(const json& object, std::string_view key) {
   if (!object.is_object()) return kEmpty;
   auto it = object.find(key);
   return it == object.end() ? kEmpty : *it;
+}
+
+// Whether `object`'s controller owner reference names `uid`: the job's own child, not one of an earlier job of the
+// same name that garbage collection has yet to remove.
+inline bool controlled_by(const json& object, const std::string& uid) {
+  for (const auto& ref : member(member(object, "metadata"), "ownerReferences")) {
+    if (ref.value("uid", "") == uid && ref.value("controller", false)) return true;
+  }
+  return false;
 }
 
 struct PlanInput {
