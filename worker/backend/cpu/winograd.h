@@ -17,9 +17,10 @@
 namespace torus::worker::cpu {
 
 // Whether this geometry runs here (else on oneDNN or narrow_conv.h): 3x3, stride 1, padding 1, NHWC on both sides,
-// channels multiples of 8, on a CPU where oneDNN runs avx2 but not avx512_core, and an output of at least
-// kWinogradMinSide pixels a side (smaller ones waste most of their tiles). Such a geometry's weights live as
-// (kh, kw, C_in, C_out), oneDNN's hwio.
+// input channels a multiple of 8 and output channels a multiple of 16 (the forward's products take two 8-float
+// vectors at a time; backward data, whose output is the input side, one), on a CPU where oneDNN runs avx2 but not
+// avx512_core, and an output of at least kWinogradMinSide pixels a side (smaller ones waste most of their tiles).
+// Such a geometry's weights live as (kh, kw, C_in, C_out), oneDNN's hwio.
 bool winograd_by_hand(const ConvGeometry& g);
 
 // x (N, H, W, C_in), w (3, 3, C_in, C_out) -> y (N, H, W, C_out).
