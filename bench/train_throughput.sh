@@ -5,8 +5,8 @@
 #   - ResNet-18 (CIFAR stem, 32x32x3, global avg pool)
 #
 # Headline: the configuration `torus run` uses, 2 processes x 1 thread with the gradient all-reduce: `torus run` of a
-# synthetic TrainingJob (2 workers, threadsPerProcess 1, ring all-reduce with 25 MiB buckets as in
-# examples/fashion-mnist.yaml) vs PyTorch DDP over Gloo, 2 processes x 1 thread
+# synthetic TrainingJob (2 workers, threadsPerProcess 1, the `auto` all-reduce (shared memory on one host) with 25 MiB
+# buckets as in examples/fashion-mnist.yaml) vs PyTorch DDP over Gloo, 2 processes x 1 thread
 # (bench/time_to_accuracy/fashion_mnist_ddp.py --synthetic). Global batch 256 for ResNet-9 (the example's, 128 per
 # rank) and 128 for ResNet-18 (64 per rank). Each side trains 2 epochs of global batches, 6 x STEPS for ResNet-9 and
 # STEPS for ResNet-18 (a ResNet-9 step is ~25x shorter: 10 of them, half a second, measured mostly noise); the
@@ -89,7 +89,7 @@ spec:
     optimizer: {type: sgd, momentum: 0.9, nesterov: true, weightDecay: 0.0005}
     lrSchedule: {type: one-cycle, initial: 0.01, peak: 0.01, warmupEpochs: 0, final: 0}
     labelSmoothing: 0.1
-  allReduce: {algorithm: ring, bucketSizeMB: 25, firstBucketSizeMB: 1}
+  allReduce: {algorithm: auto, bucketSizeMB: 25, firstBucketSizeMB: 1}  # as examples/fashion-mnist.yaml
 YAML
 }
 

@@ -77,7 +77,7 @@ TEST(RunOptions, PrecisionRankAndTelemetryComeFromTheJobAndTheLaunchContract) {
 }
 
 TEST(RunOptions, EnvironmentOverridesAreRecorded) {
-  const api::TrainingJob job = example("fashion-mnist.yaml");  // algorithm: ring, timeoutSeconds default 300
+  const api::TrainingJob job = example("fashion-mnist.yaml");  // algorithm: auto, timeoutSeconds default 300
   const auto env =
       tunables::Snapshot::of({{"TORUS_ALLREDUCE_ALGO", "hierarchical"}, {"TORUS_COMM_TIMEOUT_MS", "1500"}});
   const RunOptions r = run_options(job.spec, ranks(2), env);
@@ -85,7 +85,7 @@ TEST(RunOptions, EnvironmentOverridesAreRecorded) {
   EXPECT_EQ(r.comm.timeout, std::chrono::milliseconds(1500));
   ASSERT_EQ(r.overrides.size(), 2u);
   EXPECT_EQ(describe(r.overrides[0]),
-            "TORUS_ALLREDUCE_ALGO=hierarchical overrides spec.allReduce.algorithm (job: ring)");
+            "TORUS_ALLREDUCE_ALGO=hierarchical overrides spec.allReduce.algorithm (job: auto)");
   EXPECT_EQ(describe(r.overrides[1]),
             "TORUS_COMM_TIMEOUT_MS=1500 overrides spec.allReduce.timeoutSeconds (job: 300 s)");
   EXPECT_EQ(r.tunables, (std::vector<std::string>{"TORUS_ALLREDUCE_ALGO=hierarchical", "TORUS_COMM_TIMEOUT_MS=1500"}));
