@@ -1,8 +1,9 @@
 // The hand-written Winograd F(2x2, 3x3) convolutions (worker/backend/cpu/winograd.h) against the double reference:
-// forward, backward data and backward weights on the narrow ResNet-9's channel pairs, on even and odd sides (a last
-// tile half outside the image), on 1 and 2 threads (backward weights sums per thread). They run where oneDNN runs
-// avx2 but not avx512_core: CTest runs this file under ONEDNN_MAX_CPU_ISA=AVX2 too, and on an AVX-512 machine the
-// plain run checks that they are refused instead. The backend routes through them: narrow_conv_test.cc's
+// forward, backward data and backward weights on the narrow ResNet-9's channel pairs and ResNet-18's, on even and odd
+// sides (a last tile half outside the image), on 1 and 2 threads (backward weights sums per thread), with activations
+// in their own layouts (staging.h: NHWC below 64 channels, channel-blocked from 64 on, either side or both). They run
+// where oneDNN runs avx2 but not avx512_core: CTest runs this file under ONEDNN_MAX_CPU_ISA=AVX2 too, and on an AVX-512
+// machine the plain run checks that they are refused instead. The backend routes through them: narrow_conv_test.cc's
 // TheBackendsThreePassesMatchTheReference.
 #include "worker/backend/cpu/winograd.h"
 
@@ -35,6 +36,31 @@ class Winograd : public ::testing::TestWithParam<Case> {};
 
 bool avx2_machine() { return dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core; }
 
+// An (N, H, W, C) activation between NHWC and its own layout: written out here rather than through oneDNN's reorder,
+// so that a wrong layout in the kernels cannot hide behind the same mistake in the conversion.
+size_t own_index(int64_t h, int64_t w, int64_t c, int64_t n, int64_t r, int64_t col, int64_t ch) {
+  if (!blocked_channels(c)) return static_cast<size_t>(((n * h + r) * w + col) * c + ch);
+  const int64_t b = channel_block();
+  return static_cast<size_t>((((n * (c / b) + ch / b) * h + r) * w + col) * b + ch % b);
+}
+template <class T>
+std::vector<T> convert(const std::vector<T>& from, int64_t h, int64_t w, int64_t c, StageDirection direction) {
+  std::vector<T> to(from.size());
+  const int64_t n = static_cast<int64_t>(from.size()) / (h * w * c);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < h; ++r)
+      for (int64_t col = 0; col < w; ++col)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const size_t plain = static_cast<size_t>(((i * h + r) * w + col) * c + ch),
+                       own = own_index(h, w, c, i, r, col, ch);
+          if (direction == StageDirection::kIn)
+            to[own] = from[plain];
+          else
+            to[plain] = from[own];
+        }
+  return to;
+}
+
 TEST_P(Winograd, EveryPassMatchesTheReference) {
   const Case c = GetParam();
   const ConvGeometry g{.n = c.n, .h = c.h, .w = c.w, .c_in = c.c_in, .c_out = c.c_out, .kh = 3, .kw = 3, .pad = 1};
@@ -49,14 +75,16 @@ TEST_P(Winograd, EveryPassMatchesTheReference) {
                            dy = uniform_floats(g.output_shape().numel(), rng);
   const test::ConvReference r = conv_reference(g, x, w, dy);
   const std::vector<float> wt = hwio(g, w);
+  const std::vector<float> x_own = convert(x, g.h, g.w, g.c_in, StageDirection::kIn),
+                           dy_own = convert(dy, g.h, g.w, g.c_out, StageDirection::kIn);
   omp_set_num_threads(c.threads);
   std::vector<float> y(dy.size(), -7.0f), dx(x.size(), -7.0f), dw(w.size(), -7.0f);
-  winograd_forward(g, x.data(), wt.data(), y.data());
-  expect_near(y, r.y, "y");
-  winograd_backward_data(g, dy.data(), wt.data(), dx.data());
-  expect_near(dx, r.dx, "dx");
+  winograd_forward(g, x_own.data(), wt.data(), y.data());
+  expect_near(convert(y, g.h, g.w, g.c_out, StageDirection::kOut), r.y, "y");
+  winograd_backward_data(g, dy_own.data(), wt.data(), dx.data());
+  expect_near(convert(dx, g.h, g.w, g.c_in, StageDirection::kOut), r.dx, "dx");
   if (winograd_backward_weights_by_hand(g)) {
-    winograd_backward_weights(g, x.data(), dy.data(), dw.data());
+    winograd_backward_weights(g, x_own.data(), dy_own.data(), dw.data());
     // A sum over every pixel of the batch: its rounding grows with their number.
     const std::vector<float> got = oihw(g, dw);
     const double scale = std::sqrt(static_cast<double>(g.n * g.h * g.w));
@@ -70,7 +98,12 @@ INSTANTIATE_TEST_SUITE_P(Geometries, Winograd,
                          ::testing::Values(Case{3, 28, 28, 8, 16, 1}, Case{2, 28, 28, 8, 16, 2},
                                            Case{3, 14, 14, 16, 16, 1}, Case{2, 14, 14, 16, 32, 2},
                                            Case{2, 7, 9, 16, 32, 1}, Case{3, 9, 7, 16, 16, 2},
-                                           Case{2, 8, 11, 32, 32, 1}, Case{5, 7, 7, 8, 16, 2}),
+                                           Case{2, 8, 11, 32, 32, 1}, Case{5, 7, 7, 8, 16, 2},
+                                           // One side channel-blocked, then both: ResNet-9's 32 -> 64 at 7x7, the
+                                           // transpose of it, ResNet-18's 64, 128 and 256 channels.
+                                           Case{3, 7, 7, 32, 64, 2}, Case{2, 9, 8, 64, 32, 1},
+                                           Case{2, 11, 10, 64, 64, 2}, Case{1, 8, 8, 128, 128, 1},
+                                           Case{1, 7, 8, 256, 256, 1}),
                          [](const auto& param_info) {
                            const Case& c = param_info.param;
                            return "n" + std::to_string(c.n) + "_" + std::to_string(c.h) + "x" + std::to_string(c.w) +
@@ -78,20 +111,23 @@ INSTANTIATE_TEST_SUITE_P(Geometries, Winograd,
                                   std::to_string(c.threads);
                          });
 
-TEST(WinogradChoice, TakesOnlyThreeByThreeStrideOneNarrowLayersOfSevenPixelsOrMore) {
+TEST(WinogradChoice, TakesOnlyThreeByThreeStrideOneLayersOfSevenPixelsOrMoreAndUpTo256Channels) {
   const ConvGeometry first{.n = 128, .h = 28, .w = 28, .c_in = 8, .c_out = 16, .kh = 3, .kw = 3, .pad = 1};
   EXPECT_EQ(winograd_by_hand(first), avx2_machine());
   EXPECT_FALSE(winograd_backward_weights_by_hand(first)) << "8 input channels: oneDNN's is as fast";
-  ConvGeometry strided = first, pointwise = first, unpadded = first, stem = first, blocked = first, small = first;
+  ConvGeometry blocked = first;  // the channel-blocked layout on the output side (staging.h)
+  blocked.c_in = 32;
+  blocked.c_out = 64;
+  EXPECT_EQ(winograd_by_hand(blocked), avx2_machine());
+  ConvGeometry strided = first, pointwise = first, unpadded = first, stem = first, wide = first, small = first;
   strided.stride = 2;
   pointwise.kh = pointwise.kw = 1;
   pointwise.pad = 0;
   unpadded.pad = 0;
   stem.c_in = 1;
-  blocked.c_in = 32;
-  blocked.c_out = 64;  // the channel-blocked layout (staging.h)
+  wide.c_in = wide.c_out = 512;  // its transformed weights (16 MiB) would leave the cache for every few tiles
   small.h = small.w = 3;
-  for (const ConvGeometry& g : {strided, pointwise, unpadded, stem, blocked, small})
+  for (const ConvGeometry& g : {strided, pointwise, unpadded, stem, wide, small})
     EXPECT_FALSE(winograd_by_hand(g)) << g.input_shape().str() << " -> " << g.output_shape().str();
   std::vector<float> buf(1);  // refused before any element is read
   EXPECT_THROW(winograd_forward(stem, buf.data(), buf.data(), buf.data()), InvalidArgument);

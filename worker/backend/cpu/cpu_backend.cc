@@ -20,9 +20,9 @@
 #include "worker/backend/cpu/impl_choice.h"
 #include "worker/backend/cpu/max_pool.h"
 #include "worker/backend/cpu/narrow_conv.h"
-#include "worker/backend/cpu/winograd.h"
 #include "worker/backend/cpu/plans.h"
 #include "worker/backend/cpu/staging.h"
+#include "worker/backend/cpu/winograd.h"
 
 namespace torus::worker::cpu {
 namespace {
@@ -103,7 +103,7 @@ class CpuBackend final : public Backend {
     expect_elements(x, g.input_shape().numel(), "conv input");
     expect_elements(y, g.output_shape().numel(), "conv output");
     if (narrow_conv_by_hand(g)) return narrow_conv_forward(g, x.f32(), w.f32(), y.f32());
-    if (winograd_by_hand(g)) return winograd_forward(g, x.f32(), w.f32(), y.f32());
+    if (winograd_by_hand(g) && hwio_weights(g)) return winograd_forward(g, x.f32(), w.f32(), y.f32());
     ConvPlan& p = conv_plan(g);
     memory wmem = weights_in(p.fwd_w, native_weight(g), w);
     memory xm = p.x_in.in(engine_, stream_, x, stage(stage_a_, p.x_in.bytes()));
@@ -116,7 +116,7 @@ class CpuBackend final : public Backend {
     expect_elements(dy, g.output_shape().numel(), "conv output gradient");
     expect_elements(dx, g.input_shape().numel(), "conv input gradient");
     if (narrow_conv_backward_data_by_hand(g)) return narrow_conv_backward_data(g, dy.f32(), w.f32(), dx.f32());
-    if (winograd_by_hand(g)) return winograd_backward_data(g, dy.f32(), w.f32(), dx.f32());
+    if (winograd_by_hand(g) && hwio_weights(g)) return winograd_backward_data(g, dy.f32(), w.f32(), dx.f32());
     ConvBackward& p = conv_backward_plan(g);
     memory wmem = weights_in(p.bwd_data_w, native_weight(g), w);
     memory dym = p.dy_in.in(engine_, stream_, dy, stage(stage_a_, p.dy_in.bytes()));
@@ -128,7 +128,8 @@ class CpuBackend final : public Backend {
   void conv_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) override {
     expect_elements(x, g.input_shape().numel(), "conv input");
     expect_elements(dy, g.output_shape().numel(), "conv output gradient");
-    if (winograd_backward_weights_by_hand(g)) return winograd_backward_weights(g, x.f32(), dy.f32(), dw.f32());
+    if (winograd_backward_weights_by_hand(g) && hwio_weights(g))
+      return winograd_backward_weights(g, x.f32(), dy.f32(), dw.f32());
     ConvBackward& p = conv_backward_plan(g);
     memory::desc native = native_weight(g);
     memory dst(native, engine_, dw.data());
@@ -192,8 +193,7 @@ class CpuBackend final : public Backend {
     expect_norm_max_pool(g);
     expect_elements(x, g.shape().numel(), "batch norm input");
     expect_elements(y, g.max_pooled_shape().numel(), "batch norm + max pool output");
-    batch_norm_max_pool_forward_training(g, x.f32(), gamma.f32(), beta.f32(), y.f32(), save_mean.f32(),
-                                         save_var.f32());
+    batch_norm_max_pool_forward_training(g, x.f32(), gamma.f32(), beta.f32(), y.f32(), save_mean.f32(), save_var.f32());
     update_running(g, save_mean, save_var, running_mean, running_var, momentum);
   }
 
@@ -374,11 +374,17 @@ class CpuBackend final : public Backend {
     if (it != native_weights_.end()) return it->second;
     // The hand-written forward's layout (narrow_conv.h, winograd.h) where it runs, else the forward primitive's.
     const bool by_hand = narrow_conv_by_hand(g) || winograd_by_hand(g);
-    memory::desc md = by_hand ? memory::desc({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::hwio)
-                                                 : conv_plan(g).fwd_pd.weights_desc();
+    memory::desc md = by_hand ? hwio_weight(g) : conv_plan(g).fwd_pd.weights_desc();
     native_weights_.emplace(key, md);
     return md;
   }
+  static memory::desc hwio_weight(const ConvGeometry& g) {
+    return memory::desc({g.c_out, g.c_in, g.kh, g.kw}, dt::f32, tag::hwio);
+  }
+  // Whether g's weights live as the hand-written kernels read them. The layout is chosen for the first geometry of a
+  // weight shape, and Winograd's side rule can differ between two geometries of one shape (laid out at 6x6 on
+  // oneDNN, evaluated at 7x7): such a geometry stays on oneDNN, which converts.
+  bool hwio_weights(const ConvGeometry& g) { return native_weight(g) == hwio_weight(g); }
 
   // The weights as the primitive wants them: the native memory itself, or a converted copy.
   memory weights_in(std::optional<Converter>& conv, const memory::desc& native, Tensor w) {
@@ -431,10 +437,10 @@ class CpuBackend final : public Backend {
     const dnnl::algorithm alg = p.algorithm;
     ConvBackward b;
 #if DNNL_VERSION_MAJOR >= 3
-    b.bwd_data_pd = safe_backward<dnnl::convolution_backward_data::primitive_desc>(
-        g, engine_, alg, src_in, any_w, dst_in, strides, pad, pad, p.fwd_pd);
-    b.bwd_w_pd = safe_backward<dnnl::convolution_backward_weights::primitive_desc>(
-        g, engine_, alg, src_in, any_w, dst_in, strides, pad, pad, p.fwd_pd);
+    b.bwd_data_pd = safe_backward<dnnl::convolution_backward_data::primitive_desc>(g, engine_, alg, src_in, any_w,
+                                                                                   dst_in, strides, pad, pad, p.fwd_pd);
+    b.bwd_w_pd = safe_backward<dnnl::convolution_backward_weights::primitive_desc>(g, engine_, alg, src_in, any_w,
+                                                                                   dst_in, strides, pad, pad, p.fwd_pd);
 #else
     const dnnl::convolution_backward_data::desc data_desc(alg, src_in, any_w, dst_in, strides, pad, pad);
     b.bwd_data_pd = safe_backward<dnnl::convolution_backward_data::primitive_desc>(g, data_desc, engine_, p.fwd_pd);
@@ -549,7 +555,8 @@ class CpuBackend final : public Backend {
     EltwisePlan p;
 #if DNNL_VERSION_MAJOR >= 3
     p.fwd_pd = {engine_, dnnl::prop_kind::forward_training, alg, md, md, 0.f, 0.f};
-    p.bwd = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(engine_, alg, md, md, md, 0.f, 0.f, p.fwd_pd));
+    p.bwd =
+        dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(engine_, alg, md, md, md, 0.f, 0.f, p.fwd_pd));
 #else
     p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f}, engine_};
     p.bwd = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc({alg, md, md, 0.f, 0.f}, engine_, p.fwd_pd));

@@ -32,10 +32,35 @@ constexpr int kVecs = 2, kTiles = 6, kMaxTiles = 12;
 // Backward weights: kRows input channels x kVecs vectors of output channels.
 constexpr int kRows = 4;
 constexpr int64_t kWinogradMinSide = 7;
+// ResNet-18 at 32x32 on AVX2 (batch 64, 1 thread), ms per call here / on oneDNN 2.6.3's direct nChw8c kernels:
+// 64 channels at 32x32 forward 21 / 39, backward data 21 / 38, weights 27 / 47; 128 at 16x16 20 / 40, 21 / 38,
+// 25 / 43; 256 at 8x8 23 / 39, 23 / 36, 26 / 45 (a step 1943 -> 1404 ms). The narrow ResNet-9's 32 -> 64 at 7x7
+// (NHWC in, nChw8c out): 1.5 / 1.8, 1.6 / 1.9, 1.8 / 2.1. 512 channels (4x4 in ResNet-18) stay below kWinogradMinSide.
+constexpr int64_t kMaxChannels = 256;
+// Backward weights' chunks of tiles. ResNet-18 on AVX2 (batch 64, 1 thread), per call: whole images 64 ms at 64
+// channels and 32x32 (oneDNN: 45); 32 KiB chunks 26-28 ms; at 256 channels and 8x8, chunks of 1 tile 55-59 ms
+// (oneDNN: 45), of 4 tiles 26, 8 tiles 22-24; at 64 channels 8 tiles cost 32 ms.
+constexpr int64_t kChunkBytes = 32 << 10, kMinChunkTiles = 4;
+
+// Where the 8-channel vectors of one (H, W, C) image lie, in the activation's own layout (staging.h): NHWC (a pixel's
+// channels together) or, from kBlockedMinChannels channels on, nChw8c (eight channels innermost, then the pixels, then
+// the blocks of eight; the block is V because these kernels run only where channel_block() is 8). The offset of vector
+// j of pixel (r, c) is r * row + c * pixel + j * vec.
+struct ImageLayout {
+  int64_t pixel, row, vec;
+  static ImageLayout of(int64_t h, int64_t w, int64_t c) {
+    if (blocked_channels(c)) return {V, w * V, h * w * V};
+    return {c, w * c, V};
+  }
+  int64_t at(int64_t r, int64_t col) const { return r * row + col * pixel; }
+  bool nhwc() const { return vec == V; }
+};
 
 // The tiles of one image: th x tw tiles of 2x2 outputs; the input zero-padded to (2 th + 2) x (2 tw + 2) x c.
 struct Tiling {
   int64_t h, w, ci, co;
+  ImageLayout in() const { return ImageLayout::of(h, w, ci); }
+  ImageLayout out() const { return ImageLayout::of(h, w, co); }
   int64_t th() const { return (h + 1) / 2; }
   int64_t tw() const { return (w + 1) / 2; }
   int64_t tiles() const { return th() * tw(); }
@@ -43,19 +68,29 @@ struct Tiling {
   int64_t padded_cols() const { return 2 * tw() + 2; }
 };
 
-// One image, zero-padded: borders (and the extra row and column of an odd size) zeroed once, copy() writes the rest.
+// One image, zero-padded and NHWC whatever its layout: borders (and the extra row and column of an odd size) zeroed
+// once, copy() writes the rest.
 class Padded {
  public:
-  Padded(const Tiling& t, int64_t c)
+  explicit Padded(const Tiling& t)
       : h_(t.h),
         w_(t.w),
-        c_(c),
+        c_(t.ci),
         cols_(t.padded_cols()),
-        data_(static_cast<size_t>(t.padded_rows() * t.padded_cols() * c), 0.0f) {}
-  void copy(const float* image) {  // (H, W, C)
-    for (int64_t r = 0; r < h_; ++r)
-      std::memcpy(data_.data() + ((r + 1) * cols_ + 1) * c_, image + r * w_ * c_,
-                  static_cast<size_t>(w_ * c_) * sizeof(float));
+        layout_(t.in()),
+        data_(static_cast<size_t>(t.padded_rows() * t.padded_cols() * t.ci), 0.0f) {}
+  void copy(const float* image) {  // (H, W, C) in layout_
+    if (layout_.nhwc()) {
+      for (int64_t r = 0; r < h_; ++r)
+        std::memcpy(data_.data() + ((r + 1) * cols_ + 1) * c_, image + r * w_ * c_,
+                    static_cast<size_t>(w_ * c_) * sizeof(float));
+      return;
+    }
+    for (int64_t j = 0; j < c_ / V; ++j)  // reads each block's pixels in order
+      for (int64_t r = 0; r < h_; ++r)
+        for (int64_t col = 0; col < w_; ++col)
+          std::memcpy(data_.data() + ((r + 1) * cols_ + col + 1) * c_ + j * V,
+                      image + j * layout_.vec + layout_.at(r, col), V * sizeof(float));
   }
   // The top-left of tile (a, b)'s 4x4 patch.
   const float* patch(int64_t a, int64_t b) const { return data_.data() + (2 * a * cols_ + 2 * b) * c_; }
@@ -63,6 +98,7 @@ class Padded {
 
  private:
   int64_t h_, w_, c_, cols_;
+  ImageLayout layout_;
   std::vector<float> data_;
 };
 
@@ -107,12 +143,13 @@ template <int kK, int kT>
     }
 }
 
-// The 2x2 outputs A^T m A of tile (a, b) into the image y (H, W, co), clipped at an odd size's last row or column.
-[[gnu::always_inline]] inline void store_tile(const float* m, int64_t co, const Tiling& g, int64_t a, int64_t b,
-                                              float* y) {
+// The 2x2 outputs A^T m A of tile (a, b) into the image y (H, W, co) laid out as `at`, clipped at an odd size's last
+// row or column.
+[[gnu::always_inline]] inline void store_tile(const float* m, int64_t co, const Tiling& g, const ImageLayout& at,
+                                              int64_t a, int64_t b, float* y) {
   const bool last_row = 2 * a + 1 >= g.h, last_col = 2 * b + 1 >= g.w;
-  float* y00 = y + ((2 * a) * g.w + 2 * b) * co;
   for (int64_t o = 0; o < co; o += V) {
+    float* y00 = y + at.at(2 * a, 2 * b) + o / V * at.vec;
     Vec<V> q0[4], q1[4];
     for (int col = 0; col < 4; ++col) {
       const Vec<V> m0 = load<V>(m + col * co + o), m1 = load<V>(m + (4 + col) * co + o),
@@ -120,11 +157,11 @@ template <int kK, int kT>
       q0[col] = m0 + m1 + m2;
       q1[col] = m1 - m2 - m3;
     }
-    store<V>(y00 + o, q0[0] + q0[1] + q0[2]);
-    if (!last_col) store<V>(y00 + co + o, q0[1] - q0[2] - q0[3]);
+    store<V>(y00, q0[0] + q0[1] + q0[2]);
+    if (!last_col) store<V>(y00 + at.pixel, q0[1] - q0[2] - q0[3]);
     if (last_row) continue;
-    store<V>(y00 + g.w * co + o, q1[0] + q1[1] + q1[2]);
-    if (!last_col) store<V>(y00 + (g.w + 1) * co + o, q1[1] - q1[2] - q1[3]);
+    store<V>(y00 + at.row, q1[0] + q1[1] + q1[2]);
+    if (!last_col) store<V>(y00 + at.row + at.pixel, q1[1] - q1[2] - q1[3]);
   }
 }
 
@@ -143,7 +180,8 @@ struct ImageRange {
 template <int kK, int kT>
 [[gnu::always_inline]] inline void forward_images(const Tiling& g, ImageRange r, const float* x, const float* u,
                                                   float* y) {
-  Padded p(g, g.ci);
+  Padded p(g);
+  const ImageLayout out = g.out();
   std::vector<float> v(static_cast<size_t>(kT * kPoints * g.ci), 0.0f), m(static_cast<size_t>(kT * kPoints * g.co));
   const int64_t tiles = g.tiles(), tw = g.tw(), image_floats = g.h * g.w * g.ci;
   const int64_t slice = (image_floats * kT + tiles - 1) / tiles;  // of the next image, per block of tiles
@@ -157,21 +195,22 @@ template <int kK, int kT>
         transform_patch(p.patch((t0 + t) / tw, (t0 + t) % tw), p.row_floats(), g.ci, v.data() + t * kPoints * g.ci);
       multiply_block<kK, kT>(v.data(), u, g.ci, g.co, m.data());
       for (int64_t t = 0; t < count; ++t)
-        store_tile(m.data() + t * kPoints * g.co, g.co, g, (t0 + t) / tw, (t0 + t) % tw, image);
+        store_tile(m.data() + t * kPoints * g.co, g.co, g, out, (t0 + t) / tw, (t0 + t) % tw, image);
     }
   }
 }
 
-// dm (16, co) = A e A^T of the 2x2 output gradients of tile (a, b) of the image dy (H, W, co), zero outside it.
-[[gnu::always_inline]] inline void transform_gradient(const float* dy, const Tiling& g, int64_t a, int64_t b,
-                                                      float* dm) {
+// dm (16, co) = A e A^T of the 2x2 output gradients of tile (a, b) of the image dy (H, W, co) laid out as `at`, zero
+// outside it.
+[[gnu::always_inline]] inline void transform_gradient(const float* dy, const Tiling& g, const ImageLayout& at,
+                                                      int64_t a, int64_t b, float* dm) {
   const bool last_row = 2 * a + 1 >= g.h, last_col = 2 * b + 1 >= g.w;
-  const float* e00 = dy + ((2 * a) * g.w + 2 * b) * g.co;
   for (int64_t o = 0; o < g.co; o += V) {
+    const float* e00 = dy + at.at(2 * a, 2 * b) + o / V * at.vec;
     const Vec<V> zero{};
-    const Vec<V> e[2][2] = {{load<V>(e00 + o), last_col ? zero : load<V>(e00 + g.co + o)},
-                            {last_row ? zero : load<V>(e00 + g.w * g.co + o),
-                             last_row || last_col ? zero : load<V>(e00 + (g.w + 1) * g.co + o)}};
+    const Vec<V> e[2][2] = {
+        {load<V>(e00), last_col ? zero : load<V>(e00 + at.pixel)},
+        {last_row ? zero : load<V>(e00 + at.row), last_row || last_col ? zero : load<V>(e00 + at.row + at.pixel)}};
     Vec<V> f[4][2];
     for (int c = 0; c < 2; ++c) {
       f[0][c] = e[0][c];
@@ -212,18 +251,27 @@ template <int kK, int kT>
 
 __attribute__((target("avx2,fma"))) void backward_weights_images(const Tiling& g, ImageRange r, const float* x,
                                                                  const float* dy, float* du) {
-  Padded p(g, g.ci);
+  Padded p(g);
+  const ImageLayout out = g.out();
   const int64_t tiles = g.tiles(), tw = g.tw();
-  std::vector<float> v(static_cast<size_t>(tiles * kPoints * g.ci)), dm(static_cast<size_t>(tiles * kPoints * g.co));
+  // Tiles in chunks whose transforms stay in L1, at least kMinChunkTiles for the sums into du to pay (at 32x32 with 64
+  // channels an image's transforms are 2 MiB; with 256 channels du is 4 MiB).
+  const int64_t chunk =
+      std::clamp<int64_t>(kChunkBytes / (kPoints * (g.ci + g.co) * 4), std::min(kMinChunkTiles, tiles), tiles);
+  std::vector<float> v(static_cast<size_t>(chunk * kPoints * g.ci)), dm(static_cast<size_t>(chunk * kPoints * g.co));
   for (int64_t n = r.begin; n < r.end; ++n) {
     p.copy(x + n * g.h * g.w * g.ci);
     const float* grad = dy + n * g.h * g.w * g.co;
     if (n + 1 < r.end) prefetch(x + (n + 1) * g.h * g.w * g.ci, g.h * g.w * g.ci * 4);
-    for (int64_t t = 0; t < tiles; ++t) {
-      transform_patch(p.patch(t / tw, t % tw), p.row_floats(), g.ci, v.data() + t * kPoints * g.ci);
-      transform_gradient(grad, g, t / tw, t % tw, dm.data() + t * kPoints * g.co);
+    for (int64_t t0 = 0; t0 < tiles; t0 += chunk) {
+      const int64_t count = std::min(chunk, tiles - t0);
+      for (int64_t t = 0; t < count; ++t) {
+        const int64_t a = (t0 + t) / tw, b = (t0 + t) % tw;
+        transform_patch(p.patch(a, b), p.row_floats(), g.ci, v.data() + t * kPoints * g.ci);
+        transform_gradient(grad, g, out, a, b, dm.data() + t * kPoints * g.co);
+      }
+      accumulate_products(v.data(), dm.data(), count, g.ci, g.co, du);
     }
-    accumulate_products(v.data(), dm.data(), tiles, g.ci, g.co, du);
   }
 }
 
@@ -302,7 +350,7 @@ void forward_with(const ConvGeometry& g, const Tiling& t, const float* x, const 
 bool winograd_by_hand(const ConvGeometry& g) {
   static const bool isa = avx2_not_avx512();
   return isa && g.kh == 3 && g.kw == 3 && g.stride == 1 && g.pad == 1 && g.c_in % V == 0 &&
-         g.c_out % (kVecs * V) == 0 && !blocked_channels(g.c_in) && !blocked_channels(g.c_out) &&
+         g.c_out % (kVecs * V) == 0 && std::max(g.c_in, g.c_out) <= kMaxChannels &&
          std::min(g.h, g.w) >= kWinogradMinSide;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Winograd F(2x2, 3x3) for the narrow NHWC layers' 3x3 stride-1 padding-1 convolutions, written by hand, on AVX2
-// (where oneDNN 2.6.3 has no Winograd convolution and its direct NHWC kernels reach about half of a core's FMA rate).
+// Winograd F(2x2, 3x3) for 3x3 stride-1 padding-1 convolutions, written by hand, on AVX2 (where oneDNN 2.6.3 has no
+// Winograd convolution and its direct kernels reach about half of a core's FMA rate).
 // Each 2x2 block of outputs (a tile) is computed from its 4x4 input patch with 16 products per input and output
 // channel pair instead of 36: the patch is transformed (B^T d B, additions only), the 16 transformed points are 16
 // small matrix products with the transformed weights (G g G^T), and the 2x2 outputs come back by A^T m A. Backward
@@ -8,22 +8,26 @@
 // times the transformed output gradients (A dy A^T) over the tiles, then G^T du G. Lavin and Gray, "Fast Algorithms
 // for Convolutional Neural Networks" (2016).
 //
-// Per image, tiles are taken in blocks of a few: their transformed patches, products and outputs stay in L1. Images
-// are split between threads in contiguous ranges; backward weights sums per thread, then in thread order.
+// Per image, tiles are taken in blocks of a few: their transformed patches, products and outputs stay in L1 (backward
+// weights: chunks of tiles, see kChunkBytes). Images are split between threads in contiguous ranges; backward weights
+// sums per thread, then in thread order.
 #include <cstdint>
 
 #include "worker/backend/backend.h"
 
 namespace torus::worker::cpu {
 
-// Whether this geometry runs here (else on oneDNN or narrow_conv.h): 3x3, stride 1, padding 1, NHWC on both sides,
-// input channels a multiple of 8 and output channels a multiple of 16 (the forward's products take two 8-float
-// vectors at a time; backward data, whose output is the input side, one), on a CPU where oneDNN runs avx2 but not
-// avx512_core, and an output of at least kWinogradMinSide pixels a side (smaller ones waste most of their tiles).
-// Such a geometry's weights live as (kh, kw, C_in, C_out), oneDNN's hwio.
+// Whether this geometry runs here (else on oneDNN or narrow_conv.h): 3x3, stride 1, padding 1, input channels a
+// multiple of 8 and output channels a multiple of 16 (the forward's products take two 8-float vectors at a time;
+// backward data, whose output is the input side, one), at most 256 channels a side (the transformed weights, 4 MiB
+// at 256, are read again for every few tiles), on a CPU where oneDNN runs avx2 but not avx512_core, and an output of
+// at least kWinogradMinSide pixels a side (smaller ones waste most of their tiles). Activations come and go in their
+// own layouts (staging.h): NHWC below 64 channels, nChw8c from 64 on, on either side. Such a geometry's weights live
+// as (kh, kw, C_in, C_out), oneDNN's hwio. On AVX2 every such layer of the narrow ResNet-9 and ResNet-18 ran faster
+// here than on oneDNN 2.6.3's direct kernels (worker/backend/cpu/winograd.cc has the figures).
 bool winograd_by_hand(const ConvGeometry& g);
 
-// x (N, H, W, C_in), w (3, 3, C_in, C_out) -> y (N, H, W, C_out).
+// x (N, H, W, C_in), w (3, 3, C_in, C_out) -> y (N, H, W, C_out), activations in their own layouts.
 void winograd_forward(const ConvGeometry& g, const float* x, const float* w, float* y);
 // dy (N, H, W, C_out), w (3, 3, C_in, C_out) -> dx (N, H, W, C_in).
 void winograd_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx);
