@@ -27,10 +27,11 @@ Reference reference(const std::vector<float>& v) {
 }
 
 // One channel's moments as the kernels compute them: thread (lane y, slice s) folds rows s * 8 + y + k * 8 * slices,
-// the block merges its 8 lanes in order, the finalize merges the slices in order.
-Moments kernel_order(const std::vector<float>& v, int64_t slices) {
+// the block merges its 8 lanes in order into the slice's partial; the finalize's lanes merge the slices
+// (lane_moments), and lane 0 the lanes in order. `c` channels of partials, this one the last (its stride matters).
+Moments kernel_order(const std::vector<float>& v, int64_t slices, int64_t c = 3) {
   const auto m = static_cast<int64_t>(v.size());
-  Moments total;
+  std::vector<Moments> partial(static_cast<size_t>(slices * c));
   for (int64_t s = 0; s < slices; ++s) {
     Moments block;
     for (int y = 0; y < kBnRowsPerBlock; ++y) {
@@ -39,8 +40,11 @@ Moments kernel_order(const std::vector<float>& v, int64_t slices) {
         moments_push(lane, v[static_cast<size_t>(r)]);
       block = moments_merge(block, lane);
     }
-    total = moments_merge(total, block);
+    partial[static_cast<size_t>(s * c + c - 1)] = block;
   }
+  Moments total;
+  for (int lane = 0; lane < kBnFinalizeLanes; ++lane)
+    total = moments_merge(total, lane_moments(partial.data(), slices, c, c - 1, lane));
   return total;
 }
 
@@ -62,6 +66,34 @@ TEST(NormMath, MomentsInKernelOrderMatchTwoPassDoubles) {
       EXPECT_NEAR(got.mean, want.mean, 1e-5 * (1 + std::abs(want.mean))) << m << " rows, " << slices << " slices";
       EXPECT_NEAR(biased_var(got), want.var, 1e-4 * want.var + 1e-6) << m << " rows, " << slices << " slices";
     }
+  }
+}
+
+TEST(NormMath, TheFinalizeLanesTakeEverySliceOnce) {
+  // Slice s holds s + 1 rows of value s: the merged count and mean show a slice missed or taken twice.
+  for (int64_t slices : {1, 2, 15, 16, 17, 512, 1000}) {
+    const int64_t c = 5, ch = 2;
+    std::vector<Moments> partial(static_cast<size_t>(slices * c), Moments{1000, 1e6f, 0.0f});  // other channels
+    std::vector<Sums> sums(partial.size(), Sums{1e6f, 1e6f});
+    for (int64_t s = 0; s < slices; ++s) {
+      partial[static_cast<size_t>(s * c + ch)] = Moments{s + 1, static_cast<float>(s), 0.0f};
+      sums[static_cast<size_t>(s * c + ch)] = Sums{static_cast<float>(s), 1.0f};
+    }
+    Moments total;
+    Sums sum;
+    for (int lane = 0; lane < kBnFinalizeLanes; ++lane) {
+      total = moments_merge(total, lane_moments(partial.data(), slices, c, ch, lane));
+      sum = sums_add(sum, lane_sums(sums.data(), slices, c, ch, lane));
+    }
+    double rows = 0, weighted = 0;
+    for (int64_t s = 0; s < slices; ++s) {
+      rows += static_cast<double>(s + 1);
+      weighted += static_cast<double>(s) * static_cast<double>(s + 1);
+    }
+    EXPECT_EQ(total.n, static_cast<int64_t>(rows)) << slices << " slices";
+    EXPECT_NEAR(total.mean, weighted / rows, 1e-4 * (1 + weighted / rows)) << slices << " slices";
+    EXPECT_FLOAT_EQ(sum.dy, static_cast<float>(slices * (slices - 1) / 2)) << slices << " slices";
+    EXPECT_FLOAT_EQ(sum.dy_xmu, static_cast<float>(slices)) << slices << " slices";
   }
 }
 

@@ -1,8 +1,9 @@
 // Batch norm over NHWC tensors: an (N, H, W, C) tensor is m = N * H * W rows of C channels. cuDNN's own NHWC
 // batch norm outside its fp16 persistent kernels runs NCHW kernels over the NHWC data: on an H200 those took 95%
 // of a ResNet-50 step (420 of 445 ms per step at batch 128, fp32 and bf16 alike). These kernels read rows
-// coalesced: blocks of 32 channels x 8 rows, one row slice per gridDim.y, per-channel partials per slice merged
-// in a fixed order by one thread per channel (deterministic; the formulas are norm_math.h's).
+// coalesced: blocks of 32 channels x 8 rows, one row slice per gridDim.y; the per-slice partials of each channel are
+// merged by 16 lanes, then the lanes, each in a fixed order (deterministic; the formulas and the merge order are
+// norm_math.h's).
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -55,19 +56,32 @@ __global__ void bn_moments_kernel(const void* x, int64_t m, int64_t c, kmath::Mo
   partial[blockIdx.y * c + ch] = acc;
 }
 
+// The finalize kernels' grid: one block per 32 channels, kBnFinalizeLanes lanes of slices per channel.
+dim3 finalize_blocks(int64_t c) { return dim3(static_cast<unsigned>(kmath::bn_channel_tiles(c))); }
+dim3 finalize_threads() { return dim3(kBnLanes, kmath::kBnFinalizeLanes); }
+
+// Per channel: its slices merged by the block's lanes (kmath::lane_moments), the lanes by lane 0, which finishes it.
 __global__ void bn_finalize_kernel(const kmath::Moments* partial, int64_t slices, int64_t c, float eps, float momentum,
                                    const float* gamma, const float* beta, float* save_mean, float* save_var,
                                    float* running_mean, float* running_var, kmath::Affine* affine) {
-  TORUS_GRID_STRIDE(ch, c) {
-    kmath::Moments acc;
-    for (int64_t r = 0; r < slices; ++r) acc = kmath::moments_merge(acc, partial[r * c + ch]);
-    const float var = kmath::biased_var(acc);
-    save_mean[ch] = acc.mean;
-    save_var[ch] = var;
-    running_mean[ch] = math::running_update(running_mean[ch], acc.mean, momentum);
-    running_var[ch] = math::running_update(running_var[ch], kmath::unbiased_var(acc), momentum);
-    affine[ch] = kmath::bn_affine_of(acc.mean, var, eps, gamma[ch], beta[ch]);
-  }
+  const int64_t ch = bn_channel();
+  kmath::Moments acc;
+  if (ch < c) acc = kmath::lane_moments(partial, slices, c, ch, static_cast<int>(threadIdx.y));
+  __shared__ int64_t n[kmath::kBnFinalizeLanes][kBnLanes];
+  __shared__ float mean[kmath::kBnFinalizeLanes][kBnLanes], m2[kmath::kBnFinalizeLanes][kBnLanes];
+  n[threadIdx.y][threadIdx.x] = acc.n;
+  mean[threadIdx.y][threadIdx.x] = acc.mean;
+  m2[threadIdx.y][threadIdx.x] = acc.m2;
+  __syncthreads();
+  if (threadIdx.y != 0 || ch >= c) return;
+  for (int k = 1; k < kmath::kBnFinalizeLanes; ++k)
+    acc = kmath::moments_merge(acc, {n[k][threadIdx.x], mean[k][threadIdx.x], m2[k][threadIdx.x]});
+  const float var = kmath::biased_var(acc);
+  save_mean[ch] = acc.mean;
+  save_var[ch] = var;
+  running_mean[ch] = math::running_update(running_mean[ch], acc.mean, momentum);
+  running_var[ch] = math::running_update(running_var[ch], kmath::unbiased_var(acc), momentum);
+  affine[ch] = kmath::bn_affine_of(acc.mean, var, eps, gamma[ch], beta[ch]);
 }
 
 __global__ void bn_inference_affine_kernel(const float* gamma, const float* beta, const float* mean, const float* var,
@@ -92,7 +106,7 @@ __global__ void bn_apply_kernel(const void* x, void* y, int64_t m, int64_t c, co
 // Per slice and channel: sum dy and sum dy * (x - mean).
 template <DType D>
 __global__ void bn_backward_sums_kernel(const void* x, const void* dy, int64_t m, int64_t c, const float* mean,
-                                        float2* partial) {
+                                        kmath::Sums* partial) {
   using S = Storage<D>;
   const auto* in = static_cast<const typename S::T*>(x);
   const auto* grad = static_cast<const typename S::T*>(dy);
@@ -115,23 +129,26 @@ __global__ void bn_backward_sums_kernel(const void* x, const void* dy, int64_t m
     sum_dy += a[k][threadIdx.x];
     sum_dy_xmu += b[k][threadIdx.x];
   }
-  partial[blockIdx.y * c + ch] = make_float2(sum_dy, sum_dy_xmu);
+  partial[blockIdx.y * c + ch] = kmath::Sums{sum_dy, sum_dy_xmu};
 }
 
-__global__ void bn_backward_finalize_kernel(const float2* partial, int64_t slices, int64_t c, float m,
+// As bn_finalize_kernel, with the sums (kmath::lane_sums).
+__global__ void bn_backward_finalize_kernel(const kmath::Sums* partial, int64_t slices, int64_t c, float m,
                                             const float* mean, const float* invstd, const float* gamma, float* dgamma,
                                             float* dbeta, kmath::NormBackwardCoefficients* coefficients) {
-  TORUS_GRID_STRIDE(ch, c) {
-    float sum_dy = 0.0f, sum_dy_xmu = 0.0f;
-    for (int64_t r = 0; r < slices; ++r) {
-      sum_dy += partial[r * c + ch].x;
-      sum_dy_xmu += partial[r * c + ch].y;
-    }
-    const auto k = kmath::bn_backward_coefficients(sum_dy, sum_dy_xmu, mean[ch], invstd[ch], gamma[ch], m);
-    dgamma[ch] = k.dgamma;
-    dbeta[ch] = k.dbeta;
-    coefficients[ch] = k;
-  }
+  const int64_t ch = bn_channel();
+  kmath::Sums acc;
+  if (ch < c) acc = kmath::lane_sums(partial, slices, c, ch, static_cast<int>(threadIdx.y));
+  __shared__ float a[kmath::kBnFinalizeLanes][kBnLanes], b[kmath::kBnFinalizeLanes][kBnLanes];
+  a[threadIdx.y][threadIdx.x] = acc.dy;
+  b[threadIdx.y][threadIdx.x] = acc.dy_xmu;
+  __syncthreads();
+  if (threadIdx.y != 0 || ch >= c) return;
+  for (int k = 1; k < kmath::kBnFinalizeLanes; ++k) acc = kmath::sums_add(acc, {a[k][threadIdx.x], b[k][threadIdx.x]});
+  const auto k = kmath::bn_backward_coefficients(acc.dy, acc.dy_xmu, mean[ch], invstd[ch], gamma[ch], m);
+  dgamma[ch] = k.dgamma;
+  dbeta[ch] = k.dbeta;
+  coefficients[ch] = k;
 }
 
 template <DType D>
@@ -170,8 +187,8 @@ size_t bn_scratch_bytes(int64_t m, int64_t c) {
   const auto slices = static_cast<size_t>(kmath::bn_row_slices(m, c)), channels = static_cast<size_t>(c);
   const size_t forward =
       kmath::align_up(slices * channels * sizeof(kmath::Moments), 256) + channels * sizeof(kmath::Affine);
-  const size_t backward =
-      kmath::align_up(slices * channels * sizeof(float2), 256) + channels * sizeof(kmath::NormBackwardCoefficients);
+  const size_t backward = kmath::align_up(slices * channels * sizeof(kmath::Sums), 256) +
+                          channels * sizeof(kmath::NormBackwardCoefficients);
   return std::max(forward, backward);
 }
 
@@ -183,8 +200,8 @@ void launch_bn_forward_training(const void* x, void* y, DType type, int64_t m, i
   auto [partial, affine] = split<kmath::Moments, kmath::Affine>(scratch, g.slices, c);
   dispatch(type, [&]<DType D>() { bn_moments_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, m, c, partial); });
   check_launch();
-  bn_finalize_kernel<<<blocks_for(c), kThreads, 0, s>>>(partial, g.slices, c, eps, momentum, gamma, beta, save_mean,
-                                                        save_var, running_mean, running_var, affine);
+  bn_finalize_kernel<<<finalize_blocks(c), finalize_threads(), 0, s>>>(
+      partial, g.slices, c, eps, momentum, gamma, beta, save_mean, save_var, running_mean, running_var, affine);
   check_launch();
   dispatch(type, [&]<DType D>() { bn_apply_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, y, m, c, affine, false); });
   check_launch();
@@ -207,13 +224,13 @@ void launch_bn_backward(const void* x, const void* dy, void* dx, DType type, int
                         void* scratch, cudaStream_t s) {
   expect_rows(m, c);
   const Grid g = bn_grid(m, c);
-  auto [partial, coefficients] = split<float2, kmath::NormBackwardCoefficients>(scratch, g.slices, c);
+  auto [partial, coefficients] = split<kmath::Sums, kmath::NormBackwardCoefficients>(scratch, g.slices, c);
   dispatch(type, [&]<DType D>() {
     bn_backward_sums_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, dy, m, c, save_mean, partial);
   });
   check_launch();
-  bn_backward_finalize_kernel<<<blocks_for(c), kThreads, 0, s>>>(partial, g.slices, c, static_cast<float>(m), save_mean,
-                                                                 invstd, gamma, dgamma, dbeta, coefficients);
+  bn_backward_finalize_kernel<<<finalize_blocks(c), finalize_threads(), 0, s>>>(
+      partial, g.slices, c, static_cast<float>(m), save_mean, invstd, gamma, dgamma, dbeta, coefficients);
   check_launch();
   dispatch(type,
            [&]<DType D>() { bn_backward_dx_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, dy, dx, m, c, coefficients); });
