@@ -225,8 +225,8 @@ TEST(FusedSgd, ChunksUpdateEveryTensorOnceWithItsWeightDecay) {
   std::vector<float> want_w = w, want_v = v;
   for (const SgdSegment& s : segments)
     for (int64_t i = s.offset; i < s.offset + s.elements; ++i)
-      math::sgd_element(want_w[static_cast<size_t>(i)], g[static_cast<size_t>(i)], want_v[static_cast<size_t>(i)],
-                        0.1f, 0.9f, s.weight_decay, math::Nesterov::kOn);
+      math::sgd_element(want_w[static_cast<size_t>(i)], g[static_cast<size_t>(i)], want_v[static_cast<size_t>(i)], 0.1f,
+                        0.9f, s.weight_decay, math::Nesterov::kOn);
   const int32_t block = 256;
   for (const SgdChunk& c : chunks)
     for (int32_t t = 0; t < block; ++t)
@@ -314,6 +314,39 @@ TEST(Indexing, ReluMaskBitsMatchAPackedReference) {
       if (on[static_cast<size_t>(i)]) words[static_cast<size_t>(i / 32)] |= 1u << (i - i / 32 * 32);
     for (int64_t i = 0; i < n; ++i)
       ASSERT_EQ(mask_bit(words[static_cast<size_t>(i / 32)], i), on[static_cast<size_t>(i)]) << i;
+  }
+}
+
+// The element-wise kernels' packed path, walked the way they walk it: packs [0, packs_of), then the elements from the
+// last whole pack on; every element exactly once, whatever n and the pack (4 floats, 8 halves); and a pack's mask
+// bits are its elements' bits.
+TEST(Indexing, PacksAndTheirTailVisitEveryElementOnce) {
+  EXPECT_TRUE(pack_aligned(0x1000));
+  EXPECT_FALSE(pack_aligned(0x1004));
+  EXPECT_FALSE(pack_aligned(0x1008));
+  for (int per : {4, 8}) {
+    for (int64_t n : {1, 3, 4, 7, 8, 9, 31, 32, 33, 1000, 1003}) {
+      for (bool packed : {false, true}) {
+        std::vector<int> visits(static_cast<size_t>(n), 0);
+        const int64_t first = packed ? packs_of(n, per) * per : 0;
+        if (packed)
+          for (int64_t k = 0; k < packs_of(n, per); ++k)
+            for (int j = 0; j < per; ++j) visits[static_cast<size_t>(k * per + j)] += 1;
+        for (int64_t i = first; i < n; ++i) visits[static_cast<size_t>(i)] += 1;
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(visits[static_cast<size_t>(i)], 1) << n << " " << per << " " << i;
+        // The grid is sized for the work items: packs plus the tail, or every element.
+        EXPECT_EQ(work_items(n, per, packed), packed ? packs_of(n, per) + (n - first) : n);
+      }
+    }
+    std::mt19937 rng(static_cast<unsigned>(per));
+    for (int trial = 0; trial < 50; ++trial) {
+      const uint32_t word = static_cast<uint32_t>(rng());
+      for (int64_t i = 0; i < 32; i += per) {
+        const uint32_t bits = mask_bits(word, 64 + i, per);  // word 2 of a mask: the offset is within the word
+        for (int j = 0; j < per; ++j) ASSERT_EQ(((bits >> j) & 1u) != 0u, mask_bit(word, 64 + i + j)) << i << " " << j;
+        EXPECT_LT(bits, 1u << per);
+      }
+    }
   }
 }
 

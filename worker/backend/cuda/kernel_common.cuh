@@ -3,6 +3,7 @@
 // dtype-generic loads and stores, the grid-stride loop, the dtype dispatch and the launch check.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "common/util/error.h"
@@ -43,6 +44,41 @@ struct Storage<DType::kF16> {
 #define TORUS_GRID_STRIDE(i, n)                                                          \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += gridDim.x * static_cast<int64_t>(blockDim.x))
+// The same over [first, n).
+#define TORUS_GRID_STRIDE_FROM(i, first, n)                                                        \
+  for (int64_t i = (first) + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += gridDim.x * static_cast<int64_t>(blockDim.x))
+
+// --- 16-byte packs (kernel_math.h: kPackBytes): kN elements of dtype D as floats, one load or store each ----------
+template <DType D>
+struct Pack {
+  using S = Storage<D>;
+  static constexpr int kN = static_cast<int>(kmath::kPackBytes / sizeof(typename S::T));
+  float v[kN];
+
+  // Pack `k` of the 16-byte aligned `base` (its elements k * kN ...).
+  static __device__ Pack load(const void* base, int64_t k) {
+    const uint4 raw = static_cast<const uint4*>(base)[k];
+    const auto* e = reinterpret_cast<const typename S::T*>(&raw);
+    Pack p;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) p.v[j] = S::load(e, j);
+    return p;
+  }
+  __device__ void store(void* base, int64_t k) const {
+    uint4 raw;
+    auto* e = reinterpret_cast<typename S::T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < kN; ++j) S::store(e, j, v[j]);
+    static_cast<uint4*>(base)[k] = raw;
+  }
+};
+
+// Whether every pointer of an element-wise call allows the packed path.
+template <typename... P>
+bool packable(const P*... pointers) {
+  return (kmath::pack_aligned(reinterpret_cast<uintptr_t>(pointers)) && ...);
+}
 
 // Calls f.template operator()<D>() for the runtime dtype: the one place a dtype becomes a template argument.
 template <typename F>

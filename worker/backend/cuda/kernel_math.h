@@ -39,6 +39,16 @@ TORUS_HD inline unsigned grid_blocks(int64_t n, int threads, int64_t max_blocks)
 TORUS_HD inline unsigned warp_per_row_blocks(int64_t rows, int threads) {
   return static_cast<unsigned>((rows * 32 + threads - 1) / threads);
 }
+// The element-wise kernels' 16-byte path: where every pointer of a call is 16-byte aligned, elements go in packs of
+// kPackBytes (4 floats, 8 bf16 or f16 values), one load or store per pack; the last n % pack elements, and every
+// element of a call with an unaligned pointer, one at a time. `work_items`: what the grid is sized for (packs plus
+// the tail), so that a packed call does not start 4-8 times the threads it has work for.
+inline constexpr int64_t kPackBytes = 16;
+TORUS_HD inline bool pack_aligned(uintptr_t address) { return address % kPackBytes == 0; }
+TORUS_HD inline int64_t packs_of(int64_t n, int64_t per_pack) { return n / per_pack; }
+TORUS_HD inline int64_t work_items(int64_t n, int64_t per_pack, bool packed) {
+  return packed ? packs_of(n, per_pack) + n % per_pack : n;
+}
 // `offset` rounded up to a multiple of `alignment` (a power of two).
 TORUS_HD inline size_t align_up(size_t offset, size_t alignment) { return (offset + alignment - 1) & ~(alignment - 1); }
 
@@ -70,6 +80,11 @@ TORUS_HD inline NhwcIndex nhwc_index(int64_t i, int32_t h, int32_t w, int32_t c)
 // 1-bit ReLU masks: element i is bit i % 32 of word i / 32.
 TORUS_HD inline int64_t mask_words(int64_t n) { return (n + 31) / 32; }
 TORUS_HD inline bool mask_bit(uint32_t word, int64_t i) { return ((word >> (i % 32)) & 1u) != 0u; }
+// A pack of `per_pack` (4 or 8, dividing 32) elements starting at element i (a multiple of per_pack) lies in mask
+// word i / 32: its bits, element i + k at bit k.
+TORUS_HD inline uint32_t mask_bits(uint32_t word, int64_t i, int per_pack) {
+  return (word >> (i % 32)) & ((1u << per_pack) - 1u);
+}
 
 // --- elementwise ----------------------------------------------------------------------------------------
 TORUS_HD inline float relu(float x) { return x > 0.0f ? x : 0.0f; }

@@ -24,30 +24,65 @@ __global__ void fill_kernel(void* dst, int64_t n, float value) {
   TORUS_GRID_STRIDE(i, n) Storage<D>::store(out, i, value);
 }
 
+// The memory-bound element-wise kernels take `packed` (every pointer 16-byte aligned: the launcher's packable): the
+// packs first, in 16-byte loads and stores, then the elements past the last whole pack one by one, from the same
+// thread index on (kernel_math.h: kPackBytes). Unpacked, every element one by one.
 template <DType D>
-__global__ void relu_forward_kernel(const void* x, void* y, int64_t n) {
+__global__ void relu_forward_kernel(const void* x, void* y, int64_t n, bool packed) {
   using S = Storage<D>;
+  using P = Pack<D>;
+  const int64_t first = packed ? kmath::packs_of(n, P::kN) * P::kN : 0;
+  if (packed) {
+    TORUS_GRID_STRIDE(k, kmath::packs_of(n, P::kN)) {
+      P p = P::load(x, k);
+#pragma unroll
+      for (int j = 0; j < P::kN; ++j) p.v[j] = kmath::relu(p.v[j]);
+      p.store(y, k);
+    }
+  }
   const auto* in = static_cast<const typename S::T*>(x);
   auto* out = static_cast<typename S::T*>(y);
-  TORUS_GRID_STRIDE(i, n) S::store(out, i, kmath::relu(S::load(in, i)));
+  TORUS_GRID_STRIDE_FROM(i, first, n) S::store(out, i, kmath::relu(S::load(in, i)));
 }
 
 template <DType D>
-__global__ void relu_backward_kernel(const void* y, const void* dy, void* dx, int64_t n) {
+__global__ void relu_backward_kernel(const void* y, const void* dy, void* dx, int64_t n, bool packed) {
   using S = Storage<D>;
+  using P = Pack<D>;
+  const int64_t first = packed ? kmath::packs_of(n, P::kN) * P::kN : 0;
+  if (packed) {
+    TORUS_GRID_STRIDE(k, kmath::packs_of(n, P::kN)) {
+      const P py = P::load(y, k);
+      P p = P::load(dy, k);
+#pragma unroll
+      for (int j = 0; j < P::kN; ++j) p.v[j] = kmath::relu_grad(py.v[j], p.v[j]);
+      p.store(dx, k);
+    }
+  }
   const auto* yp = static_cast<const typename S::T*>(y);
   const auto* dyp = static_cast<const typename S::T*>(dy);
   auto* dxp = static_cast<typename S::T*>(dx);
-  TORUS_GRID_STRIDE(i, n) S::store(dxp, i, kmath::relu_grad(S::load(yp, i), S::load(dyp, i)));
+  TORUS_GRID_STRIDE_FROM(i, first, n) S::store(dxp, i, kmath::relu_grad(S::load(yp, i), S::load(dyp, i)));
 }
 
 template <DType D>
-__global__ void add_kernel(const void* a, const void* b, void* y, int64_t n, bool relu) {
+__global__ void add_kernel(const void* a, const void* b, void* y, int64_t n, bool relu, bool packed) {
   using S = Storage<D>;
+  using P = Pack<D>;
+  const int64_t first = packed ? kmath::packs_of(n, P::kN) * P::kN : 0;
+  if (packed) {
+    TORUS_GRID_STRIDE(k, kmath::packs_of(n, P::kN)) {
+      const P pb = P::load(b, k);
+      P p = P::load(a, k);
+#pragma unroll
+      for (int j = 0; j < P::kN; ++j) p.v[j] = kmath::add_act(p.v[j], pb.v[j], relu);
+      p.store(y, k);
+    }
+  }
   const auto* ap = static_cast<const typename S::T*>(a);
   const auto* bp = static_cast<const typename S::T*>(b);
   auto* yp = static_cast<typename S::T*>(y);
-  TORUS_GRID_STRIDE(i, n) S::store(yp, i, kmath::add_act(S::load(ap, i), S::load(bp, i), relu));
+  TORUS_GRID_STRIDE_FROM(i, first, n) S::store(yp, i, kmath::add_act(S::load(ap, i), S::load(bp, i), relu));
 }
 
 // One warp covers 32 consecutive elements, so __ballot_sync yields exactly mask word i / 32. The loop bound is
@@ -67,11 +102,23 @@ __global__ void relu_with_mask_kernel(void* y, uint32_t* mask, int64_t n) {
 }
 
 template <DType D>
-__global__ void relu_mask_backward_kernel(const void* dy, const uint32_t* mask, void* dx, int64_t n) {
+__global__ void relu_mask_backward_kernel(const void* dy, const uint32_t* mask, void* dx, int64_t n, bool packed) {
   using S = Storage<D>;
+  using P = Pack<D>;
+  const int64_t first = packed ? kmath::packs_of(n, P::kN) * P::kN : 0;
+  if (packed) {
+    TORUS_GRID_STRIDE(k, kmath::packs_of(n, P::kN)) {
+      const int64_t i = k * P::kN;
+      const uint32_t bits = kmath::mask_bits(mask[i / 32], i, P::kN);
+      P p = P::load(dy, k);
+#pragma unroll
+      for (int j = 0; j < P::kN; ++j) p.v[j] = (bits >> j) & 1u ? p.v[j] : 0.0f;
+      p.store(dx, k);
+    }
+  }
   const auto* dyp = static_cast<const typename S::T*>(dy);
   auto* dxp = static_cast<typename S::T*>(dx);
-  TORUS_GRID_STRIDE(i, n) { S::store(dxp, i, kmath::mask_bit(mask[i / 32], i) ? S::load(dyp, i) : 0.0f); }
+  TORUS_GRID_STRIDE_FROM(i, first, n) { S::store(dxp, i, kmath::mask_bit(mask[i / 32], i) ? S::load(dyp, i) : 0.0f); }
 }
 
 __global__ void var_from_invstd_kernel(float* v, int64_t c, float eps) {
@@ -226,19 +273,29 @@ void launch_fill(void* dst, DType type, int64_t n, float value, cudaStream_t s) 
 
 void launch_relu_forward(const void* x, void* y, DType type, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
-  dispatch(type, [&]<DType D>() { relu_forward_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(x, y, n); });
+  const bool packed = packable(x, y);
+  dispatch(type, [&]<DType D>() {
+    relu_forward_kernel<D><<<blocks_for(kmath::work_items(n, Pack<D>::kN, packed)), kThreads, 0, s>>>(x, y, n, packed);
+  });
   check_launch();
 }
 
 void launch_relu_backward(const void* y, const void* dy, void* dx, DType type, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
-  dispatch(type, [&]<DType D>() { relu_backward_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(y, dy, dx, n); });
+  const bool packed = packable(y, dy, dx);
+  dispatch(type, [&]<DType D>() {
+    relu_backward_kernel<D>
+        <<<blocks_for(kmath::work_items(n, Pack<D>::kN, packed)), kThreads, 0, s>>>(y, dy, dx, n, packed);
+  });
   check_launch();
 }
 
 void launch_add(const void* a, const void* b, void* y, DType type, int64_t n, bool relu, cudaStream_t s) {
   if (n <= 0) return;
-  dispatch(type, [&]<DType D>() { add_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n, relu); });
+  const bool packed = packable(a, b, y);
+  dispatch(type, [&]<DType D>() {
+    add_kernel<D><<<blocks_for(kmath::work_items(n, Pack<D>::kN, packed)), kThreads, 0, s>>>(a, b, y, n, relu, packed);
+  });
   check_launch();
 }
 
@@ -250,7 +307,11 @@ void launch_relu_with_mask(void* y, uint32_t* mask, DType type, int64_t n, cudaS
 
 void launch_relu_mask_backward(const void* dy, const uint32_t* mask, void* dx, DType type, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
-  dispatch(type, [&]<DType D>() { relu_mask_backward_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(dy, mask, dx, n); });
+  const bool packed = packable(dy, dx);
+  dispatch(type, [&]<DType D>() {
+    relu_mask_backward_kernel<D>
+        <<<blocks_for(kmath::work_items(n, Pack<D>::kN, packed)), kThreads, 0, s>>>(dy, mask, dx, n, packed);
+  });
   check_launch();
 }
 
