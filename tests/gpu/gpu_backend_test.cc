@@ -166,23 +166,42 @@ TEST_P(GpuPrecisionTest, BatchNormMatchesCpuInTrainingAndInference) {
 }
 
 // --- elementwise, pooling, linear -------------------------------------------------------------------------------
+// Whole 16-byte packs (800 elements), a tail after the last pack (315), and tensors one element past a 16-byte
+// boundary: kernels.cu's packed walk, its tail and its one-by-one path.
 TEST_P(GpuPrecisionTest, ReluAndResidualAddMatchCpu) {
   const DType type = GetParam();
-  const Shape s{4, 5, 5, 8};
-  const auto a = rounded(random_vector(static_cast<size_t>(s.numel()), 10), type);
-  const auto b2 = rounded(random_vector(a.size(), 11), type);
-  auto run = [&](Backend& b, DType t) {
-    Held x = make_from(b, s, a, t), z = make_from(b, s, b2, t), y = make(b, s, t), sum = make(b, s, t),
-         dx = make(b, s, t);
-    b.relu_forward(x.t, y.t);
-    b.relu_backward(y.t, z.t, dx.t);
-    b.add(x.t, z.t, sum.t, Activation::kRelu);
-    return std::vector<std::vector<float>>{fetch(b, y.t), fetch(b, dx.t), fetch(b, sum.t)};
-  };
-  const auto ref = run(*cpu_, DType::kF32), got = run(*gpu_, type);
-  expect_close(got[0], ref[0], tolerance(type), "relu");
-  expect_close(got[1], ref[1], tolerance(type), "relu backward");
-  expect_close(got[2], ref[2], tolerance(type), "add + relu");
+  for (const Shape& s : {Shape{4, 5, 5, 8}, Shape{3, 5, 7, 3}}) {
+    const auto a = rounded(random_vector(static_cast<size_t>(s.numel()), 10), type);
+    const auto b2 = rounded(random_vector(a.size(), 11), type);
+    for (int64_t offset : {0, 1}) {
+      std::vector<Held> held;
+      // A tensor of s at `offset` elements into its buffer on the GPU (at 0 for the CPU reference), holding `values`
+      // (or nothing).
+      auto tensor = [&](Backend& b, DType t, const std::vector<float>* values) {
+        const int64_t at = &b == cpu_.get() ? 0 : offset;
+        held.push_back(make(b, Shape{s.numel() + 1}, t));
+        Tensor view(static_cast<char*>(held.back().t.data()) + at * static_cast<int64_t>(dtype_size(t)), s, t);
+        if (values != nullptr) {
+          held.push_back(make_from(b, s, *values, t));
+          b.copy(held.back().t, view);
+        }
+        return view;
+      };
+      auto run = [&](Backend& b, DType t) {
+        const Tensor x = tensor(b, t, &a), z = tensor(b, t, &b2), y = tensor(b, t, nullptr),
+                     sum = tensor(b, t, nullptr), dx = tensor(b, t, nullptr);
+        b.relu_forward(x, y);
+        b.relu_backward(y, z, dx);
+        b.add(x, z, sum, Activation::kRelu);
+        return std::vector<std::vector<float>>{fetch(b, y), fetch(b, dx), fetch(b, sum)};
+      };
+      const auto ref = run(*cpu_, DType::kF32), got = run(*gpu_, type);
+      const std::string what = s.str() + " at offset " + std::to_string(offset);
+      expect_close(got[0], ref[0], tolerance(type), "relu " + what);
+      expect_close(got[1], ref[1], tolerance(type), "relu backward " + what);
+      expect_close(got[2], ref[2], tolerance(type), "add + relu " + what);
+    }
+  }
 }
 
 TEST_P(GpuPrecisionTest, PoolingMatchesCpu) {
