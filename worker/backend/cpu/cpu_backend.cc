@@ -21,6 +21,7 @@
 #include "worker/backend/cpu/max_pool.h"
 #include "worker/backend/cpu/narrow_conv.h"
 #include "worker/backend/cpu/plans.h"
+#include "worker/backend/cpu/small_conv.h"
 #include "worker/backend/cpu/staging.h"
 #include "worker/backend/cpu/winograd.h"
 
@@ -130,6 +131,7 @@ class CpuBackend final : public Backend {
     expect_elements(dy, g.output_shape().numel(), "conv output gradient");
     if (winograd_backward_weights_by_hand(g) && hwio_weights(g))
       return winograd_backward_weights(g, x.f32(), dy.f32(), dw.f32());
+    if (small_conv_weights_by_hand(g)) return small_backward_weights(g, x, dy, dw);
     ConvBackward& p = conv_backward_plan(g);
     memory::desc native = native_weight(g);
     memory dst(native, engine_, dw.data());
@@ -386,6 +388,18 @@ class CpuBackend final : public Backend {
   // oneDNN, evaluated at 7x7): such a geometry stays on oneDNN, which converts.
   bool hwio_weights(const ConvGeometry& g) { return native_weight(g) == hwio_weight(g); }
 
+  // small_conv.h's backward weights writes hwio: into dw itself, or, where the weights live as the forward primitive
+  // laid them out, into a buffer converted into dw.
+  void small_backward_weights(const ConvGeometry& g, Tensor x, Tensor dy, Tensor dw) {
+    const memory::desc native = native_weight(g);
+    if (native == hwio_weight(g)) return small_conv_backward_weights(g, x.f32(), dy.f32(), dw.f32());
+    std::optional<Converter>& c = hwio_to_native_[weight_key(g)];
+    if (!c) c = converter(hwio_weight(g), native);
+    small_conv_backward_weights(g, x.f32(), dy.f32(), static_cast<float*>(c->scratch.data()));
+    memory hwio(c->from, engine_, c->scratch.data()), own(native, engine_, dw.data());
+    c->prim.execute(stream_, hwio, own);
+  }
+
   // The weights as the primitive wants them: the native memory itself, or a converted copy.
   memory weights_in(std::optional<Converter>& conv, const memory::desc& native, Tensor w) {
     memory src(native, engine_, w.data());
@@ -594,6 +608,7 @@ class CpuBackend final : public Backend {
   ConvAlgorithm conv_algorithm_;
   Buffer stage_a_, stage_b_;  // staging buffers shared by all convolutions (staging.h)
   std::map<ConvGeometry, memory::desc> native_weights_;
+  std::map<ConvGeometry, std::optional<Converter>> hwio_to_native_;  // by weight_key: small_backward_weights
   std::map<ConvGeometry, ConvPlan> conv_plans_;
   std::map<NormGeometry, NormPlan> norm_plans_;
   std::map<PoolGeometry, PoolPlan> pool_plans_;

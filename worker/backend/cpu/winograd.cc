@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/util/error.h"
+#include "worker/backend/cpu/image_layout.h"
 #include "worker/backend/cpu/staging.h"
 #include "worker/backend/cpu/vec.h"
 
@@ -26,6 +27,7 @@ using vec::Vec;
 
 constexpr int kPoints = 16;  // the 4x4 transformed points of a tile
 constexpr int V = 8;         // floats per AVX2 vector
+static_assert(V == ImageLayout::kBlock);
 // The products' register blocking (16 AVX2 registers): kTiles tiles x kVecs vectors of output channels in
 // accumulators, kVecs weight vectors, one broadcast; 12 tiles x 1 vector where the output has 8 channels.
 constexpr int kVecs = 2, kTiles = 6, kMaxTiles = 12;
@@ -41,20 +43,6 @@ constexpr int64_t kMaxChannels = 256;
 // channels and 32x32 (oneDNN: 45); 32 KiB chunks 26-28 ms; at 256 channels and 8x8, chunks of 1 tile 55-59 ms
 // (oneDNN: 45), of 4 tiles 26, 8 tiles 22-24; at 64 channels 8 tiles cost 32 ms.
 constexpr int64_t kChunkBytes = 32 << 10, kMinChunkTiles = 4;
-
-// Where the 8-channel vectors of one (H, W, C) image lie, in the activation's own layout (staging.h): NHWC (a pixel's
-// channels together) or, from kBlockedMinChannels channels on, nChw8c (eight channels innermost, then the pixels, then
-// the blocks of eight; the block is V because these kernels run only where channel_block() is 8). The offset of vector
-// j of pixel (r, c) is r * row + c * pixel + j * vec.
-struct ImageLayout {
-  int64_t pixel, row, vec;
-  static ImageLayout of(int64_t h, int64_t w, int64_t c) {
-    if (blocked_channels(c)) return {V, w * V, h * w * V};
-    return {c, w * c, V};
-  }
-  int64_t at(int64_t r, int64_t col) const { return r * row + col * pixel; }
-  bool nhwc() const { return vec == V; }
-};
 
 // The tiles of one image: th x tw tiles of 2x2 outputs; the input zero-padded to (2 th + 2) x (2 tw + 2) x c.
 struct Tiling {
