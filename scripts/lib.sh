@@ -213,7 +213,7 @@ TORUS_SANITIZED_TESTS=(
   common_util_test common_rank_env_test api_test checkpoint_test data_test metrics_registry_test gpu_math_test
   comm_unit_test comm_collectives_test comm_failure_test comm_shm_communicator_test worker_half_test
   worker_cpu_backend_test worker_staging_test worker_max_pool_test worker_layers_test worker_golden_test worker_optim_test worker_trainer_test
-  worker_winograd_test worker_batch_norm_test
+  worker_winograd_test worker_small_conv_test worker_batch_norm_test
   worker_two_ranks_test worker_step_accounting_test worker_device_memory_test worker_run_options_test worker_local_ranks_test
 )
 
