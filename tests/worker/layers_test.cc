@@ -374,5 +374,28 @@ TEST(ActivationDtype, ImagesInAnotherDtypeThanTheActivationsAreRefusedByTheModel
   }
 }
 
+// A window longer than what is left of the image leaves no pixel (floor division, as PyTorch's shape check): the
+// model refuses such an image size when it is built, naming the stage, rather than pooling one pixel out of none.
+TEST(ModelShape, AnImageTooSmallForTheNetworkIsRefusedWhenTheModelIsBuilt) {
+  EXPECT_EQ(output_extent(1, 2, 2, 0), 0) << "a 2x2 window over 1 pixel";
+  EXPECT_EQ(output_extent(1, 3, 1, 1), 1) << "3x3 over 1 pixel padded by 1";
+  EXPECT_EQ(output_extent(7, 2, 2, 0), 3);
+  EXPECT_EQ(output_extent(3, 7, 2, 3), 2);
+  EXPECT_EQ((PoolGeometry{2, 1, 1, 8, PoolKind::kMax, 2, 2, 2, 0}.out_h()), 0);
+  testing::RecordingBackend backend;
+  nn::ModelConfig cfg;
+  cfg.widths = {4, 8};
+  cfg.batch_size = 2;
+  cfg.image_size = 1;  // the prep layer keeps 1x1, the stage's 2x2 max pool has no window left
+  try {
+    nn::Model model(backend, cfg);
+    FAIL() << "a 1x1 image went through a 2x2 max pool";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("image_size too small for this network"), std::string::npos) << e.what();
+  }
+  cfg.image_size = 2;  // one pixel after the pool, then the global pool
+  EXPECT_NO_THROW(nn::Model(backend, cfg));
+}
+
 }  // namespace
 }  // namespace torus::worker

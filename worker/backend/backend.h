@@ -31,11 +31,19 @@ namespace torus::worker {
 enum class Activation : uint8_t { kNone, kRelu };
 enum class PoolKind : uint8_t { kMax, kAvg };
 
+// Output pixels along one axis of a window sliding over `in` pixels (plus `pad` each side): floor division, so a
+// window longer than the padded input leaves none (C++'s division truncates toward zero: (1 - 2) / 2 + 1 would
+// count one).
+inline int64_t output_extent(int64_t in, int64_t kernel, int64_t stride, int64_t pad) {
+  const int64_t span = in + 2 * pad - kernel;
+  return span < 0 ? 0 : span / stride + 1;
+}
+
 struct ConvGeometry {
   int64_t n = 0, h = 0, w = 0, c_in = 0;  // input (N, H, W, C)
   int64_t c_out = 0, kh = 0, kw = 0, stride = 1, pad = 0;
-  int64_t out_h() const { return (h + 2 * pad - kh) / stride + 1; }
-  int64_t out_w() const { return (w + 2 * pad - kw) / stride + 1; }
+  int64_t out_h() const { return output_extent(h, kh, stride, pad); }
+  int64_t out_w() const { return output_extent(w, kw, stride, pad); }
   Shape input_shape() const { return {n, h, w, c_in}; }
   Shape output_shape() const { return {n, out_h(), out_w(), c_out}; }
   Shape weight_shape() const { return {c_out, c_in, kh, kw}; }
@@ -56,8 +64,8 @@ struct PoolGeometry {
   int64_t n = 0, h = 0, w = 0, c = 0;  // input (N, H, W, C)
   PoolKind kind = PoolKind::kMax;
   int64_t kh = 2, kw = 2, stride = 2, pad = 0;  // global pooling: kh = h, kw = w
-  int64_t out_h() const { return (h + 2 * pad - kh) / stride + 1; }
-  int64_t out_w() const { return (w + 2 * pad - kw) / stride + 1; }
+  int64_t out_h() const { return output_extent(h, kh, stride, pad); }
+  int64_t out_w() const { return output_extent(w, kw, stride, pad); }
   Shape input_shape() const { return {n, h, w, c}; }
   Shape output_shape() const { return {n, out_h(), out_w(), c}; }
   static PoolGeometry global(int64_t n, int64_t h, int64_t w, int64_t c, PoolKind kind) {

@@ -21,8 +21,10 @@ class Builder {
     const int64_t pad = kernel / 2;
     seq->add<Conv2d>(ctx_, name + ".conv", channels_, c_out, kernel, stride, pad, size_, input_grad);
     seq->add<BatchNorm2d>(ctx_, name + ".bn", c_out, act, gamma, 0.1f, 1e-5f, then);
-    size_.h = (size_.h + 2 * pad - kernel) / stride + 1;
-    size_.w = (size_.w + 2 * pad - kernel) / stride + 1;
+    size_.h = output_extent(size_.h, kernel, stride, pad);
+    size_.w = output_extent(size_.w, kernel, stride, pad);
+    if (size_.h <= 0 || size_.w <= 0)
+      throw InvalidArgument("model: image_size too small for this network (" + name + " has no pixels left)");
     channels_ = c_out;
     if (then == NormThen::kMaxPool2x2) pooled(2, 2, 0);
     return seq;
@@ -30,8 +32,8 @@ class Builder {
 
   // The size after a pooling stage.
   void pooled(int64_t kernel, int64_t stride, int64_t pad) {
-    size_.h = (size_.h + 2 * pad - kernel) / stride + 1;
-    size_.w = (size_.w + 2 * pad - kernel) / stride + 1;
+    size_.h = output_extent(size_.h, kernel, stride, pad);
+    size_.w = output_extent(size_.w, kernel, stride, pad);
     if (size_.h <= 0 || size_.w <= 0)
       throw InvalidArgument("model: image_size too small for this network (a pooling stage has no pixels left)");
   }

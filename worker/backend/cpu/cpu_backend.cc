@@ -32,9 +32,6 @@ using dnnl::memory;
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-memory::desc nhwc(int64_t n, int64_t h, int64_t w, int64_t c) { return memory::desc({n, c, h, w}, dt::f32, tag::nhwc); }
-memory::desc flat(int64_t n) { return memory::desc({n}, dt::f32, tag::a); }
-
 void expect_bytes(Tensor t, size_t bytes, const char* what) {
   if (t.bytes() < bytes)
     throw InvalidArgument(std::string("cpu backend: ") + what + " has " + std::to_string(t.bytes()) +
@@ -160,8 +157,8 @@ class CpuBackend final : public Backend {
     NormTraining& p = norm_training(g);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(p.train_pd.src_desc(), x)},
                                             {DNNL_ARG_DST, mem(p.train_pd.dst_desc(), y)},
-                                            {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
-                                            {DNNL_ARG_SHIFT, mem(flat(g.c), beta)},
+                                            {DNNL_ARG_SCALE, mem(flat_desc(g.c), gamma)},
+                                            {DNNL_ARG_SHIFT, mem(flat_desc(g.c), beta)},
                                             {DNNL_ARG_MEAN, mem(p.train_pd.mean_desc(), save_mean)},
                                             {DNNL_ARG_VARIANCE, mem(p.train_pd.variance_desc(), save_var)}};
     if (g.activation == Activation::kRelu) args[DNNL_ARG_WORKSPACE] = mem(p.train_pd.workspace_desc(), workspace);
@@ -176,10 +173,10 @@ class CpuBackend final : public Backend {
     const memory::desc md = activation_desc(g.n, g.h, g.w, g.c);
     infer.execute(stream_, {{DNNL_ARG_SRC, mem(md, x)},
                             {DNNL_ARG_DST, mem(md, y)},
-                            {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
-                            {DNNL_ARG_SHIFT, mem(flat(g.c), beta)},
-                            {DNNL_ARG_MEAN, mem(flat(g.c), mean)},
-                            {DNNL_ARG_VARIANCE, mem(flat(g.c), var)}});
+                            {DNNL_ARG_SCALE, mem(flat_desc(g.c), gamma)},
+                            {DNNL_ARG_SHIFT, mem(flat_desc(g.c), beta)},
+                            {DNNL_ARG_MEAN, mem(flat_desc(g.c), mean)},
+                            {DNNL_ARG_VARIANCE, mem(flat_desc(g.c), var)}});
   }
 
   bool has_norm_max_pool(const NormGeometry& g) override { return batch_norm_max_pool_by_hand(g); }
@@ -218,13 +215,13 @@ class CpuBackend final : public Backend {
     NormTraining& p = norm_training(g);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(p.bwd_pd.src_desc(), x)},
                                             {DNNL_ARG_DIFF_DST, mem(p.bwd_pd.diff_dst_desc(), dy)},
-                                            {DNNL_ARG_SCALE, mem(flat(g.c), gamma)},
-                                            {DNNL_ARG_SHIFT, mem(flat(g.c), beta)},
-                                            {DNNL_ARG_MEAN, mem(flat(g.c), save_mean)},
-                                            {DNNL_ARG_VARIANCE, mem(flat(g.c), save_var)},
+                                            {DNNL_ARG_SCALE, mem(flat_desc(g.c), gamma)},
+                                            {DNNL_ARG_SHIFT, mem(flat_desc(g.c), beta)},
+                                            {DNNL_ARG_MEAN, mem(flat_desc(g.c), save_mean)},
+                                            {DNNL_ARG_VARIANCE, mem(flat_desc(g.c), save_var)},
                                             {DNNL_ARG_DIFF_SRC, mem(p.bwd_pd.diff_src_desc(), dx)},
-                                            {DNNL_ARG_DIFF_SCALE, mem(flat(g.c), dgamma)},
-                                            {DNNL_ARG_DIFF_SHIFT, mem(flat(g.c), dbeta)}};
+                                            {DNNL_ARG_DIFF_SCALE, mem(flat_desc(g.c), dgamma)},
+                                            {DNNL_ARG_DIFF_SHIFT, mem(flat_desc(g.c), dbeta)}};
 #if DNNL_VERSION_MAJOR >= 3
     args.erase(DNNL_ARG_SHIFT);  // 2.6 wants the shift in the backward too; 3.x refuses an argument it does not read
 #endif
@@ -236,14 +233,15 @@ class CpuBackend final : public Backend {
   void relu_forward(Tensor x, Tensor y) override {
     expect_elements(y, x.numel(), "relu output");
     EltwisePlan& p = relu_plan(x.numel());
-    p.fwd.execute(stream_, {{DNNL_ARG_SRC, mem(flat(x.numel()), x)}, {DNNL_ARG_DST, mem(flat(x.numel()), y)}});
+    p.fwd.execute(stream_,
+                  {{DNNL_ARG_SRC, mem(flat_desc(x.numel()), x)}, {DNNL_ARG_DST, mem(flat_desc(x.numel()), y)}});
   }
 
   void relu_backward(Tensor y, Tensor dy, Tensor dx) override {
     expect_elements(dy, y.numel(), "relu output gradient");
     expect_elements(dx, y.numel(), "relu input gradient");
     EltwisePlan& p = relu_plan(y.numel());
-    memory::desc md = flat(y.numel());
+    memory::desc md = flat_desc(y.numel());
     p.bwd.execute(stream_,
                   {{DNNL_ARG_DST, mem(md, y)}, {DNNL_ARG_DIFF_DST, mem(md, dy)}, {DNNL_ARG_DIFF_SRC, mem(md, dx)}});
   }
@@ -252,7 +250,7 @@ class CpuBackend final : public Backend {
     expect_elements(b, a.numel(), "add operand");
     expect_elements(y, a.numel(), "add output");
     dnnl::binary& p = add_plan(a.numel(), act);
-    memory::desc md = flat(a.numel());
+    memory::desc md = flat_desc(a.numel());
     p.execute(stream_, {{DNNL_ARG_SRC_0, mem(md, a)}, {DNNL_ARG_SRC_1, mem(md, b)}, {DNNL_ARG_DST, mem(md, y)}});
   }
 
@@ -358,7 +356,7 @@ class CpuBackend final : public Backend {
       std::memcpy(to, from, static_cast<size_t>(s.numel()) * sizeof(float));
       return;
     }
-    const memory::desc plain = nhwc(s[0], s[1], s[2], s[3]), own = activation_desc(s[0], s[1], s[2], s[3]);
+    const memory::desc plain = nhwc_desc(s[0], s[1], s[2], s[3]), own = activation_desc(s[0], s[1], s[2], s[3]);
     const bool in = direction == StageDirection::kIn;
     memory a(in ? plain : own, engine_, from), b(in ? own : plain, engine_, to);
     dnnl::reorder(a, b).execute(stream_, a, b);
@@ -477,129 +475,41 @@ class CpuBackend final : public Backend {
     return *p.bwd;
   }
 
-  static dnnl::normalization_flags norm_flags(const NormGeometry& g) {
-    auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-    if (g.activation == Activation::kRelu) flags |= dnnl::normalization_flags::fuse_norm_relu;
-    return flags;
-  }
-
   NormTraining& norm_training(const NormGeometry& g) {
     NormPlan& p = norm_plans_[g];
-    if (p.training) return *p.training;
-    memory::desc md = activation_desc(g.n, g.h, g.w, g.c);
-    NormTraining t;
-#if DNNL_VERSION_MAJOR >= 3
-    t.train_pd = barrier_free<dnnl::batch_normalization_forward::primitive_desc>(
-        engine_, dnnl::prop_kind::forward_training, md, md, g.eps, norm_flags(g));
-    t.bwd_pd = barrier_free<dnnl::batch_normalization_backward::primitive_desc>(
-        engine_, dnnl::prop_kind::backward, md, md, md, g.eps, norm_flags(g), t.train_pd);
-#else
-    t.train_pd = barrier_free<dnnl::batch_normalization_forward::primitive_desc>(
-        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md, g.eps, norm_flags(g)), engine_);
-    t.bwd_pd = barrier_free<dnnl::batch_normalization_backward::primitive_desc>(
-        dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, md, md, g.eps, norm_flags(g)), engine_,
-        t.train_pd);
-#endif
-    t.train = dnnl::batch_normalization_forward(t.train_pd);
-    t.bwd = dnnl::batch_normalization_backward(t.bwd_pd);
-    p.training = std::move(t);
+    if (!p.training) p.training = make_norm_training(engine_, g);
     return *p.training;
   }
 
   dnnl::batch_normalization_forward& norm_inference(const NormGeometry& g) {
     NormPlan& p = norm_plans_[g];
-    if (p.infer) return *p.infer;
-    memory::desc md = activation_desc(g.n, g.h, g.w, g.c);
-    const auto flags = norm_flags(g) | dnnl::normalization_flags::use_global_stats;
-#if DNNL_VERSION_MAJOR >= 3
-    p.infer = dnnl::batch_normalization_forward({engine_, dnnl::prop_kind::forward_inference, md, md, g.eps, flags});
-#else
-    p.infer = dnnl::batch_normalization_forward({{dnnl::prop_kind::forward_inference, md, g.eps, flags}, engine_});
-#endif
+    if (!p.infer) p.infer = make_norm_inference(engine_, g);
     return *p.infer;
   }
 
   PoolPlan& pool_plan(const PoolGeometry& g) {
     auto it = pool_plans_.find(g);
     if (it != pool_plans_.end()) return it->second;
-    if (g.out_h() <= 0 || g.out_w() <= 0) throw InvalidArgument("pool: input " + g.input_shape().str() + " too small");
-    memory::desc src = nhwc(g.n, g.h, g.w, g.c), dst = nhwc(g.n, g.out_h(), g.out_w(), g.c);
-    auto alg = g.kind == PoolKind::kMax ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
-    memory::dims strides = {g.stride, g.stride}, kernel = {g.kh, g.kw}, pad = {g.pad, g.pad};
-    PoolPlan p;
-#if DNNL_VERSION_MAJOR >= 3
-    const memory::dims dilation = {0, 0};
-    p.fwd_pd = {engine_, dnnl::prop_kind::forward_training, alg, src, dst, strides, kernel, dilation, pad, pad};
-    p.bwd_pd = {engine_, alg, src, dst, strides, kernel, dilation, pad, pad, p.fwd_pd};
-#else
-    p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, src, dst, strides, kernel, pad, pad}, engine_};
-    p.bwd_pd = {{alg, src, dst, strides, kernel, pad, pad}, engine_, p.fwd_pd};
-#endif
-    p.fwd = dnnl::pooling_forward(p.fwd_pd);
-    p.bwd = dnnl::pooling_backward(p.bwd_pd);
-    return pool_plans_.emplace(g, std::move(p)).first->second;
+    return pool_plans_.emplace(g, make_pool_plan(engine_, g)).first->second;
   }
 
   LinearPlan& linear_plan(const LinearGeometry& g) {
     auto it = linear_plans_.find(g);
     if (it != linear_plans_.end()) return it->second;
-    memory::desc src({g.n, g.in}, dt::f32, tag::nc), w({g.out, g.in}, dt::f32, tag::oi), b({g.out}, dt::f32, tag::x),
-        dst({g.n, g.out}, dt::f32, tag::nc);
-    LinearPlan p;
-#if DNNL_VERSION_MAJOR >= 3
-    p.fwd_pd = {engine_, dnnl::prop_kind::forward_training, src, w, b, dst};
-    p.bwd_data_pd = {engine_, src, w, dst, p.fwd_pd};
-    p.bwd_w_pd = {engine_, src, w, b, dst, p.fwd_pd};
-#else
-    p.fwd_pd = {{dnnl::prop_kind::forward_training, src, w, b, dst}, engine_};
-    p.bwd_data_pd = {{src, w, dst}, engine_, p.fwd_pd};
-    p.bwd_w_pd = {{src, w, b, dst}, engine_, p.fwd_pd};
-#endif
-    p.fwd = dnnl::inner_product_forward(p.fwd_pd);
-    p.bwd_data = dnnl::inner_product_backward_data(p.bwd_data_pd);
-    p.bwd_w = dnnl::inner_product_backward_weights(p.bwd_w_pd);
-    return linear_plans_.emplace(g, std::move(p)).first->second;
+    return linear_plans_.emplace(g, make_linear_plan(engine_, g)).first->second;
   }
 
   EltwisePlan& relu_plan(int64_t n) {
     auto it = relu_plans_.find(n);
     if (it != relu_plans_.end()) return it->second;
-    memory::desc md = flat(n);
-    auto alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
-    EltwisePlan p;
-#if DNNL_VERSION_MAJOR >= 3
-    p.fwd_pd = {engine_, dnnl::prop_kind::forward_training, alg, md, md, 0.f, 0.f};
-    p.bwd =
-        dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(engine_, alg, md, md, md, 0.f, 0.f, p.fwd_pd));
-#else
-    p.fwd_pd = {{dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f}, engine_};
-    p.bwd = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc({alg, md, md, 0.f, 0.f}, engine_, p.fwd_pd));
-#endif
-    p.fwd = dnnl::eltwise_forward(p.fwd_pd);
-    return relu_plans_.emplace(n, std::move(p)).first->second;
+    return relu_plans_.emplace(n, make_relu_plan(engine_, n)).first->second;
   }
 
   dnnl::binary& add_plan(int64_t n, Activation act) {
     auto key = std::make_pair(n, act);
     auto it = add_plans_.find(key);
     if (it != add_plans_.end()) return it->second;
-    memory::desc md = flat(n);
-    dnnl::primitive_attr attr;
-    if (act == Activation::kRelu) {
-      dnnl::post_ops po;
-#if DNNL_VERSION_MAJOR >= 3
-      po.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-#else
-      po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-#endif
-      attr.set_post_ops(po);
-    }
-#if DNNL_VERSION_MAJOR >= 3
-    dnnl::binary::primitive_desc pd(engine_, dnnl::algorithm::binary_add, md, md, md, attr);
-#else
-    dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, md, md, md}, attr, engine_);
-#endif
-    return add_plans_.emplace(key, dnnl::binary(pd)).first->second;
+    return add_plans_.emplace(key, make_add_plan(engine_, n, act)).first->second;
   }
 
   dnnl::engine engine_;

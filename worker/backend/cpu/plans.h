@@ -1,5 +1,6 @@
 #pragma once
 // The oneDNN primitives the CPU backend (cpu_backend.cc) builds once per geometry and keeps.
+#include <cstdint>
 #include <dnnl.hpp>
 #include <optional>
 
@@ -69,5 +70,15 @@ struct EltwisePlan {
   dnnl::eltwise_forward fwd;
   dnnl::eltwise_backward bwd;
 };
+
+// The primitives of one geometry (plans.cc), built on first use and kept by the backend; the convolutions', which
+// depend on the weight layouts the backend keeps, are built in cpu_backend.cc.
+NormTraining make_norm_training(const dnnl::engine& engine, const NormGeometry& g);
+dnnl::batch_normalization_forward make_norm_inference(const dnnl::engine& engine, const NormGeometry& g);
+PoolPlan make_pool_plan(const dnnl::engine& engine, const PoolGeometry& g);  // InvalidArgument: input too small
+LinearPlan make_linear_plan(const dnnl::engine& engine, const LinearGeometry& g);
+EltwisePlan make_relu_plan(const dnnl::engine& engine, int64_t n);
+// y = a + b over n floats, with `act` applied after.
+dnnl::binary make_add_plan(const dnnl::engine& engine, int64_t n, Activation act);
 
 }  // namespace torus::worker::cpu

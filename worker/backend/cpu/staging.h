@@ -12,8 +12,8 @@
 // A Stage converts one convolution argument between the tensor's layout and the primitive's where they differ
 // (an NHWC input of a convolution whose output is blocked), through a buffer the backend shares between all stages
 // (only one primitive runs at a time).
-#include <dnnl.hpp>
 #include <cstdint>
+#include <dnnl.hpp>
 #include <optional>
 
 #include "worker/backend/backend.h"
@@ -38,6 +38,14 @@ inline int64_t channel_block() {
 
 // Whether an activation of c channels lives in the blocked layout (else NHWC).
 inline bool blocked_channels(int64_t c) { return c >= kBlockedMinChannels && c % channel_block() == 0; }
+
+// Plain layouts: an (N, H, W, C) tensor as NHWC, n floats in a row.
+inline dnnl::memory::desc nhwc_desc(int64_t n, int64_t h, int64_t w, int64_t c) {
+  return dnnl::memory::desc({n, c, h, w}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+}
+inline dnnl::memory::desc flat_desc(int64_t n) {
+  return dnnl::memory::desc({n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+}
 
 // The layout an (N, H, W, C) activation lives in.
 inline dnnl::memory::desc activation_desc(int64_t n, int64_t h, int64_t w, int64_t c) {
