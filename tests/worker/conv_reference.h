@@ -76,4 +76,15 @@ inline void expect_near(const std::vector<float>& got, const std::vector<double>
     ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << what << "[" << i << "]";
 }
 
+// Each output of a convolution is a sum of `terms` products (kh x kw x the channels reduced) of values in [-1, 1):
+// fp32's rounding, and a Winograd transform's (F(4x4, 3x3) multiplies by up to 8 and divides by 24), grow with the
+// square root of their number, whatever the sum's value.
+inline void expect_sum_near(const std::vector<float>& got, const std::vector<double>& want, int64_t terms,
+                            const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const double scale = 1e-5 * std::sqrt(static_cast<double>(terms));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], scale * (1 + std::abs(want[i]))) << what << "[" << i << "]";
+}
+
 }  // namespace torus::worker::test

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,7 +23,7 @@ namespace torus::worker::cpu {
 namespace {
 
 using test::conv_reference;
-using test::expect_near;
+using test::expect_sum_near;
 using test::hwio;
 using test::oihw;
 using test::uniform_floats;
@@ -80,9 +81,9 @@ TEST_P(Winograd, EveryPassMatchesTheReference) {
   omp_set_num_threads(c.threads);
   std::vector<float> y(dy.size(), -7.0f), dx(x.size(), -7.0f), dw(w.size(), -7.0f);
   winograd_forward(g, x_own.data(), wt.data(), y.data());
-  expect_near(convert(y, g.h, g.w, g.c_out, StageDirection::kOut), r.y, "y");
+  expect_sum_near(convert(y, g.h, g.w, g.c_out, StageDirection::kOut), r.y, 9 * g.c_in, "y");
   winograd_backward_data(g, dy_own.data(), wt.data(), dx.data());
-  expect_near(convert(dx, g.h, g.w, g.c_in, StageDirection::kOut), r.dx, "dx");
+  expect_sum_near(convert(dx, g.h, g.w, g.c_in, StageDirection::kOut), r.dx, 9 * g.c_out, "dx");
   if (winograd_backward_weights_by_hand(g)) {
     winograd_backward_weights(g, x_own.data(), dy_own.data(), dw.data());
     // A sum over every pixel of the batch: its rounding grows with their number.
@@ -119,6 +120,16 @@ TEST(WinogradChoice, TakesOnlyThreeByThreeStrideOneLayersOfSevenPixelsOrMoreAndU
   blocked.c_in = 32;
   blocked.c_out = 64;
   EXPECT_EQ(winograd_by_hand(blocked), avx2_machine());
+  // F(4x4, 3x3) from 8 output pixels a side while its transformed weights fit (128 x 128: 2.25 MiB), else F(2x2).
+  EXPECT_EQ(winograd_tile_outputs(first), 4);
+  ConvGeometry seven = blocked, wide128 = first, wide256 = first;
+  seven.h = seven.w = 7;
+  wide128.h = wide128.w = wide256.h = wide256.w = 8;
+  wide128.c_in = wide128.c_out = 128;
+  wide256.c_in = wide256.c_out = 256;
+  EXPECT_EQ(winograd_tile_outputs(seven), 2);
+  EXPECT_EQ(winograd_tile_outputs(wide128), 4);
+  EXPECT_EQ(winograd_tile_outputs(wide256), 2);
   ConvGeometry strided = first, pointwise = first, unpadded = first, stem = first, wide = first, small = first;
   strided.stride = 2;
   pointwise.kh = pointwise.kw = 1;

@@ -12,6 +12,7 @@
 #include "worker/backend/cpu/image_layout.h"
 #include "worker/backend/cpu/staging.h"
 #include "worker/backend/cpu/vec.h"
+#include "worker/backend/cpu/winograd_f4.h"
 
 // Compiled with -ffp-contract=fast and -O3 (CMakeLists.txt): the products are FMAs, the arrays of vectors registers.
 // Functions taking or returning vectors are always inlined into the wrapper of their ISA, so no vector crosses a
@@ -43,17 +44,26 @@ constexpr int64_t kMaxChannels = 256;
 // channels and 32x32 (oneDNN: 45); 32 KiB chunks 26-28 ms; at 256 channels and 8x8, chunks of 1 tile 55-59 ms
 // (oneDNN: 45), of 4 tiles 26, 8 tiles 22-24; at 64 channels 8 tiles cost 32 ms.
 constexpr int64_t kChunkBytes = 32 << 10, kMinChunkTiles = 4;
+// Forward and backward data take F(4x4, 3x3) (winograd_f4.h) from 8 output pixels a side while its transformed
+// weights (36 x ci x co floats, read again for every block of tiles) stay under kF4MaxWeightBytes. AVX2, 1 thread,
+// ms per 60 steps of the narrow ResNet-9 (batch 128) F(2x2) / F(4x4): 8 -> 16 at 28x28 forward 131 / 95, backward
+// data 123 / 93; 16 -> 16 at 14x14 105 / 89, 102 / 85; 16 -> 32 85 / 80, 90 / 73; but 32 -> 64 at 7x7 91 / 95,
+// 95 / 101. ResNet-18 (batch 64), per 12 or 9 calls: 64 at 32x32 253 / 164; 128 at 16x16 197 / 159; 256 at 8x8
+// 215 / 302 (9.4 MiB of transformed weights).
+constexpr int64_t kF4MinSide = 8, kF4MaxWeightBytes = 5 << 19;
 
-// The tiles of one image: th x tw tiles of 2x2 outputs; the input zero-padded to (2 th + 2) x (2 tw + 2) x c.
+// The tiles of one image: th x tw tiles of m x m outputs (F(2x2, 3x3) or F(4x4, 3x3), winograd_f4.h); the input
+// zero-padded to (m th + 2) x (m tw + 2) x c.
 struct Tiling {
   int64_t h, w, ci, co;
+  int64_t m = 2;
   ImageLayout in() const { return ImageLayout::of(h, w, ci); }
   ImageLayout out() const { return ImageLayout::of(h, w, co); }
-  int64_t th() const { return (h + 1) / 2; }
-  int64_t tw() const { return (w + 1) / 2; }
+  int64_t th() const { return (h + m - 1) / m; }
+  int64_t tw() const { return (w + m - 1) / m; }
   int64_t tiles() const { return th() * tw(); }
-  int64_t padded_rows() const { return 2 * th() + 2; }
-  int64_t padded_cols() const { return 2 * tw() + 2; }
+  int64_t padded_rows() const { return m * th() + 2; }
+  int64_t padded_cols() const { return m * tw() + 2; }
 };
 
 // One image, zero-padded and NHWC whatever its layout: borders (and the extra row and column of an odd size) zeroed
@@ -64,6 +74,7 @@ class Padded {
       : h_(t.h),
         w_(t.w),
         c_(t.ci),
+        m_(t.m),
         cols_(t.padded_cols()),
         layout_(t.in()),
         data_(static_cast<size_t>(t.padded_rows() * t.padded_cols() * t.ci), 0.0f) {}
@@ -80,12 +91,12 @@ class Padded {
           std::memcpy(data_.data() + ((r + 1) * cols_ + col + 1) * c_ + j * V,
                       image + j * layout_.vec + layout_.at(r, col), V * sizeof(float));
   }
-  // The top-left of tile (a, b)'s 4x4 patch.
-  const float* patch(int64_t a, int64_t b) const { return data_.data() + (2 * a * cols_ + 2 * b) * c_; }
+  // The top-left of tile (a, b)'s (m + 2) x (m + 2) patch.
+  const float* patch(int64_t a, int64_t b) const { return data_.data() + (m_ * a * cols_ + m_ * b) * c_; }
   int64_t row_floats() const { return cols_ * c_; }
 
  private:
-  int64_t h_, w_, c_, cols_;
+  int64_t h_, w_, c_, m_, cols_;
   ImageLayout layout_;
   std::vector<float> data_;
 };
@@ -111,10 +122,10 @@ class Padded {
   }
 }
 
-// m (tiles, 16, co) = v (tiles, 16, ci) x u (16, ci, co) per point, for kT tiles, kK vectors of co at a time.
-template <int kK, int kT>
+// m (tiles, P, co) = v (tiles, P, ci) x u (P, ci, co) per point, for kT tiles, kK vectors of co at a time.
+template <int kK, int kT, int P>
 [[gnu::always_inline]] inline void multiply_block(const float* v, const float* u, int64_t ci, int64_t co, float* m) {
-  for (int p = 0; p < kPoints; ++p)
+  for (int p = 0; p < P; ++p)
     for (int64_t o = 0; o < co; o += kK * V) {
       Vec<V> acc[kT][kK] = {};
       const float* up = u + p * ci * co + o;
@@ -122,12 +133,12 @@ template <int kK, int kT>
         Vec<V> wv[kK];
         for (int k = 0; k < kK; ++k) wv[k] = load<V>(up + i * co + k * V);
         for (int t = 0; t < kT; ++t) {
-          const float s = v[(t * kPoints + p) * ci + i];
+          const float s = v[(t * P + p) * ci + i];
           for (int k = 0; k < kK; ++k) acc[t][k] += s * wv[k];
         }
       }
       for (int t = 0; t < kT; ++t)
-        for (int k = 0; k < kK; ++k) store<V>(m + (t * kPoints + p) * co + o + k * V, acc[t][k]);
+        for (int k = 0; k < kK; ++k) store<V>(m + (t * P + p) * co + o + k * V, acc[t][k]);
     }
 }
 
@@ -164,13 +175,14 @@ struct ImageRange {
   int64_t begin, end;  // images [begin, end)
 };
 
-// y (images of r) = conv(x, G g G^T-transformed weights u (16, ci, co)), kT tiles at a time.
-template <int kK, int kT>
+// y (images of r) = conv(x, G g G^T-transformed weights u (P, ci, co)), kT tiles of M x M outputs at a time.
+template <int kK, int kT, int M>
 [[gnu::always_inline]] inline void forward_images(const Tiling& g, ImageRange r, const float* x, const float* u,
                                                   float* y) {
+  constexpr int P = M == 4 ? f4::kPoints : kPoints;
   Padded p(g);
   const ImageLayout out = g.out();
-  std::vector<float> v(static_cast<size_t>(kT * kPoints * g.ci), 0.0f), m(static_cast<size_t>(kT * kPoints * g.co));
+  std::vector<float> v(static_cast<size_t>(kT * P * g.ci), 0.0f), m(static_cast<size_t>(kT * P * g.co));
   const int64_t tiles = g.tiles(), tw = g.tw(), image_floats = g.h * g.w * g.ci;
   const int64_t slice = (image_floats * kT + tiles - 1) / tiles;  // of the next image, per block of tiles
   for (int64_t n = r.begin; n < r.end; ++n) {
@@ -179,11 +191,21 @@ template <int kK, int kT>
     for (int64_t t0 = 0; t0 < tiles; t0 += kT) {
       if (n + 1 < r.end) prefetch(x + (n + 1) * image_floats + t0 / kT * slice, slice * 4);
       const int64_t count = std::min<int64_t>(kT, tiles - t0);  // the block's last tiles may be missing: their
-      for (int64_t t = 0; t < count; ++t)                       // products run on stale values and are not stored
-        transform_patch(p.patch((t0 + t) / tw, (t0 + t) % tw), p.row_floats(), g.ci, v.data() + t * kPoints * g.ci);
-      multiply_block<kK, kT>(v.data(), u, g.ci, g.co, m.data());
-      for (int64_t t = 0; t < count; ++t)
-        store_tile(m.data() + t * kPoints * g.co, g.co, g, out, (t0 + t) / tw, (t0 + t) % tw, image);
+      for (int64_t t = 0; t < count; ++t) {                     // products run on stale values and are not stored
+        const float* patch = p.patch((t0 + t) / tw, (t0 + t) % tw);
+        if constexpr (M == 4)
+          f4::transform_patch<V>(patch, p.row_floats(), g.ci, v.data() + t * P * g.ci);
+        else
+          transform_patch(patch, p.row_floats(), g.ci, v.data() + t * P * g.ci);
+      }
+      multiply_block<kK, kT, P>(v.data(), u, g.ci, g.co, m.data());
+      for (int64_t t = 0; t < count; ++t) {
+        const int64_t a = (t0 + t) / tw, b = (t0 + t) % tw;
+        if constexpr (M == 4)
+          f4::store_tile<V>(m.data() + t * P * g.co, g.co, g.h, g.w, out, a, b, image);
+        else
+          store_tile(m.data() + t * P * g.co, g.co, g, out, a, b, image);
+      }
     }
   }
 }
@@ -320,8 +342,22 @@ void refuse_unless(bool runs_here, const ConvGeometry& g, const char* pass) {
 
 __attribute__((target("avx2,fma"))) void forward_avx2(const Tiling& t, ImageRange r, const float* x, const float* u,
                                                       float* y) {
-  if (t.co % (kVecs * V) == 0) return forward_images<kVecs, kTiles>(t, r, x, u, y);
-  forward_images<1, kMaxTiles>(t, r, x, u, y);
+  if (t.m == 4) {
+    if (t.co % (kVecs * V) == 0) return forward_images<kVecs, kTiles, 4>(t, r, x, u, y);
+    return forward_images<1, kMaxTiles, 4>(t, r, x, u, y);
+  }
+  if (t.co % (kVecs * V) == 0) return forward_images<kVecs, kTiles, 2>(t, r, x, u, y);
+  forward_images<1, kMaxTiles, 2>(t, r, x, u, y);
+}
+
+// u = the transformed weights for tiles of m outputs a side (flip: of backward data's transposed convolution).
+std::vector<float> transformed_weights(const ConvGeometry& g, int64_t m, bool flip, const float* w) {
+  std::vector<float> u(static_cast<size_t>((m == 4 ? f4::kPoints : kPoints) * g.c_in * g.c_out));
+  if (m == 4)
+    f4::transform_weights(w, g.c_in, g.c_out, flip, u.data());
+  else
+    transform_weights(w, g.c_in, g.c_out, flip, u.data());
+  return u;
 }
 
 void forward_with(const ConvGeometry& g, const Tiling& t, const float* x, const float* u, float* y) {
@@ -342,20 +378,26 @@ bool winograd_by_hand(const ConvGeometry& g) {
          std::min(g.h, g.w) >= kWinogradMinSide;
 }
 
+int64_t winograd_tile_outputs(const ConvGeometry& g) {
+  const bool f4 = std::min(g.out_h(), g.out_w()) >= kF4MinSide &&
+                  f4::kPoints * g.c_in * g.c_out * int64_t{sizeof(float)} <= kF4MaxWeightBytes;
+  return f4 ? 4 : 2;
+}
+
 bool winograd_backward_weights_by_hand(const ConvGeometry& g) { return winograd_by_hand(g) && g.c_in >= 16; }
 
 void winograd_forward(const ConvGeometry& g, const float* x, const float* w, float* y) {
   refuse_unless(winograd_by_hand(g), g, "forward");
-  std::vector<float> u(static_cast<size_t>(kPoints * g.c_in * g.c_out));
-  transform_weights(w, g.c_in, g.c_out, false, u.data());
-  forward_with(g, {g.h, g.w, g.c_in, g.c_out}, x, u.data(), y);
+  const int64_t m = winograd_tile_outputs(g);
+  const std::vector<float> u = transformed_weights(g, m, false, w);
+  forward_with(g, {g.h, g.w, g.c_in, g.c_out, m}, x, u.data(), y);
 }
 
 void winograd_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx) {
   refuse_unless(winograd_by_hand(g), g, "backward data");
-  std::vector<float> u(static_cast<size_t>(kPoints * g.c_in * g.c_out));
-  transform_weights(w, g.c_in, g.c_out, true, u.data());
-  forward_with(g, {g.h, g.w, g.c_out, g.c_in}, dy, u.data(), dx);
+  const int64_t m = winograd_tile_outputs(g);
+  const std::vector<float> u = transformed_weights(g, m, true, w);
+  forward_with(g, {g.h, g.w, g.c_out, g.c_in, m}, dy, u.data(), dx);
 }
 
 void winograd_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw) {
