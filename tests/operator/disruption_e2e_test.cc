@@ -22,19 +22,10 @@ namespace {
 // itself (SIGSTOP) after step 9, so the gang is surely mid-training when the test drains its node; attempt 1 trains
 // the remaining steps and the job ends by itself.
 std::string job_yaml(const std::string& name) {
-  return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
-         "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
-         "\n  metricsPort: " + std::to_string(free_port()) +
-         "\n  gang:\n    workers: 2\n    device: cpu\n    threadsPerProcess: 1\n    image: torus-worker:dev\n"
-         "    template:\n      spec:\n        containers:\n        - name: worker\n          env:\n"
-         "          - {name: TORUS_TEST_SIGSTOP_AT_STEP, value: \"1:9\"}\n"
-         "  model:\n    arch: resnet9\n    widths: [8, 8, 16, 32]\n    numClasses: 4\n"
-         "  data:\n    dataset: synthetic\n    imageSize: 16\n    loaderThreads: 1\n"
-         "    synthetic:\n      trainImages: 256\n      validationImages: 64\n      numClasses: 4\n"
-         "  training:\n    epochs: 4\n    batchSize: 32\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
-         "    checkpoint:\n      dir: /var/lib/torus/checkpoints\n      everySteps: 4\n"
-         "      volumeClaimTemplate:\n        spec:\n          resources: {requests: {storage: 1Gi}}\n"
-         "  runPolicy:\n    restartPolicy: ExitCode\n    backoffLimit: 0\n";
+  return pod_job_yaml(name, {.epochs = 4,
+                             .env = {"- {name: TORUS_TEST_SIGSTOP_AT_STEP, value: \"1:9\"}"},
+                             .checkpoint_every_steps = 4,
+                             .run_policy = "restartPolicy: ExitCode\nbackoffLimit: 0"});
 }
 
 class DisruptionE2E : public PodTrainingE2E {

@@ -223,6 +223,56 @@ inline std::unique_ptr<Daemon> start_chart_operator(const fs::path& dir, const s
                                   (dir / "operator.log").string());
 }
 
+// A TrainingJob that trains through pods: the narrow ResNet-9 (8, 8, 16, 32) on synthetic 16x16 images of 4 classes
+// (64 for validation), CPU workers of one thread each on the worker image, rendezvous and metrics ports free here,
+// one-cycle at 0.1. The fields each suite varies:
+struct PodJob {
+  int workers = 2;
+  int processes = 1;  // per worker
+  int64_t train_images = 256;
+  int batch = 32;
+  int epochs = 1;
+  // Items of the worker container's env, each "- {name: ..., value: ...}" (test hooks such as
+  // TORUS_TEST_SIGSTOP_AT_STEP).
+  std::vector<std::string> env;
+  int checkpoint_every_steps = 0;  // 0: no checkpoints
+  // The checkpoints' claim (1Gi), which the operator makes and mounts on worker 0: pods run isolated, so a folder on
+  // no volume would be private to one pod and lost with it (false: such a folder, which the operator refuses).
+  bool checkpoint_on_claim = true;
+  std::string run_policy = "restartPolicy: ExitCode";  // lines under spec.runPolicy, newline-separated
+  std::string more_spec;                               // fields under spec (two-space indented)
+};
+inline std::string pod_job_yaml(const std::string& name, const PodJob& j) {
+  std::string env;
+  if (!j.env.empty()) {
+    env = "    template:\n      spec:\n        containers:\n        - name: worker\n          env:\n";
+    for (const std::string& item : j.env) env += "          " + item + "\n";
+  }
+  const std::string checkpoint =
+      j.checkpoint_every_steps == 0
+          ? ""
+          : "    checkpoint:\n      dir: /var/lib/torus/checkpoints\n      everySteps: " +
+                std::to_string(j.checkpoint_every_steps) + "\n" +
+                (j.checkpoint_on_claim
+                     ? "      volumeClaimTemplate:\n        spec:\n          resources: {requests: {storage: 1Gi}}\n"
+                     : "");
+  std::string run_policy;
+  std::istringstream lines(j.run_policy);
+  for (std::string line; std::getline(lines, line);) run_policy += "    " + line + "\n";
+  return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
+         "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
+         "\n  metricsPort: " + std::to_string(free_port()) + "\n  gang:\n    workers: " + std::to_string(j.workers) +
+         "\n    processesPerWorker: " + std::to_string(j.processes) +
+         "\n    device: cpu\n    threadsPerProcess: 1\n    image: torus-worker:dev\n" + env +
+         "  model:\n    arch: resnet9\n    widths: [8, 8, 16, 32]\n    numClasses: 4\n"
+         "  data:\n    dataset: synthetic\n    imageSize: 16\n    loaderThreads: 1\n"
+         "    synthetic:\n      trainImages: " +
+         std::to_string(j.train_images) + "\n      validationImages: 64\n      numClasses: 4\n" +
+         "  training:\n    epochs: " + std::to_string(j.epochs) + "\n    batchSize: " + std::to_string(j.batch) +
+         "\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n" + checkpoint + "  runPolicy:\n" + run_policy +
+         j.more_spec;
+}
+
 // A fixture for the suites that train through pods with a stand-in of each test's own (preemption, straggler,
 // disruption): SetUp skips where kubectl or a binary is missing, starts the stand-in (`topology`: --nodes N) in a
 // fresh folder named `prefix` and, with OperatorStart::kAtSetUp, the operator as the chart's ServiceAccount; TearDown

@@ -23,17 +23,7 @@ namespace {
 // than the test waits for (200 of them trained in ~5 s here): the eviction must reach attempt 0 while it trains, and
 // the operator must read attempt 1's /metrics while it trains, on any machine; the test ends the job.
 std::string job_yaml(const std::string& name) {
-  return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
-         "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
-         "\n  metricsPort: " + std::to_string(free_port()) +
-         "\n  gang:\n    workers: 2\n    device: cpu\n    threadsPerProcess: 1\n    image: torus-worker:dev\n"
-         "  model:\n    arch: resnet9\n    widths: [8, 8, 16, 32]\n    numClasses: 4\n"
-         "  data:\n    dataset: synthetic\n    imageSize: 16\n    loaderThreads: 1\n"
-         "    synthetic:\n      trainImages: 256\n      validationImages: 64\n      numClasses: 4\n"
-         "  training:\n    epochs: 10000\n    batchSize: 32\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
-         "    checkpoint:\n      dir: /var/lib/torus/checkpoints\n      everySteps: 40\n"
-         "      volumeClaimTemplate:\n        spec:\n          resources: {requests: {storage: 1Gi}}\n"
-         "  runPolicy:\n    restartPolicy: ExitCode\n";
+  return pod_job_yaml(name, {.epochs = 10000, .checkpoint_every_steps = 40});
 }
 
 class PreemptionE2E : public PodTrainingE2E {

@@ -22,17 +22,8 @@ namespace {
 // after the throttle): it is named and recovers while it trains on any machine, and the test ends it.
 // restartPolicy Never: it needs no checkpoint storage.
 std::string job_yaml(const std::string& name, int steps) {
-  return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
-         "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
-         "\n  metricsPort: " + std::to_string(free_port()) +
-         "\n  gang:\n    workers: 2\n    device: cpu\n    threadsPerProcess: 1\n    image: torus-worker:dev\n"
-         "  model:\n    arch: resnet9\n    widths: [8, 8, 16, 32]\n    numClasses: 4\n"
-         "  data:\n    dataset: synthetic\n    imageSize: 16\n    loaderThreads: 1\n"
-         "    synthetic:\n      trainImages: " +
-         std::to_string(steps * 64) +
-         "\n      validationImages: 64\n      numClasses: 4\n"
-         "  training:\n    epochs: 10000\n    batchSize: 64\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
-         "  runPolicy:\n    restartPolicy: Never\n";
+  return pod_job_yaml(name,
+                      {.train_images = steps * 64, .batch = 64, .epochs = 10000, .run_policy = "restartPolicy: Never"});
 }
 
 // Stops `pid` for 10 ms of every 20 until destroyed (then lets it run).

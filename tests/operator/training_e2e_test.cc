@@ -39,28 +39,15 @@ class TrainingE2E : public ::testing::Test {
     tmp_.reset();
   }
 
-  // The claim the operator makes for the checkpoints and mounts on worker 0 (the pods run isolated: a folder on no
-  // volume would be private to one pod and lost with it).
-  static constexpr const char* kClaimTemplate =
-      "      volumeClaimTemplate:\n        spec:\n          resources: {requests: {storage: 1Gi}}\n";
-
   // A small CPU job on synthetic data: `workers` pods of `processes` ranks, checkpoints every 2 steps on a claim;
   // `more_spec` adds fields under spec (two-space indented).
   static std::string job_yaml(const std::string& name, int workers, int processes, int epochs,
                               const std::string& more_spec = "") {
-    return "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: " + name +
-           "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
-           "\n  metricsPort: " + std::to_string(free_port()) + "\n  gang:\n    workers: " + std::to_string(workers) +
-           "\n    processesPerWorker: " + std::to_string(processes) +
-           "\n    device: cpu\n    threadsPerProcess: 1\n    image: torus-worker:dev\n"
-           "  model:\n    arch: resnet9\n    widths: [8, 8, 16, 32]\n    numClasses: 4\n"
-           "  data:\n    dataset: synthetic\n    imageSize: 16\n    loaderThreads: 1\n"
-           "    synthetic:\n      trainImages: 256\n      validationImages: 64\n      numClasses: 4\n"
-           "  training:\n    epochs: " +
-           std::to_string(epochs) +
-           "\n    batchSize: 32\n    lrSchedule:\n      type: one-cycle\n      peak: 0.1\n"
-           "    checkpoint:\n      dir: /var/lib/torus/checkpoints\n      everySteps: 2\n" +
-           kClaimTemplate + "  runPolicy:\n    restartPolicy: ExitCode\n" + more_spec;
+    return pod_job_yaml(name, {.workers = workers,
+                               .processes = processes,
+                               .epochs = epochs,
+                               .checkpoint_every_steps = 2,
+                               .more_spec = more_spec});
   }
 
   static CmdResult kubectl(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
@@ -498,8 +485,8 @@ TEST_F(TrainingE2E, ACheckpointDeletedBehindTheOperatorsBackIsCheckpointLost) {
 // The same job with its checkpoints on no volume would start again from step 0 after every restart on a cluster:
 // it is refused before any pod is made, the field named.
 TEST_F(TrainingE2E, ACheckpointDirOnNoVolumeIsRefusedBeforeAnyPod) {
-  std::string yaml = job_yaml("zeta", 2, 1, 40);
-  yaml.erase(yaml.find(kClaimTemplate), std::string(kClaimTemplate).size());
+  const std::string yaml =
+      pod_job_yaml("zeta", {.epochs = 40, .checkpoint_every_steps = 2, .checkpoint_on_claim = false});
   const std::string file = (dir_ / "zeta.yaml").string();
   std::ofstream(file) << yaml;
   ASSERT_EQ(kubectl({"apply", "-f", file}).code, 0);
