@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "worker/backend/backend.h"
+#include "worker/backend/cpu/staging.h"
 
 namespace torus::worker::test {
 
@@ -85,6 +87,39 @@ inline void expect_sum_near(const std::vector<float>& got, const std::vector<dou
   const double scale = 1e-5 * std::sqrt(static_cast<double>(terms));
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want[i], scale * (1 + std::abs(want[i]))) << what << "[" << i << "]";
+}
+
+// A parameterized test's case: a 3x3 convolution of n images h x w, c_in -> c_out channels, run on `threads` threads;
+// case_name is its test name ("n3_28x28_8to16_threads2").
+struct ConvCase {
+  int64_t n, h, w, c_in, c_out;
+  int threads;
+};
+inline std::string case_name(const ::testing::TestParamInfo<ConvCase>& info) {
+  const ConvCase& c = info.param;
+  return "n" + std::to_string(c.n) + "_" + std::to_string(c.h) + "x" + std::to_string(c.w) + "_" +
+         std::to_string(c.c_in) + "to" + std::to_string(c.c_out) + "_threads" + std::to_string(c.threads);
+}
+
+// An (N, H, W, C) activation between NHWC and the CPU backend's own layout (cpu/staging.h: channel-blocked from 64
+// channels on): written out here rather than through oneDNN's reorder, so that a wrong layout in the kernels cannot
+// hide behind the same mistake in the conversion.
+inline std::vector<float> own_layout(const std::vector<float>& from, int64_t h, int64_t w, int64_t c,
+                                     cpu::StageDirection direction) {
+  if (!cpu::blocked_channels(c)) return from;
+  const int64_t b = cpu::channel_block(), n = static_cast<int64_t>(from.size()) / (h * w * c);
+  std::vector<float> to(from.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < h * w; ++p)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const auto plain = static_cast<size_t>((i * h * w + p) * c + ch),
+                   own = static_cast<size_t>(((i * (c / b) + ch / b) * h * w + p) * b + ch % b);
+        if (direction == cpu::StageDirection::kIn)
+          to[own] = from[plain];
+        else
+          to[plain] = from[own];
+      }
+  return to;
 }
 
 }  // namespace torus::worker::test

@@ -20,15 +20,11 @@
 namespace torus::worker::cpu {
 namespace {
 
+using Case = test::ConvCase;
 using test::conv_reference;
 using test::expect_near;
 using test::hwio;
 using test::uniform_floats;
-
-struct Case {
-  int64_t n, h, w, c_in, c_out;
-  int threads;
-};
 
 class NarrowConv : public ::testing::TestWithParam<Case> {};
 
@@ -106,12 +102,7 @@ INSTANTIATE_TEST_SUITE_P(Geometries, NarrowConv,
                                            Case{4, 9, 30, 1, 8, 2}, Case{3, 4, 33, 8, 16, 2}, Case{2, 3, 15, 8, 16, 1},
                                            Case{3, 14, 14, 16, 16, 1}, Case{2, 14, 14, 16, 32, 2},
                                            Case{2, 7, 9, 16, 32, 1}),
-                         [](const auto& param_info) {
-                           const Case& c = param_info.param;
-                           return "n" + std::to_string(c.n) + "_" + std::to_string(c.h) + "x" + std::to_string(c.w) +
-                                  "_" + std::to_string(c.c_in) + "to" + std::to_string(c.c_out) + "_threads" +
-                                  std::to_string(c.threads);
-                         });
+                         test::case_name);
 
 TEST(NarrowConvChoice, TakesOnlyThreeByThreeStrideOneNarrowPairs) {
   const ConvGeometry first{.n = 128, .h = 28, .w = 28, .c_in = 8, .c_out = 16, .kh = 3, .kw = 3, .pad = 1};

@@ -21,31 +21,15 @@
 namespace torus::worker::cpu {
 namespace {
 
+using Case = test::ConvCase;
 using test::conv_reference;
 using test::oihw;
+using test::own_layout;
 using test::uniform_floats;
-
-struct Case {
-  int64_t n, h, w, c_in, c_out;
-  int threads;
-};
 
 class SmallConv : public ::testing::TestWithParam<Case> {};
 
 bool avx2_machine() { return dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core; }
-
-// NHWC into the activation's own layout, written out here rather than through oneDNN's reorder.
-std::vector<float> own_layout(const std::vector<float>& nhwc, int64_t h, int64_t w, int64_t c) {
-  if (!blocked_channels(c)) return nhwc;
-  const int64_t b = channel_block(), n = static_cast<int64_t>(nhwc.size()) / (h * w * c);
-  std::vector<float> out(nhwc.size());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t p = 0; p < h * w; ++p)
-      for (int64_t ch = 0; ch < c; ++ch)
-        out[static_cast<size_t>(((i * (c / b) + ch / b) * h * w + p) * b + ch % b)] =
-            nhwc[static_cast<size_t>((i * h * w + p) * c + ch)];
-  return out;
-}
 
 TEST_P(SmallConv, BackwardWeightsMatchesTheReference) {
   const Case c = GetParam();
@@ -62,8 +46,8 @@ TEST_P(SmallConv, BackwardWeightsMatchesTheReference) {
   const test::ConvReference r = conv_reference(g, x, w, dy);
   omp_set_num_threads(c.threads);
   std::vector<float> dw(w.size(), -7.0f);
-  small_conv_backward_weights(g, own_layout(x, g.h, g.w, g.c_in).data(), own_layout(dy, g.h, g.w, g.c_out).data(),
-                              dw.data());
+  small_conv_backward_weights(g, own_layout(x, g.h, g.w, g.c_in, StageDirection::kIn).data(),
+                              own_layout(dy, g.h, g.w, g.c_out, StageDirection::kIn).data(), dw.data());
   omp_set_num_threads(1);
   const std::vector<float> got = oihw(g, dw);
   const double scale = std::sqrt(static_cast<double>(g.n * g.h * g.w));  // a sum over every pixel of the batch
@@ -75,12 +59,7 @@ INSTANTIATE_TEST_SUITE_P(Geometries, SmallConv,
                          ::testing::Values(Case{5, 3, 3, 64, 64, 1}, Case{4, 3, 3, 64, 64, 2}, Case{3, 1, 1, 64, 64, 1},
                                            Case{2, 2, 5, 32, 64, 2}, Case{3, 6, 4, 64, 32, 1}, Case{2, 4, 4, 4, 16, 1},
                                            Case{2, 3, 6, 128, 128, 2}, Case{1, 2, 2, 256, 256, 1}),
-                         [](const auto& param_info) {
-                           const Case& c = param_info.param;
-                           return "n" + std::to_string(c.n) + "_" + std::to_string(c.h) + "x" + std::to_string(c.w) +
-                                  "_" + std::to_string(c.c_in) + "to" + std::to_string(c.c_out) + "_threads" +
-                                  std::to_string(c.threads);
-                         });
+                         test::case_name);
 
 TEST(SmallConvChoice, TakesThreeByThreeStrideOneLayersUnderSevenPixels) {
   const ConvGeometry first{.n = 128, .h = 3, .w = 3, .c_in = 64, .c_out = 64, .kh = 3, .kw = 3, .pad = 1};

@@ -22,45 +22,17 @@
 namespace torus::worker::cpu {
 namespace {
 
+using Case = test::ConvCase;
 using test::conv_reference;
 using test::expect_sum_near;
 using test::hwio;
 using test::oihw;
+using test::own_layout;
 using test::uniform_floats;
-
-struct Case {
-  int64_t n, h, w, c_in, c_out;
-  int threads;
-};
 
 class Winograd : public ::testing::TestWithParam<Case> {};
 
 bool avx2_machine() { return dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core; }
-
-// An (N, H, W, C) activation between NHWC and its own layout: written out here rather than through oneDNN's reorder,
-// so that a wrong layout in the kernels cannot hide behind the same mistake in the conversion.
-size_t own_index(int64_t h, int64_t w, int64_t c, int64_t n, int64_t r, int64_t col, int64_t ch) {
-  if (!blocked_channels(c)) return static_cast<size_t>(((n * h + r) * w + col) * c + ch);
-  const int64_t b = channel_block();
-  return static_cast<size_t>((((n * (c / b) + ch / b) * h + r) * w + col) * b + ch % b);
-}
-template <class T>
-std::vector<T> convert(const std::vector<T>& from, int64_t h, int64_t w, int64_t c, StageDirection direction) {
-  std::vector<T> to(from.size());
-  const int64_t n = static_cast<int64_t>(from.size()) / (h * w * c);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t r = 0; r < h; ++r)
-      for (int64_t col = 0; col < w; ++col)
-        for (int64_t ch = 0; ch < c; ++ch) {
-          const size_t plain = static_cast<size_t>(((i * h + r) * w + col) * c + ch),
-                       own = own_index(h, w, c, i, r, col, ch);
-          if (direction == StageDirection::kIn)
-            to[own] = from[plain];
-          else
-            to[plain] = from[own];
-        }
-  return to;
-}
 
 TEST_P(Winograd, EveryPassMatchesTheReference) {
   const Case c = GetParam();
@@ -76,14 +48,14 @@ TEST_P(Winograd, EveryPassMatchesTheReference) {
                            dy = uniform_floats(g.output_shape().numel(), rng);
   const test::ConvReference r = conv_reference(g, x, w, dy);
   const std::vector<float> wt = hwio(g, w);
-  const std::vector<float> x_own = convert(x, g.h, g.w, g.c_in, StageDirection::kIn),
-                           dy_own = convert(dy, g.h, g.w, g.c_out, StageDirection::kIn);
+  const std::vector<float> x_own = own_layout(x, g.h, g.w, g.c_in, StageDirection::kIn),
+                           dy_own = own_layout(dy, g.h, g.w, g.c_out, StageDirection::kIn);
   omp_set_num_threads(c.threads);
   std::vector<float> y(dy.size(), -7.0f), dx(x.size(), -7.0f), dw(w.size(), -7.0f);
   winograd_forward(g, x_own.data(), wt.data(), y.data());
-  expect_sum_near(convert(y, g.h, g.w, g.c_out, StageDirection::kOut), r.y, 9 * g.c_in, "y");
+  expect_sum_near(own_layout(y, g.h, g.w, g.c_out, StageDirection::kOut), r.y, 9 * g.c_in, "y");
   winograd_backward_data(g, dy_own.data(), wt.data(), dx.data());
-  expect_sum_near(convert(dx, g.h, g.w, g.c_in, StageDirection::kOut), r.dx, 9 * g.c_out, "dx");
+  expect_sum_near(own_layout(dx, g.h, g.w, g.c_in, StageDirection::kOut), r.dx, 9 * g.c_out, "dx");
   if (winograd_backward_weights_by_hand(g)) {
     winograd_backward_weights(g, x_own.data(), dy_own.data(), dw.data());
     // A sum over every pixel of the batch: its rounding grows with their number.
@@ -105,12 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Geometries, Winograd,
                                            Case{3, 7, 7, 32, 64, 2}, Case{2, 9, 8, 64, 32, 1},
                                            Case{2, 11, 10, 64, 64, 2}, Case{1, 8, 8, 128, 128, 1},
                                            Case{1, 7, 8, 256, 256, 1}),
-                         [](const auto& param_info) {
-                           const Case& c = param_info.param;
-                           return "n" + std::to_string(c.n) + "_" + std::to_string(c.h) + "x" + std::to_string(c.w) +
-                                  "_" + std::to_string(c.c_in) + "to" + std::to_string(c.c_out) + "_threads" +
-                                  std::to_string(c.threads);
-                         });
+                         test::case_name);
 
 TEST(WinogradChoice, TakesOnlyThreeByThreeStrideOneLayersOfSevenPixelsOrMoreAndUpTo256Channels) {
   const ConvGeometry first{.n = 128, .h = 28, .w = 28, .c_in = 8, .c_out = 16, .kh = 3, .kw = 3, .pad = 1};
