@@ -23,4 +23,12 @@ struct ImageLayout {
   bool nhwc() const { return vec == kBlock; }
 };
 
+// Whether the hand-written AVX2 kernels run on this CPU: AVX2 and FMA, with oneDNN below avx512_core (channels
+// blocked by ImageLayout::kBlock; on AVX-512 narrow_conv.h and oneDNN run these layers). Decided once per process.
+inline bool hand_avx2_kernels() {
+  static const bool yes =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && channel_block() == ImageLayout::kBlock;
+  return yes;
+}
+
 }  // namespace torus::worker::cpu

@@ -80,15 +80,10 @@ __attribute__((target("avx2,fma"))) void accumulate(const ConvGeometry& g, int64
   }
 }
 
-bool avx2_not_avx512() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && channel_block() == 8;
-}
-
 }  // namespace
 
 bool small_conv_weights_by_hand(const ConvGeometry& g) {
-  static const bool isa = avx2_not_avx512();
-  return isa && g.kh == 3 && g.kw == 3 && g.stride == 1 && g.pad == 1 && g.c_in % kRows == 0 &&
+  return hand_avx2_kernels() && g.kh == 3 && g.kw == 3 && g.stride == 1 && g.pad == 1 && g.c_in % kRows == 0 &&
          g.c_out % (kVecs * V) == 0 && std::max(g.c_in, g.c_out) <= kMaxChannels && std::max(g.h, g.w) <= kMaxSide;
 }
 

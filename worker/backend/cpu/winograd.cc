@@ -328,10 +328,6 @@ void untransform_weight_gradient(const float* du, int64_t ci, int64_t co, float*
     }
 }
 
-bool avx2_not_avx512() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && channel_block() == 8;
-}
-
 int threads_for(int64_t images) { return std::max(1, std::min<int>(omp_get_max_threads(), static_cast<int>(images))); }
 
 void refuse_unless(bool runs_here, const ConvGeometry& g, const char* pass) {
@@ -372,8 +368,7 @@ void forward_with(const ConvGeometry& g, const Tiling& t, const float* x, const 
 }  // namespace
 
 bool winograd_by_hand(const ConvGeometry& g) {
-  static const bool isa = avx2_not_avx512();
-  return isa && g.kh == 3 && g.kw == 3 && g.stride == 1 && g.pad == 1 && g.c_in % V == 0 &&
+  return hand_avx2_kernels() && g.kh == 3 && g.kw == 3 && g.stride == 1 && g.pad == 1 && g.c_in % V == 0 &&
          g.c_out % (kVecs * V) == 0 && std::max(g.c_in, g.c_out) <= kMaxChannels &&
          std::min(g.h, g.w) >= kWinogradMinSide;
 }
