@@ -121,8 +121,10 @@ TEST_F(GpuTest, ConvWeightsRoundTripThroughTheNativeLayout) {
 TEST_P(GpuPrecisionTest, BatchNormMatchesCpuInTrainingAndInference) {
   const DType type = GetParam();
   // 16 channels (half a warp of lanes) over 3 row slices; 48 channels (a second, partial tile) over 13 slices, with
-  // an eps below cuDNN's minimum (1e-5), which our kernels take (cuDNN's fused fp16 path is skipped for it).
-  for (const std::array<int64_t, 3>& shape : {std::array<int64_t, 3>{8, 6, 16}, std::array<int64_t, 3>{4, 20, 48}}) {
+  // an eps below cuDNN's minimum (1e-5), which our kernels take (cuDNN's fused fp16 path is skipped for it); 64
+  // channels (whole warps: the ReLU and its mask in the normalize pass, the backward reading dy through the mask).
+  for (const std::array<int64_t, 3>& shape :
+       {std::array<int64_t, 3>{8, 6, 16}, std::array<int64_t, 3>{4, 20, 48}, std::array<int64_t, 3>{2, 9, 64}}) {
     for (Activation act : {Activation::kNone, Activation::kRelu}) {
       const int64_t channels = shape[2];
       const float eps = channels == 48 ? 1e-7f : 1e-5f;

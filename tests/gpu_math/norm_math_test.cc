@@ -160,6 +160,76 @@ TEST(NormMath, BackwardMatchesTheDoublePrecisionGradient) {
   }
 }
 
+// The normalize pass's ReLU mask, written as bn_apply_relu_mask_kernel writes it: warp (row r, tile t) ballots its
+// 32 lanes' y > 0 into word bn_mask_word(r, c, t). Every mask word is written once, and every element's bit is what
+// the ReLU backward reads for it (mask_bit of word i / 32), as the separate ReLU-with-mask kernel lays it out.
+TEST(NormMath, TheNormalizePassWritesEachElementsReluBitOnce) {
+  EXPECT_TRUE(bn_apply_writes_mask(32));
+  EXPECT_TRUE(bn_apply_writes_mask(2048));
+  for (int64_t c : {8, 16, 48, 100}) EXPECT_FALSE(bn_apply_writes_mask(c)) << c;  // the separate kernel's widths
+  std::mt19937 rng(5);
+  for (int64_t c : {32, 64, 96, 512}) {
+    const int64_t m = 37;
+    std::vector<float> y(static_cast<size_t>(m * c));
+    for (float& v : y) v = static_cast<float>(static_cast<int>(rng() % 5) - 2);  // zeros too: y > 0, not y >= 0
+    std::vector<uint32_t> mask(static_cast<size_t>(mask_words(m * c)), 0xdeadbeefu);
+    std::vector<int> writes(mask.size(), 0);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t t = 0; t < bn_channel_tiles(c); ++t) {
+        uint32_t bits = 0;  // __ballot_sync: lane L's predicate is bit L
+        for (int lane = 0; lane < kBnLanes; ++lane)
+          if (y[static_cast<size_t>(r * c + t * kBnLanes + lane)] > 0.0f) bits |= 1u << lane;
+        const int64_t w = bn_mask_word(r, c, t);
+        ASSERT_LT(w, static_cast<int64_t>(mask.size()));
+        mask[static_cast<size_t>(w)] = bits;
+        writes[static_cast<size_t>(w)] += 1;
+      }
+    for (int n : writes) ASSERT_EQ(n, 1) << c;
+    for (int64_t i = 0; i < m * c; ++i)
+      ASSERT_EQ(mask_bit(mask[static_cast<size_t>(i / 32)], i), y[static_cast<size_t>(i)] > 0.0f) << c << " " << i;
+  }
+}
+
+// The BN + ReLU backward reading dy through the mask (through_relu_mask) gives the double-precision gradient of
+// relu(bn(x)) with respect to x: the mask zeroes the gradient where the ReLU was off, and both sums see only the rest.
+TEST(NormMath, BackwardThroughTheReluMaskMatchesTheDoublePrecisionGradient) {
+  const int64_t m = 2000;
+  const auto x = normal_values(m, 0.3, 1.2, 21), dy = normal_values(m, 0.0, 1.0, 22);
+  const float gamma = 1.3f, beta = 0.2f, eps = 1e-5f;
+  const Reference r = reference(x);
+  const double invstd = 1.0 / std::sqrt(r.var + eps);
+  std::vector<uint32_t> mask(static_cast<size_t>(mask_words(m)), 0u);
+  for (int64_t i = 0; i < m; ++i)
+    if (gamma * (x[static_cast<size_t>(i)] - r.mean) * invstd + beta > 0)
+      mask[static_cast<size_t>(i / 32)] |= 1u << (i % 32);
+  double sum_g = 0, sum_g_xhat = 0;  // g: dy where the ReLU was on
+  float s1 = 0, s2 = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    const double xhat = (x[static_cast<size_t>(i)] - r.mean) * invstd;
+    const bool on = gamma * xhat + beta > 0;
+    sum_g += on ? dy[static_cast<size_t>(i)] : 0.0;
+    sum_g_xhat += on ? dy[static_cast<size_t>(i)] * xhat : 0.0;
+    const float g = through_relu_mask(mask.data(), i, dy[static_cast<size_t>(i)]);
+    EXPECT_EQ(g, on ? dy[static_cast<size_t>(i)] : 0.0f) << i;
+    s1 += g;
+    s2 += g * (x[static_cast<size_t>(i)] - static_cast<float>(r.mean));
+  }
+  const auto k = bn_backward_coefficients(s1, s2, static_cast<float>(r.mean), static_cast<float>(invstd), gamma,
+                                          static_cast<float>(m));
+  EXPECT_NEAR(k.dbeta, sum_g, 1e-3 * std::abs(sum_g) + 1e-2);
+  EXPECT_NEAR(k.dgamma, sum_g_xhat, 1e-3 * std::abs(sum_g_xhat) + 1e-2);
+  for (int64_t i = 0; i < m; i += 37) {
+    const double xhat = (x[static_cast<size_t>(i)] - r.mean) * invstd;
+    const double g = gamma * xhat + beta > 0 ? dy[static_cast<size_t>(i)] : 0.0;
+    const double want = gamma * invstd * (g - sum_g / m - xhat * sum_g_xhat / m);
+    const float got =
+        bn_backward_dx(k, x[static_cast<size_t>(i)], through_relu_mask(mask.data(), i, dy[static_cast<size_t>(i)]));
+    EXPECT_NEAR(got, want, 1e-4) << i;
+  }
+  // No mask: no ReLU, dy as it is.
+  EXPECT_EQ(through_relu_mask(nullptr, 5, -2.5f), -2.5f);
+}
+
 TEST(NormMath, TheGridFillsTheGpuAndGivesEveryThreadRows) {
   EXPECT_EQ(bn_channel_tiles(1), 1);
   EXPECT_EQ(bn_channel_tiles(32), 1);

@@ -80,11 +80,6 @@ TORUS_HD inline NhwcIndex nhwc_index(int64_t i, int32_t h, int32_t w, int32_t c)
 // 1-bit ReLU masks: element i is bit i % 32 of word i / 32.
 TORUS_HD inline int64_t mask_words(int64_t n) { return (n + 31) / 32; }
 TORUS_HD inline bool mask_bit(uint32_t word, int64_t i) { return ((word >> (i % 32)) & 1u) != 0u; }
-// A pack of `per_pack` (4 or 8, dividing 32) elements starting at element i (a multiple of per_pack) lies in mask
-// word i / 32: its bits, element i + k at bit k.
-TORUS_HD inline uint32_t mask_bits(uint32_t word, int64_t i, int per_pack) {
-  return (word >> (i % 32)) & ((1u << per_pack) - 1u);
-}
 
 // --- elementwise ----------------------------------------------------------------------------------------
 TORUS_HD inline float relu(float x) { return x > 0.0f ? x : 0.0f; }

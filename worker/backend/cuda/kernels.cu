@@ -101,26 +101,6 @@ __global__ void relu_with_mask_kernel(void* y, uint32_t* mask, int64_t n) {
   }
 }
 
-template <DType D>
-__global__ void relu_mask_backward_kernel(const void* dy, const uint32_t* mask, void* dx, int64_t n, bool packed) {
-  using S = Storage<D>;
-  using P = Pack<D>;
-  const int64_t first = packed ? kmath::packs_of(n, P::kN) * P::kN : 0;
-  if (packed) {
-    TORUS_GRID_STRIDE(k, kmath::packs_of(n, P::kN)) {
-      const int64_t i = k * P::kN;
-      const uint32_t bits = kmath::mask_bits(mask[i / 32], i, P::kN);
-      P p = P::load(dy, k);
-#pragma unroll
-      for (int j = 0; j < P::kN; ++j) p.v[j] = (bits >> j) & 1u ? p.v[j] : 0.0f;
-      p.store(dx, k);
-    }
-  }
-  const auto* dyp = static_cast<const typename S::T*>(dy);
-  auto* dxp = static_cast<typename S::T*>(dx);
-  TORUS_GRID_STRIDE_FROM(i, first, n) { S::store(dxp, i, kmath::mask_bit(mask[i / 32], i) ? S::load(dyp, i) : 0.0f); }
-}
-
 __global__ void var_from_invstd_kernel(float* v, int64_t c, float eps) {
   TORUS_GRID_STRIDE(i, c) v[i] = kmath::var_from_invstd(v[i], eps);
 }
@@ -302,16 +282,6 @@ void launch_add(const void* a, const void* b, void* y, DType type, int64_t n, bo
 void launch_relu_with_mask(void* y, uint32_t* mask, DType type, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
   dispatch(type, [&]<DType D>() { relu_with_mask_kernel<D><<<blocks_for(n), kThreads, 0, s>>>(y, mask, n); });
-  check_launch();
-}
-
-void launch_relu_mask_backward(const void* dy, const uint32_t* mask, void* dx, DType type, int64_t n, cudaStream_t s) {
-  if (n <= 0) return;
-  const bool packed = packable(dy, dx);
-  dispatch(type, [&]<DType D>() {
-    relu_mask_backward_kernel<D>
-        <<<blocks_for(kmath::work_items(n, Pack<D>::kN, packed)), kThreads, 0, s>>>(dy, mask, dx, n, packed);
-  });
   check_launch();
 }
 

@@ -23,8 +23,6 @@ void launch_relu_backward(const void* y, const void* dy, void* dx, DType type, i
 void launch_add(const void* a, const void* b, void* y, DType type, int64_t n, bool relu, cudaStream_t s);
 // In place y = relu(y), writing one bit per element (word i / 32, bit i % 32) for the backward.
 void launch_relu_with_mask(void* y, uint32_t* mask, DType type, int64_t n, cudaStream_t s);
-// dx = mask ? dy : 0 (dx may alias nothing; dy is not modified).
-void launch_relu_mask_backward(const void* dy, const uint32_t* mask, void* dx, DType type, int64_t n, cudaStream_t s);
 inline int64_t relu_mask_words(int64_t n) { return kmath::mask_words(n); }
 
 // --- batch norm statistics (C values) ---------------------------------------------------------------------
@@ -36,18 +34,21 @@ void launch_invstd_from_var(const float* var, float* invstd, int64_t c, float ep
 // coefficients); statistics, gamma, beta and their gradients are fp32 (c values); x, y, dy, dx share `type`.
 size_t bn_scratch_bytes(int64_t m, int64_t c);
 // save_mean / save_var: the batch's mean and biased variance; running_* += momentum * (batch - running), with the
-// unbiased variance; y = (x - mean) / sqrt(var + eps) * gamma + beta.
+// unbiased variance; y = (x - mean) / sqrt(var + eps) * gamma + beta. With `relu_mask` (c a multiple of 32:
+// kmath::bn_apply_writes_mask), y = relu(...) and relu_mask (relu_mask_words(m * c) words) gets its mask.
 void launch_bn_forward_training(const void* x, void* y, DType type, int64_t m, int64_t c, float eps, float momentum,
                                 const float* gamma, const float* beta, float* save_mean, float* save_var,
-                                float* running_mean, float* running_var, void* scratch, cudaStream_t s);
+                                float* running_mean, float* running_var, uint32_t* relu_mask, void* scratch,
+                                cudaStream_t s);
 // y = (x - mean) / sqrt(var + eps) * gamma + beta, then a ReLU when `relu`.
 void launch_bn_forward_inference(const void* x, void* y, DType type, int64_t m, int64_t c, float eps,
                                  const float* gamma, const float* beta, const float* mean, const float* var, bool relu,
                                  void* scratch, cudaStream_t s);
-// dx, and dgamma / dbeta overwritten, from the forward's saved mean and 1 / sqrt(var + eps).
-void launch_bn_backward(const void* x, const void* dy, void* dx, DType type, int64_t m, int64_t c,
-                        const float* save_mean, const float* invstd, const float* gamma, float* dgamma, float* dbeta,
-                        void* scratch, cudaStream_t s);
+// dx, and dgamma / dbeta overwritten, from the forward's saved mean and 1 / sqrt(var + eps). With `relu_mask`
+// (a BN + ReLU layer's mask), dy is the ReLU's output gradient, taken through the mask.
+void launch_bn_backward(const void* x, const void* dy, const uint32_t* relu_mask, void* dx, DType type, int64_t m,
+                        int64_t c, const float* save_mean, const float* invstd, const float* gamma, float* dgamma,
+                        float* dbeta, void* scratch, cudaStream_t s);
 
 // --- linear ------------------------------------------------------------------------------------------------
 // y (N, out) += b broadcast over rows.

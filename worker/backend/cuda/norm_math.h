@@ -54,6 +54,19 @@ TORUS_HD inline int64_t bn_row_slices(int64_t m, int64_t c) {
   return r < 1 ? 1 : r;
 }
 
+// The ReLU of a BN + ReLU layer fused into the normalize pass, its 1-bit mask (kernel_math.h's layout: element i
+// is bit i % 32 of word i / 32) written by a warp ballot: warp (row r, tile t) covers elements r * c + 32t ... + 31,
+// which are one whole mask word exactly when c is a multiple of 32 (every ResNet-50 layer). Other widths run the
+// separate ReLU-with-mask kernel after the normalize pass.
+static_assert(kBnLanes == 32, "a warp of channel lanes is one mask word");
+TORUS_HD inline bool bn_apply_writes_mask(int64_t c) { return c % kBnLanes == 0; }
+TORUS_HD inline int64_t bn_mask_word(int64_t row, int64_t c, int64_t tile) { return row * (c / kBnLanes) + tile; }
+// The gradient that reaches the normalization through the ReLU: dy where the mask has element i, else 0 (no mask:
+// no ReLU). The backward kernels read dy through it instead of a separate masked copy.
+TORUS_HD inline float through_relu_mask(const uint32_t* mask, int64_t i, float dy) {
+  return mask == nullptr || mask_bit(mask[i / 32], i) ? dy : 0.0f;
+}
+
 // The finalize kernels' merge of one channel's slice partials (partial[slice * c + channel]): lane l of
 // kBnFinalizeLanes merges slices l, l + kBnFinalizeLanes, ... in order, then lane 0 merges the lanes in order. Few
 // channels have many slices (512 at 64 channels, to fill the GPU), which one thread per channel merged one after the

@@ -4,6 +4,7 @@
 
 #include "common/log/log.h"
 #include "worker/backend/cuda/backend_internal.h"
+#include "worker/backend/cuda/norm_math.h"
 
 namespace torus::worker::cuda {
 namespace {
@@ -104,11 +105,16 @@ void CudaBackend::norm_forward_training(const NormGeometry& g, Tensor x, Tensor 
     }
   }
   if (p.fusion == BnFusion::kOff) {
+    const bool relu = g.activation == Activation::kRelu;
+    auto* mask = relu ? static_cast<uint32_t*>(workspace_t.data()) : nullptr;
+    // The ReLU and its mask in the normalize pass where the channels are whole warps, else a kernel after it.
+    const bool mask_in_pass = relu && kmath::bn_apply_writes_mask(g.c);
     launch_bn_forward_training(x.data(), y.data(), type, g.rows(), g.c, g.eps, momentum, gamma.f32(), beta.f32(),
                                save_mean.f32(), save_var.f32(), running_mean.f32(), running_var.f32(),
-                               scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)), stream_.get());
-    if (g.activation == Activation::kRelu) {
-      launch_relu_with_mask(y.data(), static_cast<uint32_t*>(workspace_t.data()), type, y.numel(), stream_.get());
+                               mask_in_pass ? mask : nullptr, scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)),
+                               stream_.get());
+    if (relu) {
+      if (!mask_in_pass) launch_relu_with_mask(y.data(), mask, type, y.numel(), stream_.get());
       stash_[workspace_t.data()] = {x.data(), y.data(), BnFusion::kOff};
     }
   }
@@ -173,18 +179,17 @@ void CudaBackend::norm_backward_unfused(const NormGeometry& g, NormBackward path
                                         Tensor workspace_t, Tensor dx, Tensor dgamma, Tensor dbeta) {
   const DType type = x.dtype();
   const void* grad = dy.data();
-  if (path == NormBackward::kReluFromMask || path == NormBackward::kReluFromOutput) {  // through the ReLU first
+  const uint32_t* mask = nullptr;
+  if (path == NormBackward::kReluFromMask) {
+    // The BN backward reads dy through the mask: no masked copy of dy.
+    mask = static_cast<const uint32_t*>(workspace_t.data());
+  } else if (path == NormBackward::kReluFromOutput) {
     void* masked = scratch(kNormDy, dy.bytes());
-    if (path == NormBackward::kReluFromMask) {
-      launch_relu_mask_backward(dy.data(), static_cast<const uint32_t*>(workspace_t.data()), masked, type, dy.numel(),
-                                stream_.get());
-    } else {
-      launch_relu_backward(forward.y, dy.data(), masked, type, dy.numel(), stream_.get());
-    }
+    launch_relu_backward(forward.y, dy.data(), masked, type, dy.numel(), stream_.get());
     grad = masked;
   }
-  launch_bn_backward(x.data(), grad, dx.data(), type, g.rows(), g.c, save_mean.f32(), invstd, gamma.f32(), dgamma.f32(),
-                     dbeta.f32(), scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)), stream_.get());
+  launch_bn_backward(x.data(), grad, mask, dx.data(), type, g.rows(), g.c, save_mean.f32(), invstd, gamma.f32(),
+                     dgamma.f32(), dbeta.f32(), scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)), stream_.get());
 }
 
 // --- pooling ------------------------------------------------------------------------------------------------------
