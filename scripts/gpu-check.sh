@@ -17,7 +17,7 @@ case "$PHASE" in tests | bench | all) ;; *) echo "usage: $0 [tests|bench|all]" >
 # The tests `ctest -L gpu` runs, and the kernel formulas' CPU test; a prefix build (torus_use_prefix) registers
 # only these.
 GPU_TESTS=(gpu_math_test gpu_backend_test gpu_graph_test gpu_nccl_test gpu_data_parallel_test gpu_precision_test
-  comm_nccl_test)
+  gpu_failure_test comm_nccl_test)
 if torus_offline; then
   torus_use_prefix "${GPU_TESTS[@]}"
   torus_build torus torus-worker torus_gpu_bench "${GPU_TESTS[@]}"
