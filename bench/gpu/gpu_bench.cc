@@ -161,10 +161,14 @@ int resnet50(const Args& args) {
   const double s = seconds_between(start.get(), stop.get());
   const double ips = static_cast<double>(batch * steps) / s;
   // The host's time to issue the steps: near the device time when the host, not the GPU, sets the pace.
-  std::printf("# resnet50 %s batch %lld: %.1f ms/step (host issues a step in %.1f ms), peak pool %.2f GiB\n",
-              precision.c_str(), static_cast<long long>(batch), 1000.0 * s / static_cast<double>(steps),
-              1000.0 * host_s / static_cast<double>(steps),
-              static_cast<double>(b->memory_stats().peak_bytes) / static_cast<double>(size_t{1} << 30));
+  const auto search = b->conv_search_stats();
+  std::printf(
+      "# resnet50 %s batch %lld: %.1f ms/step (host issues a step in %.1f ms), peak pool %.2f GiB, conv algorithms "
+      "timed for %lld shapes in %.2f s\n",
+      precision.c_str(), static_cast<long long>(batch), 1000.0 * s / static_cast<double>(steps),
+      1000.0 * host_s / static_cast<double>(steps),
+      static_cast<double>(b->memory_stats().peak_bytes) / static_cast<double>(size_t{1} << 30),
+      static_cast<long long>(search.shapes), search.seconds);
   std::printf("RESULT resnet50_images_per_s=%.1f batch=%lld image=224 precision=%s device=%s\n", ips,
               static_cast<long long>(batch), precision.c_str(), no_spaces(device_description(0)).c_str());
   return 0;

@@ -1,6 +1,7 @@
 #include "worker/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -130,8 +131,8 @@ void CudaBackend::wait_event(cudaEvent_t event) {
   CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), event, capturing() ? cudaEventWaitExternal : cudaEventWaitDefault));
 }
 void CudaBackend::record_event(cudaEvent_t event) {
-  CUDA_CHECK(cudaEventRecordWithFlags(event, stream_.get(),
-                                      capturing() ? cudaEventRecordExternal : cudaEventRecordDefault));
+  CUDA_CHECK(
+      cudaEventRecordWithFlags(event, stream_.get(), capturing() ? cudaEventRecordExternal : cudaEventRecordDefault));
 }
 
 bool CudaBackend::capturing() const {
@@ -242,10 +243,20 @@ CudaBackend::ConvPlan& CudaBackend::conv_plan(const ConvGeometry& g, DType type)
                                                 CUDNN_DATA_FLOAT));
     CUDNN_CHECK(cudnnSetConvolutionMathType(d->get(), math));
   }
+  const auto started = std::chrono::steady_clock::now();
   choose_conv_algorithms(*p, g, type);
-  TLOG(Debug) << "conv plan " << g.input_shape().str() << " -> " << g.output_shape().str() << " " << dtype_name(type)
-              << ": algorithms fwd " << p->fwd << " bwd_data " << p->bwd_data << " bwd_filter " << p->bwd_filter
-              << ", workspace " << std::max({p->fwd_bytes, p->bwd_data_bytes, p->bwd_filter_bytes}) << " bytes";
+  // Timed search runs every candidate (a ResNet-50 has ~20 shapes per dtype): what it costs at start-up is told
+  // here, by the code that spent it, so that it can be weighed against the faster steps it may buy.
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  conv_search_.shapes += 1;
+  conv_search_.seconds += seconds;
+  TLOG(Info) << "conv algorithms for " << g.input_shape().str() << " -> " << g.output_shape().str() << " "
+             << dtype_name(type) << " by "
+             << (options_.conv_search == ConvSearch::kBenchmark ? "timed search" : "cuDNN's heuristics") << " in "
+             << static_cast<int64_t>(seconds * 1000.0) << " ms (conv search so far: " << conv_search_.shapes
+             << " shapes, " << conv_search_.seconds << " s): fwd " << p->fwd << ", bwd_data " << p->bwd_data
+             << ", bwd_filter " << p->bwd_filter << ", workspace "
+             << std::max({p->fwd_bytes, p->bwd_data_bytes, p->bwd_filter_bytes}) << " bytes";
   return *conv_plans_.emplace(key, std::move(p)).first->second;
 }
 

@@ -143,7 +143,7 @@ class CudaBackend final : public Backend {
   void enable_loss_scaling(const kmath::LossScaleConfig& config) override;
   void unscale_gradients(Tensor grads) override;
   void update_loss_scale() override;
-  kmath::LossScaleState loss_scale_state() override;  // waits for the device
+  kmath::LossScaleState loss_scale_state() override;                       // waits for the device
   void set_loss_scale_state(const kmath::LossScaleState& state) override;  // waits for the device
 
   // Augments u8 images (device memory, (N, H, W, C) like `out`) into out's dtype: random translation, flip,
@@ -158,6 +158,13 @@ class CudaBackend final : public Backend {
   // backend's back (e.g. an all-reduce into the parameter arena).
   void invalidate_weight_shadows() override { ++params_version_; }
   BlockPoolStats memory_stats() const { return device_pool(options_.device).stats(); }
+  // The start-up cost of choosing convolution algorithms (ConvSearch: cuDNN's heuristics or timed runs): the
+  // (geometry, dtype) pairs planned so far and the host seconds their choice took.
+  struct ConvSearchStats {
+    int64_t shapes = 0;
+    double seconds = 0;
+  };
+  ConvSearchStats conv_search_stats() const { return conv_search_; }
 
  private:
   struct ConvPlan;
@@ -199,6 +206,7 @@ class CudaBackend final : public Backend {
   CudnnHandle cudnn_;
   CublasHandle cublas_;
   std::map<std::pair<ConvGeometry, DType>, std::unique_ptr<ConvPlan>> conv_plans_;
+  ConvSearchStats conv_search_;
   std::map<std::pair<NormGeometry, DType>, std::unique_ptr<NormPlan>> norm_plans_;
   std::map<std::pair<PoolGeometry, DType>, std::unique_ptr<PoolPlan>> pool_plans_;
   std::unordered_map<const void*, Stash> stash_;
