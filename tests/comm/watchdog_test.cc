@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <latch>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,6 +42,55 @@ TEST(Watchdog, ReportsTheRanksThatNeverArrived) {
           << report;
     }
     done.arrive_and_wait();  // rank 1 stays alive (hung, from rank 0's view) until rank 0 has its answer
+  });
+}
+
+// A communicator whose collectives do nothing and finish at once: a second watched communicator beside the world's
+// (as the NCCL gradient path is on a GPU rank), numbering its own collectives.
+class InstantCommunicator final : public Communicator {
+ public:
+  InstantCommunicator(int rank, int size) : Communicator(rank, size, milliseconds(1000)) {}
+  ~InstantCommunicator() override { stop_thread(); }
+  void all_reduce_now(BufferView, ReduceOp) override {}
+  void reduce_scatter_now(BufferView, ReduceOp) override {}
+  void all_gather_now(BufferView) override {}
+  void broadcast_now(BufferView, int) override {}
+  void barrier_now() override {}
+  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+  std::string backend() const override { return "instant"; }
+};
+
+// Rank 1 is far ahead on another watched communicator (its gradient reductions) but never arrives at the world's
+// all_reduce #1: the report must name it. With one sequence space for both, its progress (3) would pass for having
+// started world #1 and the report would say every rank arrived.
+TEST(Watchdog, EachCommunicatorsSequencesAreItsOwn) {
+  TcpStoreServer server("127.0.0.1", 0, "test-secret");
+  auto options = testing::test_options();
+  options.timeout = milliseconds(500);
+  std::latch rank1_ahead(1);
+  std::latch done(2);
+  testing::run_ranks(2, [&](int rank) {
+    auto world = make_world(testing::sim_env(rank, 2, 1, server.port(), testing::test_name()), options);
+    if (rank == 1) {
+      InstantCommunicator gradients(rank, 2);
+      gradients.set_watchdog(world->shared_watchdog(), "gradients");
+      for (int i = 0; i < 3; ++i) gradients.all_reduce(BufferView{nullptr, 0, DType::kF32}).wait(milliseconds(5000));
+      EXPECT_EQ(gradients.last_sequence(), 3u);
+      // Its progress there is in the store before rank 0 starts (the watchdog publishes a few times a second).
+      EXPECT_TRUE(world->store()->wait({"progress/gradients/1"}, milliseconds(5000)).empty());
+      rank1_ahead.count_down();
+    } else {
+      rank1_ahead.wait();
+      std::vector<float> v(1000, 1.0f);
+      Work w = world->comm().all_reduce(view_of(std::span<float>(v)));
+      EXPECT_THROW(w.wait(milliseconds(20000)), Error);
+      const std::string report = world->watchdog().reports();
+      EXPECT_NE(report.find("collective world all_reduce #1 ("), std::string::npos) << report;
+      EXPECT_NE(report.find("ranks that never arrived: 1"), std::string::npos) << report;
+      // And the other way round: rank 0 ran no gradient collective, rank 1 published its progress there.
+      EXPECT_EQ(world->watchdog().ranks_behind("gradients", 1), std::vector<int>{0});
+    }
+    done.arrive_and_wait();
   });
 }
 

@@ -161,7 +161,7 @@ GradientPath nccl_gradient_path([[maybe_unused]] comm::World& w, [[maybe_unused]
     // Backends get twice the watchdog's deadline, so the watchdog reports a hung step first (with its exit code).
     auto nccl = std::make_unique<comm::NcclCommunicator>(w.rank(), w.size(), w.store(), gpu.device(), w.timeout() * 2,
                                                          "nccl/gradients/id");
-    nccl->set_watchdog(w.shared_watchdog());
+    nccl->set_watchdog(w.shared_watchdog(), "nccl-gradients");
     const Tensor all = grads.all();
     auto sync = std::make_unique<comm::NcclGradientSync>(std::move(nccl), gpu.compute_stream(), all.f32(),
                                                          static_cast<size_t>(all.numel()), param_spans(grads),

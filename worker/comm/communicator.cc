@@ -9,6 +9,7 @@ namespace torus::comm {
 
 std::string describe(const CollectiveInfo& info) {
   std::ostringstream os;
+  if (!info.communicator.empty()) os << info.communicator << ' ';
   os << info.name << " #" << info.sequence << " (" << info.bytes << " bytes, " << info.algorithm << ")";
   return os.str();
 }
@@ -60,6 +61,13 @@ void Communicator::stop_thread() noexcept {
   if (thread_.joinable()) thread_.join();
 }
 
+void Communicator::set_watchdog(std::shared_ptr<Watchdog> watchdog, std::string name) {
+  if (watchdog && name.empty()) throw InvalidArgument("set_watchdog: a watched communicator needs a name");
+  std::lock_guard lock(mu_);
+  watchdog_ = std::move(watchdog);
+  watch_name_ = watchdog_ ? std::move(name) : std::string();
+}
+
 uint64_t Communicator::last_sequence() const {
   std::lock_guard lock(mu_);
   return next_sequence_ - 1;
@@ -73,6 +81,7 @@ Work Communicator::enqueue(std::string name, size_t bytes, std::function<void()>
   {
     std::lock_guard lock(mu_);
     if (stopping_) throw Error("communicator is shut down: cannot queue " + state->info.name);
+    state->info.communicator = watch_name_;
     state->info.sequence = next_sequence_++;
     queue_.emplace_back(state, std::move(body));
   }
@@ -84,6 +93,7 @@ void Communicator::run_queue() {
   for (;;) {
     std::shared_ptr<detail::WorkState> state;
     std::function<void()> body;
+    std::shared_ptr<Watchdog> watchdog;
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -91,8 +101,9 @@ void Communicator::run_queue() {
       state = std::move(queue_.front().first);
       body = std::move(queue_.front().second);
       queue_.pop_front();
+      // Only what was queued under the watch's name: its sequence is that name's.
+      if (!state->info.communicator.empty()) watchdog = watchdog_;
     }
-    auto watchdog = watchdog_;
     state->started = std::chrono::steady_clock::now();
     if (watchdog) watchdog->started(this, state);
     std::exception_ptr error;

@@ -22,6 +22,9 @@ using std::chrono::milliseconds;
 
 // What a collective was, for logs, the watchdog and metrics.
 struct CollectiveInfo {
+  // The name of the communicator it ran on, as its watchdog knows it ("world", "nccl-gradients"; empty when not
+  // watched). Each communicator numbers its collectives from 1 on its own: a sequence means nothing without it.
+  std::string communicator;
   uint64_t sequence = 0;
   std::string name;  // "all_reduce", "broadcast", ...
   size_t bytes = 0;
@@ -105,8 +108,10 @@ class Communicator {
     return enqueue(std::move(name), bytes, std::move(body));
   }
 
-  // Every collective queued from now on is registered with `watchdog` (sequence numbers, deadlines).
-  void set_watchdog(std::shared_ptr<Watchdog> watchdog) { watchdog_ = std::move(watchdog); }
+  // Every collective queued from now on is registered with `watchdog` (sequence numbers, deadlines) under `name`,
+  // which every rank gives the same communicator: the watchdog keeps each name's sequences apart (a rank's progress
+  // on one communicator says nothing about another's). Call it before queueing collectives.
+  void set_watchdog(std::shared_ptr<Watchdog> watchdog, std::string name);
   uint64_t last_sequence() const;
 
  protected:
@@ -121,8 +126,9 @@ class Communicator {
   int rank_;
   int size_;
   milliseconds timeout_;
-  std::shared_ptr<Watchdog> watchdog_;
   mutable std::mutex mu_;
+  std::shared_ptr<Watchdog> watchdog_;  // guarded by mu_, like watch_name_
+  std::string watch_name_;
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<detail::WorkState>, std::function<void()>>> queue_;
   uint64_t next_sequence_ = 1;

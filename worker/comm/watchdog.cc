@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 #include "common/launch/exit_codes.h"
 #include "common/log/log.h"
@@ -9,6 +10,14 @@
 #include "worker/backend/cuda/cuda_error.h"
 
 namespace torus::comm {
+namespace {
+
+// Where a rank publishes its progress on one communicator: each communicator's sequences have their own key.
+std::string progress_key(const std::string& communicator, int rank) {
+  return "progress/" + communicator + "/" + std::to_string(rank);
+}
+
+}  // namespace
 
 Watchdog::Watchdog(int rank, int world_size, std::shared_ptr<Store> store, TimeoutAction action, milliseconds timeout,
                    milliseconds publish_interval)
@@ -32,7 +41,8 @@ Watchdog::~Watchdog() {
 void Watchdog::started(Communicator* comm, const std::shared_ptr<detail::WorkState>& work) {
   std::lock_guard lock(mu_);
   in_flight_[work.get()] = Entry{comm, work, Clock::now() + timeout_};
-  started_sequence_ = std::max(started_sequence_, work->info.sequence);
+  Progress& progress = progress_[work->info.communicator];
+  progress.started = std::max(progress.started, work->info.sequence);
   cv_.notify_all();
 }
 
@@ -98,9 +108,9 @@ std::string Watchdog::reports() const {
   return all;
 }
 
-std::vector<int> Watchdog::ranks_behind(uint64_t sequence) {
+std::vector<int> Watchdog::ranks_behind(const std::string& communicator, uint64_t sequence) {
   std::vector<std::string> keys;
-  for (int r = 0; r < world_size_; ++r) keys.push_back("progress/" + std::to_string(r));
+  for (int r = 0; r < world_size_; ++r) keys.push_back(progress_key(communicator, r));
   std::vector<bool> present = store_->check(keys);
   std::vector<int> behind;
   for (int r = 0; r < world_size_; ++r) {
@@ -127,18 +137,20 @@ std::string Watchdog::where(int rank) {
 }
 
 void Watchdog::publish_progress() {
-  uint64_t seq = 0;
+  std::vector<std::pair<std::string, uint64_t>> changed;
   {
     std::lock_guard lock(mu_);
-    if (started_sequence_ == published_sequence_) return;
-    seq = started_sequence_;
+    for (const auto& [communicator, progress] : progress_)
+      if (progress.started != progress.published) changed.emplace_back(communicator, progress.started);
   }
-  try {
-    store_->set("progress/" + std::to_string(rank_), to_bytes(std::to_string(seq)));
-    std::lock_guard lock(mu_);
-    published_sequence_ = seq;
-  } catch (const std::exception& e) {
-    TLOG(Warn) << "watchdog: cannot publish progress to the store: " << e.what();
+  for (const auto& [communicator, sequence] : changed) {
+    try {
+      store_->set(progress_key(communicator, rank_), to_bytes(std::to_string(sequence)));
+      std::lock_guard lock(mu_);
+      progress_[communicator].published = sequence;
+    } catch (const std::exception& e) {
+      TLOG(Warn) << "watchdog: cannot publish progress on " << communicator << " to the store: " << e.what();
+    }
   }
 }
 
@@ -149,7 +161,7 @@ void Watchdog::fire(const Entry& entry) {
          << " ms; ";
   try {
     publish_progress();
-    std::vector<int> behind = ranks_behind(info.sequence);
+    std::vector<int> behind = ranks_behind(info.communicator, info.sequence);
     report << "ranks that never arrived: ";
     if (behind.empty()) report << "none (all started it; a peer hung or died inside it)";
     for (size_t i = 0; i < behind.size(); ++i) report << (i ? ", " : "") << behind[i] << where(behind[i]);

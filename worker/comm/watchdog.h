@@ -1,9 +1,12 @@
 #pragma once
 // The collective watchdog: every collective queued on a watched communicator has a sequence number and a deadline.
-// Each rank publishes the highest sequence it has started under "progress/<rank>" in the store (a few times a
-// second, from this thread, never on the collective's path). When a collective passes its deadline the watchdog
-// logs which one (sequence, size, algorithm) and which ranks never arrived at it, aborts the communicator and, in
-// production, exits with ExitCode::kCollectiveTimeout (retryable: the gang restarts from its checkpoint).
+// One watchdog watches several communicators (the world's, the NCCL gradient path's), each under its own name and
+// numbering its collectives on its own: sequences of different communicators are never compared. Each rank
+// publishes the highest sequence it has started on each communicator under "progress/<name>/<rank>" in the store (a
+// few times a second, from this thread, never on the collective's path). When a collective passes its deadline the
+// watchdog logs which one (communicator, sequence, size, algorithm) and which ranks never arrived at it (their
+// progress on that communicator is below its sequence), aborts the communicator and, in production, exits with
+// ExitCode::kCollectiveTimeout (retryable: the gang restarts from its checkpoint).
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -50,8 +53,9 @@ class Watchdog {
   // supervisor (the step it had finished, for the lost-work ledger). Must not block on the training thread.
   void set_last_words(std::function<void()> last_words);
 
-  // Ranks whose published progress is below `sequence` (or that never published): who never arrived.
-  std::vector<int> ranks_behind(uint64_t sequence);
+  // Ranks whose published progress on `communicator` is below `sequence` (or that never published one): who never
+  // arrived.
+  std::vector<int> ranks_behind(const std::string& communicator, uint64_t sequence);
   // Every timeout and failure report so far, one per line (tests, diagnostics).
   std::string reports() const;
 
@@ -60,6 +64,11 @@ class Watchdog {
     Communicator* comm;
     std::shared_ptr<detail::WorkState> work;
     Clock::time_point deadline;
+  };
+  // This rank's progress on one communicator: the highest sequence started, and the one last in the store.
+  struct Progress {
+    uint64_t started = 0;
+    uint64_t published = 0;
   };
   void loop();
   void say_last_words();
@@ -78,8 +87,7 @@ class Watchdog {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<const detail::WorkState*, Entry> in_flight_;
-  uint64_t started_sequence_ = 0;
-  uint64_t published_sequence_ = 0;
+  std::map<std::string, Progress> progress_;  // per communicator name
   std::vector<std::string> reports_;
   bool stopping_ = false;
   std::thread thread_;

@@ -65,7 +65,7 @@ World::World(RankEnv env, WorldOptions options) : env_(std::move(env)), options_
   shm.timeout = options_.timeout * 2;
   comm_ = std::make_unique<TopologyCommunicator>(env_.rank, std::move(planner), store_, gloo, shm, options_.algorithm);
   watchdog_ = std::make_shared<Watchdog>(env_.rank, env_.world_size, store_, options_.on_timeout, options_.timeout);
-  comm_->set_watchdog(watchdog_);
+  comm_->set_watchdog(watchdog_, "world");
 }
 
 World::~World() {
