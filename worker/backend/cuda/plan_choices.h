@@ -1,16 +1,21 @@
 #pragma once
 // The CUDA backend's choices that depend only on options and geometry, as pure functions (no CUDA include:
-// tests/gpu_math runs them on the CPU). cuda_backend.cc maps the results to cuDNN's constants.
+// tests/gpu_math runs them on the CPU). norm_pool.cc maps the pooling mode to cuDNN's constant and runs the batch
+// norm backward path chosen here; cuda_backend.cc applies Determinism to the conv algorithm search.
 #include <cstdint>
 
 #include "worker/backend/backend.h"
 
 namespace torus::worker::cuda {
 
-// Deterministic: skip conv algorithms cuDNN reports as non-deterministic (atomics in backward-filter) and use
-// CUDNN_POOLING_MAX_DETERMINISTIC for max pooling.
+// kRequired (TORUS_CUDNN_DETERMINISTIC=1): every conv pass skips the algorithms cuDNN reports as non-deterministic
+// (those that accumulate with atomics), and max pooling uses CUDNN_POOLING_MAX_DETERMINISTIC. Batch norm needs no
+// switch: Torus's kernels merge their partial sums in a fixed order either way.
 enum class Determinism : uint8_t { kAny, kRequired };
-// cuDNN's fused BN + ReLU (BN_ACTIVATION, NHWC fp16 only) instead of BN followed by our ReLU-with-mask kernel.
+// Batch norm runs on Torus's own kernels (norm_kernels.cu); kCudnn (TORUS_CUDNN_BN_FUSION, default on) lets one case
+// go to cuDNN instead: BN + ReLU in fp16 (CUDNN_BATCHNORM_OPS_BN_ACTIVATION, NHWC persistent kernels), where the
+// channels are a multiple of 4, eps is at least CUDNN_BN_MIN_EPSILON and cuDNN accepts the shape. Everything else,
+// and kOff, runs our BN with our ReLU and its 1-bit mask.
 enum class BnFusion : uint8_t { kCudnn, kOff };
 
 // cuDNN's pooling modes this backend uses.
@@ -21,16 +26,17 @@ constexpr PoolMode pool_mode(PoolKind kind, Determinism determinism) {
   return determinism == Determinism::kRequired ? PoolMode::kMaxDeterministic : PoolMode::kMax;
 }
 
-// Whether cuDNN ran the fused BN + ReLU backward or refused the shape (a NOT_SUPPORTED status at run time).
+// Whether cuDNN ran the fused BN + ReLU backward or refused the shape at run time (NOT_SUPPORTED or one of its 3xxx
+// reasons).
 enum class FusedBackward : uint8_t { kRan, kRefused };
 
 // How batch norm's backward goes through the ReLU of a BN + ReLU layer.
 enum class NormBackward : uint8_t {
-  kPlain,           // no ReLU: cuDNN's BN backward
+  kPlain,           // no ReLU: our BN backward
   kFused,           // cuDNN's fused BN + ReLU backward (the forward ran fused)
-  kReluFromMask,    // our mask (the forward ran BN, then our ReLU kernel), then BN backward
+  kReluFromMask,    // the forward ran our BN and ReLU, which wrote the mask: our BN backward reads dy through it
   kReluFromOutput,  // the forward ran fused (no mask written) but the fused backward was refused: the ReLU's
-                    // gradient from the forward's output (y > 0), then BN backward
+                    // gradient from the forward's output (y > 0, our kernel), then our BN backward
 };
 
 // `forward`: how this layer's training forward ran; `fused`: the fused backward's outcome, when it was tried.
