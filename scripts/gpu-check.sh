@@ -2,7 +2,8 @@
 # The one command that verifies the CUDA backend on a machine with an NVIDIA GPU (docs/gpu.md), in two phases that
 # each fit one call of a borrowed machine (under 5 minutes once built, leaving time for a rerun in a 15-minute loan):
 #   scripts/gpu-check.sh tests           # build, formula tests, `ctest -L gpu` (bounded: CTEST_BUDGET_S, default 270)
-#   scripts/gpu-check.sh bench           # 1-GPU training runs through `torus run`, then bench/gpu/gpu.sh
+#   scripts/gpu-check.sh bench           # 1-GPU training runs through `torus run` (Fashion-MNIST to its target next
+#                                        # to PyTorch: bench/gpu/fashion_mnist.sh), then bench/gpu/gpu.sh
 #   scripts/gpu-check.sh                 # both, one after the other
 #   SANITIZE=1 scripts/gpu-check.sh      # also the GPU tests under compute-sanitizer (memcheck, racecheck, synccheck)
 #   SKIP_BENCH=1 scripts/gpu-check.sh    # without the benchmarks (they take several minutes)
@@ -87,17 +88,32 @@ fi
 fi
 
 if [[ "$PHASE" != tests ]]; then
-# Fashion-MNIST where its Debian package is installed, else CIFAR-sized synthetic images (nothing to download).
-DATA=(); DATA_NAME=Fashion-MNIST
-if [[ ! -d /usr/share/datasets/fashion-mnist ]]; then
+# Fashion-MNIST where its Debian package is installed, else the copy scripts/gpu-prefix.sh packs into the prefix (a
+# borrowed GPU machine), else CIFAR-sized synthetic images (nothing to download).
+FASHION_MNIST_DIR=""
+for dir in /usr/share/datasets/fashion-mnist "$TORUS_ROOT/.gpu-prefix/usr/share/datasets/fashion-mnist"; do
+  if [[ -f "$dir/train-images-idx3-ubyte.gz" ]]; then FASHION_MNIST_DIR="$dir"; break; fi
+done
+DATA=(--set "spec.data.path=$FASHION_MNIST_DIR"); DATA_NAME="Fashion-MNIST ($FASHION_MNIST_DIR)"
+if [[ -z "$FASHION_MNIST_DIR" ]]; then
   DATA=(--set spec.data.dataset=synthetic --set spec.data.path=null); DATA_NAME="synthetic 32x32 images"
+  echo "gpu-check: no Fashion-MNIST (neither /usr/share/datasets/fashion-mnist nor .gpu-prefix/:" \
+    "scripts/gpu-prefix.sh packs it): the time to target next to PyTorch is skipped"
 fi
-step "one GPU worker trains on $DATA_NAME for one epoch (torus run, the real torus-worker)"
 RUN_DIR="$TORUS_BUILD/gpu-check-run"
-rm -rf "$RUN_DIR"
-"$BIN/torus" run "$TORUS_ROOT/examples/fashion-mnist.yaml" --workers 1 --set spec.gang.device=gpu "${DATA[@]}" \
-  --set spec.training.epochs=1 \
-  --set "spec.training.checkpoint.dir=$RUN_DIR/checkpoints"
+if [[ -n "$FASHION_MNIST_DIR" && "${SKIP_BENCH:-0}" != 1 ]]; then
+  # The one-epoch run below, carried through to the example's target (its epochs, its targetAccuracy), and timed
+  # next to PyTorch on the same GPU.
+  step "one GPU worker trains $DATA_NAME to the example's target, torus run next to PyTorch" \
+    "(bench/gpu/fashion_mnist.sh)"
+  BUILD_DIR="$TORUS_BUILD" FASHION_MNIST_DIR="$FASHION_MNIST_DIR" "$TORUS_ROOT/bench/gpu/fashion_mnist.sh"
+else
+  step "one GPU worker trains on $DATA_NAME for one epoch (torus run, the real torus-worker)"
+  rm -rf "$RUN_DIR"
+  "$BIN/torus" run "$TORUS_ROOT/examples/fashion-mnist.yaml" --workers 1 --set spec.gang.device=gpu "${DATA[@]}" \
+    --set spec.training.epochs=1 \
+    --set "spec.training.checkpoint.dir=$RUN_DIR/checkpoints"
+fi
 
 # Page's ResNet-9 recipe as users run it (the example: widths 64-512, fp16, batch 512, 10 epochs, stopping at 94%),
 # timed on CIFAR-10-sized synthetic data, 50,000 + 10,000 images of 32x32x3 (CIFAR-10 does not travel to a borrowed

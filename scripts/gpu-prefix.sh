@@ -7,11 +7,14 @@
 # Only runtime .so's, headers and CMake configs are kept; docs, static libraries (GoogleTest's excepted) and
 # pkg-config files go. Boost is header-only here and large (135 MiB): only the headers that the GPU build's
 # translation units include (common/metrics/http_exporter.cc: Asio, Beast) are kept, with boost/config whole.
+# Fashion-MNIST travels too (dataset-fashion-mnist's four IDX files as shipped, already gzip'ed, 29 MiB), under
+# .gpu-prefix/usr/share/datasets/fashion-mnist: scripts/gpu-check.sh's bench phase trains on it there.
+# The archive must stay under the run tool's 64 MiB for carried paths: the script fails past that.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="$ROOT/.gpu-prefix"
 
-# Each with its runtime library; no operator (cpprestsdk), no Python, no data set packages.
+# Each with its runtime library; no operator (cpprestsdk), no Python.
 PACKAGES=(
   libdnnl-dev libdnnl2 ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers
   libgloo-dev libgloo0 libhiredis0.14 libibverbs1 libnl-3-200 libnl-route-3-200
@@ -20,14 +23,19 @@ PACKAGES=(
   libturbojpeg0-dev libturbojpeg0 libjpeg62-turbo-dev libjpeg62-turbo
   libgtest-dev libgmock-dev
 )
+# The data set the bench phase trains on: only its files under usr/share/datasets are kept (its docs go with the rest).
+DATA_PACKAGES=(dataset-fashion-mnist)
+DATA_DIR=usr/share/datasets/fashion-mnist
 BOOST_PACKAGE=libboost1.74-dev
 # The Boost headers the GPU build includes; their closure is computed with the compiler here.
 BOOST_ROOTS=(boost/asio/ip/tcp.hpp boost/asio/strand.hpp boost/beast/core.hpp boost/beast/http.hpp)
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-echo "gpu-prefix: downloading ${#PACKAGES[@]} packages + $BOOST_PACKAGE (Debian $(. /etc/os-release && echo "$VERSION_CODENAME"))"
-(cd "$work" && apt-get download -q "${PACKAGES[@]}" "$BOOST_PACKAGE" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+echo "gpu-prefix: downloading ${#PACKAGES[@]} packages + $BOOST_PACKAGE + ${DATA_PACKAGES[*]} (Debian" \
+  "$(. /etc/os-release && echo "$VERSION_CODENAME"))"
+(cd "$work" && apt-get download -q "${PACKAGES[@]}" "$BOOST_PACKAGE" "${DATA_PACKAGES[@]}" 2>&1 |
+  grep -v '^W: Download is performed unsandboxed' || true)
 
 rm -rf "$PREFIX"
 mkdir -p "$PREFIX"
@@ -35,6 +43,11 @@ for deb in "$work"/*.deb; do
   case "$deb" in */"$BOOST_PACKAGE"_*) dpkg -x "$deb" "$work/boost" ;; *) dpkg -x "$deb" "$PREFIX" ;; esac
 done
 [[ -d "$work/boost/usr/include/boost" ]] || { echo "gpu-prefix: $BOOST_PACKAGE did not download" >&2; exit 1; }
+# The data set's four IDX files, as the package ships them (gzip'ed: the archive does not shrink them further).
+for f in {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz; do
+  [[ -f "$PREFIX/$DATA_DIR/$f" ]] ||
+    { echo "gpu-prefix: ${DATA_PACKAGES[*]} did not download ($DATA_DIR/$f)" >&2; exit 1; }
+done
 
 # One library folder: bookworm still ships some libraries under /lib.
 lib="$PREFIX/usr/lib/x86_64-linux-gnu"
@@ -51,7 +64,7 @@ while IFS= read -r link; do
 done < <(find "$PREFIX" -type l)
 
 rm -rf "$PREFIX/usr/share/doc" "$PREFIX/usr/share/lintian" "$PREFIX/usr/share/man" "$PREFIX/usr/src" \
-  "$PREFIX/etc" "$PREFIX/usr/lib/x86_64-linux-gnu/pkgconfig" "$PREFIX/usr/lib/x86_64-linux-gnu/cmake/libjpeg-turbo" "$PREFIX/usr/share/pkgconfig" "$PREFIX/usr/lib/ssl"
+  "${PREFIX:?}/etc" "$PREFIX/usr/lib/x86_64-linux-gnu/pkgconfig" "$PREFIX/usr/lib/x86_64-linux-gnu/cmake/libjpeg-turbo" "$PREFIX/usr/share/pkgconfig" "$PREFIX/usr/lib/ssl"
 find "$PREFIX" -name '*.a' ! -name 'libg[mt]*.a' -delete
 
 # Boost: the closure of BOOST_ROOTS as the compiler sees it (C++20 and C++17), plus boost/config for other compilers.
@@ -73,8 +86,14 @@ cp -a "$work/boost/usr/lib/x86_64-linux-gnu/cmake/Boost-"* "$work/boost/usr/lib/
 glibc="$(find "$lib" -name '*.so*' -type f -exec objdump -T {} + 2>/dev/null | grep -o 'GLIBC_[0-9.]*' |
   sort -t. -k2,2n -k3,3n -u | tail -1)"
 echo "${glibc#GLIBC_}" >"$PREFIX/GLIBC_MIN"
-# What travels: the archive (a third of the folder's size); scripts/lib.sh unpacks it into .gpu-prefix/ there.
+# What travels: the archive (the libraries shrink to a third; the data set's files are gzip'ed already);
+# scripts/lib.sh unpacks it into .gpu-prefix/ there.
 tar -C "$PREFIX" -czf "$PREFIX.tar.gz" .
 echo "gpu-prefix: $PREFIX: $(du -sm --apparent-size "$PREFIX" | cut -f1) MiB in $(find "$PREFIX" -type f | wc -l)" \
-  "files; $PREFIX.tar.gz: $(du -sm --apparent-size "$PREFIX.tar.gz" | cut -f1) MiB; its libraries need glibc >=" \
-  "${glibc#GLIBC_}"
+  "files (Fashion-MNIST: $(du -sm --apparent-size "$PREFIX/$DATA_DIR" | cut -f1) MiB); $PREFIX.tar.gz:" \
+  "$(du -sm --apparent-size "$PREFIX.tar.gz" | cut -f1) MiB; its libraries need glibc >= ${glibc#GLIBC_}"
+# Everything carried to a borrowed machine (the run tool's `carry`) must fit in 64 MiB.
+if (($(stat -c %s "$PREFIX.tar.gz") >= 64 * 1024 * 1024)); then
+  echo "gpu-prefix: $PREFIX.tar.gz is over the 64 MiB that travels with the working tree" >&2
+  exit 1
+fi
