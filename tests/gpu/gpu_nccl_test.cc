@@ -72,7 +72,8 @@ TEST_F(GpuNccl, GradientsFromTheComputeStreamAreReducedWithoutAHostWait) {
 }
 
 // The gradient path's metrics: every bucket of every step counted once, with its bytes and a device time from the
-// events around its reduction; and the reduction itself right (the average of the ranks' gradients).
+// events around its reduction (after its arrival gate); and the reduction itself right (the average of the ranks'
+// gradients).
 TEST_F(GpuNccl, GradientSyncAveragesAndCountsEachBucketsBytesAndDeviceTime) {
   const std::vector<ParamSpan> spans = {{0, 1 << 18}, {1 << 18, 1 << 16}, {(1 << 18) + (1 << 16), 1000}};
   const size_t count = spans.back().offset + spans.back().count;
@@ -111,6 +112,45 @@ TEST_F(GpuNccl, GradientSyncAveragesAndCountsEachBucketsBytesAndDeviceTime) {
   });
 }
 
+// A straggler's lateness is not transfer time: the last rank enqueues each step's buckets kStraggle late (its host
+// is slow), so the others' reduction kernels wait for it on the device. Their device time counts from the arrival
+// gate on, so it stays far below the lateness (events around the reduction alone would read at least kStraggle per
+// step, and the bus bandwidth that much too low). Needs two GPUs: NCCL takes one rank per device.
+TEST_F(GpuNccl, DeviceTimeLeavesOutTheWaitForALatePeer) {
+  if (ranks_ < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << gpus_ << ": a late peer needs a second rank";
+  constexpr auto kStraggle = milliseconds(300);
+  constexpr int kSteps = 2;
+  const std::vector<ParamSpan> spans = {{0, 1 << 18}, {1 << 18, 1 << 16}};
+  const size_t count = spans.back().offset + spans.back().count;
+  run_ranks(ranks_, [&](int rank) {
+    wc::CudaOptions o;
+    o.device = rank;
+    auto backend = wc::make_cuda_backend(o);
+    worker::Buffer grads = backend->allocate(count * sizeof(float));
+    const worker::Tensor g(grads.data(), {static_cast<int64_t>(count)});
+    auto traffic = std::make_shared<TrafficCounter>();
+    NcclGradientSync sync(
+        std::make_unique<NcclCommunicator>(rank, ranks_, std::make_shared<PrefixStore>("late", store_), rank, kTimeout),
+        backend->compute_stream(), g.f32(), count, spans, BucketOptions{}, traffic);
+    auto step = [&](milliseconds late) {
+      sync.begin_step();
+      backend->fill(g, 1.0f);
+      std::this_thread::sleep_for(late);  // the stimulus: a slow host, not a wait for a condition
+      for (size_t p = spans.size(); p-- > 0;) sync.grad_ready(p);
+      sync.finish_step();
+      sync.drain();
+    };
+    step(milliseconds(0));  // NCCL connects on its first collective: not part of what is measured
+    const double before = traffic->totals().seconds;
+    for (int i = 0; i < kSteps; ++i) step(rank == ranks_ - 1 ? kStraggle : milliseconds(0));
+    const double seconds = traffic->totals().seconds - before;
+    EXPECT_GT(seconds, 0.0) << "rank " << rank;
+    EXPECT_LT(seconds, 0.25 * kSteps * std::chrono::duration<double>(kStraggle).count())
+        << "rank " << rank << ": the device time of " << kSteps << " steps counts the wait for rank " << ranks_ - 1
+        << ", " << kStraggle.count() << " ms late each step";
+  });
+}
+
 // The watch of enqueued collectives runs on the communication thread, which starts on device 0: it must bind the
 // rank's device before its CUDA calls, or ranks above 0 would create a context on GPU 0.
 TEST_F(GpuNccl, CommunicationThreadWorksOnTheRanksDevice) {
@@ -118,10 +158,11 @@ TEST_F(GpuNccl, CommunicationThreadWorksOnTheRanksDevice) {
   run_ranks(ranks_, [&](int rank) {
     NcclCommunicator comm(rank, ranks_, std::make_shared<PrefixStore>("device", store_), rank, kTimeout);
     int current = -1;
-    comm.submit("device check", 0, [&comm, &current] {
-          comm.wait_enqueued("device check");
-          CUDA_CHECK(cudaGetDevice(&current));
-        })
+    comm.submit("device check", 0,
+                [&comm, &current] {
+                  comm.wait_enqueued("device check");
+                  CUDA_CHECK(cudaGetDevice(&current));
+                })
         .wait(kTimeout);
     EXPECT_EQ(current, rank) << "the communication thread's current device after wait_enqueued()";
   });

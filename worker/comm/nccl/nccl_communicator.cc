@@ -126,6 +126,10 @@ void NcclCommunicator::create_stream_and_events() {
   enqueue_after_ = worker::cuda::make_event();
   enqueued_done_ = worker::cuda::make_event();
   barrier_word_ = worker::cuda::DeviceMemory(sizeof(float));
+  gate_word_ = worker::cuda::DeviceMemory(sizeof(float));
+  // Zero, on the stream the gates run on: a sum of zeros stays zero (never an Inf or NaN from what the allocation
+  // held); only a gate's completion matters.
+  CUDA_CHECK(cudaMemsetAsync(gate_word_.get(), 0, sizeof(float), stream_.get()));
 }
 
 void NcclCommunicator::drain_stream() noexcept {
@@ -302,18 +306,36 @@ void NcclCommunicator::enqueue_all_reduce_average(BufferView buf, cudaStream_t a
   bind_device();
   // Until NCCL settled: the communication thread's complete() must not record its event mid-enqueue.
   std::lock_guard placing(stream_mu_);
-  if (after != nullptr) {
-    CUDA_CHECK(cudaEventRecord(enqueue_after_.get(), after));
-    CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), enqueue_after_.get(), 0));
+  const auto steps = bucket_placements(after != nullptr ? ProducerWait::kWait : ProducerWait::kNone,
+                                       timing != nullptr ? BucketTiming::kFromArrival : BucketTiming::kOff);
+  for (const Placement step : steps) place(step, buf, after, timing);
+}
+
+void NcclCommunicator::place(Placement step, BufferView buf, cudaStream_t after, const Timing* timing) {
+  // Non-blocking communicators may still be enqueueing (ncclInProgress): each NCCL call settles before the next
+  // placement, so an event recorded after it follows its kernel. settle() polls NCCL's host-side state only.
+  switch (step) {
+    case Placement::kWaitForProducer:
+      CUDA_CHECK(cudaEventRecord(enqueue_after_.get(), after));
+      CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), enqueue_after_.get(), 0));
+      return;
+    case Placement::kArrivalGate:
+      TORUS_NCCL_ENQUEUE("arrival gate", ncclAllReduce(gate_word_.get(), gate_word_.get(), 1, ncclFloat32, ncclSum,
+                                                       comm_, stream_.get()));
+      settle("arrival gate");
+      return;
+    case Placement::kStartEvent:
+      CUDA_CHECK(cudaEventRecord(timing->started, stream_.get()));
+      return;
+    case Placement::kReduction:
+      TORUS_NCCL_ENQUEUE("all_reduce_average", ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype),
+                                                             ncclAvg, comm_, stream_.get()));
+      settle("all_reduce_average");
+      return;
+    case Placement::kFinishEvent:
+      CUDA_CHECK(cudaEventRecord(timing->finished, stream_.get()));
+      return;
   }
-  if (timing != nullptr) CUDA_CHECK(cudaEventRecord(timing->started, stream_.get()));
-  TORUS_NCCL_ENQUEUE("all_reduce_average",
-                     ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.dtype), ncclAvg, comm_, stream_.get()));
-  // Non-blocking communicators may still be enqueueing (ncclInProgress): settle before the next NCCL call. This
-  // polls NCCL's host-side state only; the reduction itself runs on the device.
-  settle("all_reduce_average");
-  // After settle(): only then is the reduction on the stream, so the event follows it.
-  if (timing != nullptr) CUDA_CHECK(cudaEventRecord(timing->finished, stream_.get()));
 }
 
 void NcclCommunicator::order_before(cudaStream_t consumer) {

@@ -20,6 +20,7 @@
 
 #include "worker/backend/cuda/handles.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/nccl/bucket_placement.h"
 #include "worker/comm/store.h"
 
 namespace torus::comm {
@@ -49,14 +50,17 @@ class NcclCommunicator : public Communicator {
   void order_after(cudaStream_t producer) { producer_.store(producer); }
 
   // --- the gradient path: enqueued from the calling thread, without the communication thread or a host wait ---
-  // Events recorded on stream() around one enqueued collective (created with timing), for its device time.
+  // Events recorded on stream() around one enqueued collective (created with timing), for its device time: from
+  // when every rank had arrived at it to its end (bucket_placement.h says why and how).
   struct Timing {
     cudaEvent_t started = nullptr;
     cudaEvent_t finished = nullptr;
   };
   // Enqueues an in-place average of `buf` (ncclAvg) on stream(), after everything queued on `after` so far (an
-  // event); with `timing`, its events bracket the reduction itself (not the wait for `after`). Returns once NCCL
-  // accepted the call. Only one thread may use these (the training loop's).
+  // event); with `timing`, an arrival gate (a one-element all-reduce) goes first and its events bracket the
+  // reduction from when every rank had arrived, so neither the wait for `after` nor the wait for the slowest peer
+  // counts (bucket_placements()). Every rank must pass `timing` alike: the gate is a collective. Returns once NCCL
+  // accepted the calls. Only one thread may use these (the training loop's).
   void enqueue_all_reduce_average(BufferView buf, cudaStream_t after, const Timing* timing = nullptr);
   // Makes `consumer` wait (on the device, an event) for everything enqueued on stream() so far.
   void order_before(cudaStream_t consumer);
@@ -82,6 +86,8 @@ class NcclCommunicator : public Communicator {
   void settle(const char* what);
   // Before a collective: the communication stream waits for the producer stream (order_after).
   void wait_for_producer();
+  // One step of enqueue_all_reduce_average (stream_mu_ held).
+  void place(Placement step, BufferView buf, cudaStream_t after, const Timing* timing);
   // Binds the device, then waits for everything queued on the stream, checking NCCL's asynchronous errors; aborts on
   // the deadline.
   void complete(const char* what);
@@ -95,6 +101,7 @@ class NcclCommunicator : public Communicator {
   worker::cuda::Event enqueue_after_;  // the gradient path's events (its own thread: not shared with the above)
   worker::cuda::Event enqueued_done_;
   worker::cuda::DeviceMemory barrier_word_;  // one float, for barrier_now()
+  worker::cuda::DeviceMemory gate_word_;     // one float, zero, for the gradient path's arrival gates
   std::atomic<cudaStream_t> producer_{nullptr};
   // Held while work is placed on stream_ (event records, an NCCL enqueue until it settled): the communication
   // thread's complete() records done_ between two enqueues of the training thread, never during one

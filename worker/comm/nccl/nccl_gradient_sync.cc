@@ -9,8 +9,9 @@
 namespace torus::comm {
 namespace {
 
-// The device time of a finished step's reductions: the sum over its buckets (gaps while backward still produced
-// gradients are not communication). A bucket without a valid interval (count 0, never enqueued) adds nothing.
+// The device time of a finished step's reductions: the sum over its buckets, each from when every rank had arrived
+// at it to its end (gaps while backward still produced gradients, or while a peer was still on its way, are not
+// transfer). A bucket without a valid interval (count 0, never enqueued) adds nothing.
 double device_seconds(const std::vector<NcclCommunicator::Timing>& timing) {
   double seconds = 0;
   for (const NcclCommunicator::Timing& t : timing) {

@@ -15,9 +15,12 @@
 // kStepsInFlight steps are watched at once: beyond that the host waits for the oldest (the device is that far
 // behind), which bounds how far the host runs ahead.
 //
-// Metrics. CUDA events bracket each bucket's reduction on the device; once a step's watch has seen them finish, it
+// Metrics. CUDA events bracket each bucket's reduction on the device from when every rank had arrived at it (an
+// arrival gate, a one-element all-reduce, goes first: bucket_placement.h says why), so the time is the transfer's,
+// without this rank's backward or the wait for the slowest peer; once a step's watch has seen the events finish, it
 // adds the step's calls, bytes and summed device time to a TrafficCounter, which the worker's metrics sampler reads
-// as algorithm "nccl", level "global" (the all-reduce panels of the dashboards).
+// as algorithm "nccl", level "global" (the all-reduce panels of the dashboards, whose bus bandwidth is then the
+// transfer's, comparable with nccl-tests).
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -37,7 +40,8 @@ class NcclGradientSync final {
 
   // `arena` (device memory on the communicator's device, `arena_elements` fp32 values) holds every gradient, written
   // by kernels on `compute`; `params` are its parameters' spans (ascending). The sync owns the communicator.
-  // `traffic` (may be null) receives each finished step's calls, bytes and device seconds.
+  // `traffic` (may be null) receives each finished step's calls, bytes and device seconds. Give it on every rank or
+  // on none: timing adds the arrival gate, a collective, to each bucket.
   NcclGradientSync(std::unique_ptr<NcclCommunicator> comm, cudaStream_t compute, float* arena, size_t arena_elements,
                    std::vector<ParamSpan> params, const BucketOptions& buckets,
                    std::shared_ptr<TrafficCounter> traffic = nullptr);
