@@ -167,6 +167,61 @@ TEST_P(GpuPrecisionTest, BatchNormMatchesCpuInTrainingAndInference) {
   }
 }
 
+// A block's join, relu(bn(x) + residual), as one op (norm_add_relu_*) against the CPU's batch norm, then add() with
+// the ReLU, and backward relu_backward(), then batch norm's: whole warps of channels (the ReLU's mask in the normalize
+// pass) and 48 (the separate ReLU-with-mask kernel).
+TEST_P(GpuPrecisionTest, BatchNormAddReluMatchesCpuBatchNormThenAdd) {
+  const DType type = GetParam();
+  for (const std::array<int64_t, 3>& shape : {std::array<int64_t, 3>{2, 9, 64}, std::array<int64_t, 3>{4, 5, 48}}) {
+    const int64_t channels = shape[2];
+    const NormGeometry g{shape[0], shape[1], shape[1], channels, 1e-5f, Activation::kRelu};
+    const NormGeometry plain{shape[0], shape[1], shape[1], channels, 1e-5f, Activation::kNone};
+    const std::string what = std::string("batch norm + add + relu ") + dtype_name(type) + " " + g.shape().str();
+    const auto x = rounded(random_vector(static_cast<size_t>(g.shape().numel()), 14, 2.0f), type);
+    const auto res = rounded(random_vector(x.size(), 15), type);
+    const auto dy = rounded(random_vector(x.size(), 16), type);
+    const auto gamma = random_vector(static_cast<size_t>(channels), 17),
+               beta = random_vector(static_cast<size_t>(channels), 18);
+    struct Out {
+      std::vector<float> y, mean, var, rm, rv, dx, dres, dgamma, dbeta;
+    };
+    auto run = [&](Backend& b, DType t) {
+      const Shape c{channels};
+      Held xs = make_from(b, g.shape(), x, t), rs = make_from(b, g.shape(), res, t),
+           dys = make_from(b, g.shape(), dy, t);
+      Held gs = make_from(b, c, gamma), bs = make_from(b, c, beta), ys = make(b, g.shape(), t);
+      Held mean = make(b, c), var = make(b, c), rm = make(b, c), rv = make(b, c), dg = make(b, c), db = make(b, c);
+      Held dxs = make(b, g.shape(), t), dres = make(b, g.shape(), t), z = make(b, g.shape(), t);
+      Held ws = make(b, {static_cast<int64_t>(std::max<size_t>(b.norm_workspace_bytes(g), 4))}, DType::kF32);
+      b.fill(rv.t, 1.0f);
+      if (b.has_norm_add_relu(g)) {
+        b.norm_add_relu_forward_training(g, xs.t, rs.t, gs.t, bs.t, ys.t, mean.t, var.t, rm.t, rv.t, 0.1f, ws.t);
+        b.norm_add_relu_backward(g, xs.t, ys.t, dys.t, gs.t, bs.t, mean.t, var.t, ws.t, dxs.t, dres.t, dg.t, db.t);
+      } else {  // the reference: the two ops, as the layer runs them where the backend has no fused join
+        b.norm_forward_training(plain, xs.t, gs.t, bs.t, z.t, mean.t, var.t, rm.t, rv.t, 0.1f, ws.t);
+        b.add(z.t, rs.t, ys.t, Activation::kRelu);
+        b.relu_backward(ys.t, dys.t, dres.t);
+        b.norm_backward(plain, xs.t, dres.t, gs.t, bs.t, mean.t, var.t, ws.t, dxs.t, dg.t, db.t);
+      }
+      return Out{fetch(b, ys.t),  fetch(b, mean.t), fetch(b, var.t), fetch(b, rm.t), fetch(b, rv.t),
+                 fetch(b, dxs.t), fetch(b, dres.t), fetch(b, dg.t),  fetch(b, db.t)};
+    };
+    ASSERT_FALSE(cpu_->has_norm_add_relu(g)) << "the reference must be the two ops";
+    ASSERT_TRUE(gpu_->has_norm_add_relu(g));
+    const Out ref = run(*cpu_, DType::kF32), got = run(*gpu_, type);
+    const double tol = tolerance(type);
+    expect_close(got.y, ref.y, tol, what + " y");
+    expect_close(got.mean, ref.mean, 1e-5, what + " saved mean");
+    expect_close(got.var, ref.var, 1e-4, what + " saved variance (biased)");
+    expect_close(got.rm, ref.rm, 1e-5, what + " running mean");
+    expect_close(got.rv, ref.rv, 1e-4, what + " running variance (unbiased)");
+    expect_close(got.dres, ref.dres, tol, what + " residual gradient");
+    expect_close(got.dx, ref.dx, tol * 2, what + " dx");
+    expect_close(got.dgamma, ref.dgamma, tol * 2, what + " dgamma");
+    expect_close(got.dbeta, ref.dbeta, tol * 2, what + " dbeta");
+  }
+}
+
 // --- elementwise, pooling, linear -------------------------------------------------------------------------------
 // Whole 16-byte packs (800 elements), a tail after the last pack (315), and tensors one element past a 16-byte
 // boundary: kernels.cu's packed walk, its tail and its one-by-one path.

@@ -60,11 +60,11 @@ TEST(Golden, BasicBlockForwardAndBackwardMatchPyTorch) {
   branch->add<Conv2d>(ctx, "conv1", c_in, c_out, 3, 2, 1, InputSize{n, h, w});
   branch->add<BatchNorm2d>(ctx, "bn1", c_out, Activation::kRelu, GammaInit::kOne);
   branch->add<Conv2d>(ctx, "conv2", c_out, c_out, 3, 1, 1, InputSize{n, h / 2, w / 2});
-  branch->add<BatchNorm2d>(ctx, "bn2", c_out, Activation::kNone, GammaInit::kOne);
+  auto bn2 = std::make_unique<BatchNorm2d>(ctx, "bn2", c_out, Activation::kNone, GammaInit::kOne);
   auto shortcut = std::make_unique<Sequential>();
   shortcut->add<Conv2d>(ctx, "shortcut.conv", c_in, c_out, 1, 2, 0, InputSize{n, h, w});
   shortcut->add<BatchNorm2d>(ctx, "shortcut.bn", c_out, Activation::kNone, GammaInit::kOne);
-  ResidualJoin block(ctx, std::move(branch), std::move(shortcut));
+  ResidualJoin block(ctx, std::move(branch), std::move(bn2), std::move(shortcut));
   auto alloc = [&](size_t bytes) { return backend->allocate(bytes); };
   ctx.params.allocate(alloc);
   ctx.stats.allocate(alloc);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/util/error.h"
+#include "tests/worker/pretend_device_backend.h"
 #include "tests/worker/recording_backend.h"
 #include "tests/worker/test_util.h"
 #include "worker/backend/cpu/cpu_backend.h"
@@ -216,10 +217,10 @@ TEST_F(LayerGradTest, LinearWithBias) {
 TEST_F(LayerGradTest, ResidualJoinWithProjectionShortcut) {
   auto branch = std::make_unique<Sequential>();
   branch->add<Conv2d>(*ctx_, "b.conv", 3, 4, 3, 2, 1, InputSize{2, 6, 6});
-  branch->add<BatchNorm2d>(*ctx_, "b.bn", 4, Activation::kNone, GammaInit::kOne);
+  auto norm = std::make_unique<BatchNorm2d>(*ctx_, "b.bn", 4, Activation::kNone, GammaInit::kOne);
   auto shortcut = std::make_unique<Sequential>();
   shortcut->add<Conv2d>(*ctx_, "s.conv", 3, 4, 1, 2, 0, InputSize{2, 6, 6});
-  ResidualJoin join(*ctx_, std::move(branch), std::move(shortcut));
+  ResidualJoin join(*ctx_, std::move(branch), std::move(norm), std::move(shortcut));
   allocate(join);
   check_module(join, {2, 6, 6, 3}, 1e-3, 5e-2);
 }
@@ -235,8 +236,9 @@ TEST_F(LayerGradTest, WideBlockOnTheBlockedLayoutFromStemToHead) {
   branch->add<Conv2d>(*ctx_, "b.conv1", kWide, kWide, 3, 1, 1, InputSize{2, 5, 5});
   branch->add<BatchNorm2d>(*ctx_, "b.bn1", kWide, Activation::kRelu, GammaInit::kOne);
   branch->add<Conv2d>(*ctx_, "b.conv2", kWide, kWide, 3, 1, 1, InputSize{2, 5, 5});
-  branch->add<BatchNorm2d>(*ctx_, "b.bn2", kWide, Activation::kNone, GammaInit::kOne);
-  net.add<ResidualJoin>(*ctx_, std::move(branch), nullptr);
+  net.add<ResidualJoin>(*ctx_, std::move(branch),
+                        std::make_unique<BatchNorm2d>(*ctx_, "b.bn2", kWide, Activation::kNone, GammaInit::kOne),
+                        nullptr);
   net.add<Pool2d>(*ctx_, PoolKind::kAvg, 0, 1);
   net.add<Linear>(*ctx_, "fc", kWide, 5);
   allocate(net);
@@ -246,10 +248,10 @@ TEST_F(LayerGradTest, WideBlockOnTheBlockedLayoutFromStemToHead) {
 TEST_F(LayerGradTest, GradientsAreAnnouncedInDecreasingParameterOrder) {
   auto branch = std::make_unique<Sequential>();
   branch->add<Conv2d>(*ctx_, "b.conv", 3, 4, 3, 1, 1, InputSize{2, 4, 4});
-  branch->add<BatchNorm2d>(*ctx_, "b.bn", 4, Activation::kNone, GammaInit::kZero);
+  auto norm = std::make_unique<BatchNorm2d>(*ctx_, "b.bn", 4, Activation::kNone, GammaInit::kZero);
   auto shortcut = std::make_unique<Sequential>();
   shortcut->add<Conv2d>(*ctx_, "s.conv", 3, 4, 1, 1, 0, InputSize{2, 4, 4});
-  ResidualJoin join(*ctx_, std::move(branch), std::move(shortcut));
+  ResidualJoin join(*ctx_, std::move(branch), std::move(norm), std::move(shortcut));
   allocate(join);
   std::vector<size_t> order;
   ctx_->grad_ready = [&](size_t i) { order.push_back(i); };
@@ -283,6 +285,48 @@ TEST_F(LayerGradTest, WrongChannelCountIsRefusedWithTheShape) {
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("2 channels, expected 3"), std::string::npos) << e.what();
+  }
+}
+
+// --- the fused join of a ResNet block (Backend::has_norm_add_relu) -----------------------------------------------
+
+// A ResNet's forward and backward on `backend` from seed 3: the logits, then every parameter gradient in plain
+// layout.
+std::pair<std::vector<float>, std::vector<float>> model_step(Backend& backend, nn::Arch arch, Mode mode) {
+  nn::ModelConfig cfg;
+  cfg.arch = arch;
+  cfg.widths = {4, 8, 8, 8};
+  cfg.batch_size = 2;
+  cfg.image_size = 8;
+  nn::Model model(backend, cfg);
+  model.init(3);
+  const auto images = testing::random_vector(2 * 8 * 8 * 3, 4), dlogits = testing::random_vector(2 * 10, 5);
+  Buffer x = backend.allocate(images.size() * sizeof(float)), dz = backend.allocate(dlogits.size() * sizeof(float));
+  backend.upload(images.data(), x.view({2, 8, 8, 3}));
+  backend.upload(dlogits.data(), dz.view({2, 10}));
+  Tensor logits = model.forward(x.view({2, 8, 8, 3}), mode);
+  std::vector<float> out(static_cast<size_t>(logits.numel()));
+  backend.download(logits, out.data());
+  if (mode == Mode::kEval) return {out, {}};
+  model.backward(dz.view({2, 10}));
+  return {out, nn::export_plain(model.context(), model.context().grads)};
+}
+
+// ResNet-18 and ResNet-50 on a backend that offers the join (the pretend device composes it of the CPU's ops in the
+// layer's own arithmetic) train bit for bit like the two ops on the CPU, one join per block: the residual's gradient
+// reaches the shortcut and the normalization's input gradient the branch. Evaluation runs the two ops.
+TEST(FusedJoin, ResNetBlocksRunOneJoinEachAndMatchTheTwoOpsBitForBit) {
+  for (auto [arch, blocks] : {std::pair{nn::Arch::kResNet18, 8}, std::pair{nn::Arch::kResNet50, 16}}) {
+    auto cpu = cpu::make_cpu_backend(1);
+    testing::PretendDeviceBackend joined;
+    const auto [want_logits, want_grads] = model_step(*cpu, arch, Mode::kTrain);
+    const auto [logits, grads] = model_step(joined, arch, Mode::kTrain);
+    EXPECT_EQ(joined.joins(), blocks);
+    EXPECT_EQ(logits, want_logits);
+    ASSERT_EQ(grads.size(), want_grads.size());
+    EXPECT_EQ(grads, want_grads) << "the fused join's gradients differ from the two ops'";
+    (void)model_step(joined, arch, Mode::kEval);
+    EXPECT_EQ(joined.joins(), blocks) << "evaluation runs batch norm with running statistics, then add()";
   }
 }
 
@@ -395,6 +439,48 @@ TEST(ModelShape, AnImageTooSmallForTheNetworkIsRefusedWhenTheModelIsBuilt) {
   }
   cfg.image_size = 2;  // one pixel after the pool, then the global pool
   EXPECT_NO_THROW(nn::Model(backend, cfg));
+}
+
+// --- the fused join of a ResNet block (Backend::has_norm_add_relu) -----------------------------------------------
+
+// A ResNet's forward and backward on `backend` from seed 3: the logits, then every parameter gradient in plain
+// layout.
+std::pair<std::vector<float>, std::vector<float>> model_step(Backend& backend, nn::Arch arch, Mode mode) {
+  nn::ModelConfig cfg;
+  cfg.arch = arch;
+  cfg.widths = {4, 8, 8, 8};
+  cfg.batch_size = 2;
+  cfg.image_size = 8;
+  nn::Model model(backend, cfg);
+  model.init(3);
+  const auto images = testing::random_vector(2 * 8 * 8 * 3, 4), dlogits = testing::random_vector(2 * 10, 5);
+  Buffer x = backend.allocate(images.size() * sizeof(float)), dz = backend.allocate(dlogits.size() * sizeof(float));
+  backend.upload(images.data(), x.view({2, 8, 8, 3}));
+  backend.upload(dlogits.data(), dz.view({2, 10}));
+  Tensor logits = model.forward(x.view({2, 8, 8, 3}), mode);
+  std::vector<float> out(static_cast<size_t>(logits.numel()));
+  backend.download(logits, out.data());
+  if (mode == Mode::kEval) return {out, {}};
+  model.backward(dz.view({2, 10}));
+  return {out, nn::export_plain(model.context(), model.context().grads)};
+}
+
+// ResNet-18 and ResNet-50 on a backend that offers the join (the pretend device composes it of the CPU's ops in the
+// layer's own arithmetic) train bit for bit like the two ops on the CPU, one join per block: the residual's gradient
+// reaches the shortcut and the normalization's input gradient the branch. Evaluation runs the two ops.
+TEST(FusedJoin, ResNetBlocksRunOneJoinEachAndMatchTheTwoOpsBitForBit) {
+  for (auto [arch, blocks] : {std::pair{nn::Arch::kResNet18, 8}, std::pair{nn::Arch::kResNet50, 16}}) {
+    auto cpu = cpu::make_cpu_backend(1);
+    testing::PretendDeviceBackend joined;
+    const auto [want_logits, want_grads] = model_step(*cpu, arch, Mode::kTrain);
+    const auto [logits, grads] = model_step(joined, arch, Mode::kTrain);
+    EXPECT_EQ(joined.joins(), blocks);
+    EXPECT_EQ(logits, want_logits);
+    ASSERT_EQ(grads.size(), want_grads.size());
+    EXPECT_EQ(grads, want_grads) << "the fused join's gradients differ from the two ops'";
+    (void)model_step(joined, arch, Mode::kEval);
+    EXPECT_EQ(joined.joins(), blocks) << "evaluation runs batch norm with running statistics, then add()";
+  }
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ namespace torus::worker::testing {
 // - capture: capture_step() keeps the step and runs nothing; replay() runs it, and while it runs every host wait
 //   (download, synchronize, the host-returning loss, top-k) and every allocation or upload throws, as they would
 //   break a CUDA Graph.
+// Always: the fused BN + add + ReLU join of a ResNet block (has_norm_add_relu), composed of the inner backend's ops.
 // `log` records those calls in order ("stage 0", "acquire 0", "release 0", "augment", "capture", "replay",
 // "download", "update": the first sgd_update of a step).
 class PretendDeviceBackend final : public Backend {
@@ -125,6 +126,30 @@ class PretendDeviceBackend final : public Backend {
                               Tensor save_var, Tensor dx, Tensor dgamma, Tensor dbeta) override {
     inner_->norm_max_pool_backward(g, x, dy, gamma, beta, save_mean, save_var, dx, dgamma, dbeta);
   }
+  // The CUDA backend's fused join of a ResNet block, relu(bn(x) + residual), composed of the inner backend's ops in
+  // the layer's own two-op arithmetic (so runs stay bit for bit comparable with the host engine's); joins() counts
+  // the forwards.
+  bool has_norm_add_relu(const NormGeometry& /*g*/) override { return true; }
+  void norm_add_relu_forward_training(const NormGeometry& g, Tensor x, Tensor residual, Tensor gamma, Tensor beta,
+                                      Tensor y, Tensor save_mean, Tensor save_var, Tensor running_mean,
+                                      Tensor running_var, float momentum, Tensor workspace) override {
+    if (g.activation != Activation::kRelu) throw std::logic_error("norm_add_relu: the geometry's activation is kRelu");
+    NormGeometry plain = g;
+    plain.activation = Activation::kNone;
+    inner_->norm_forward_training(plain, x, gamma, beta, y, save_mean, save_var, running_mean, running_var, momentum,
+                                  workspace);
+    inner_->add(y, residual, y, Activation::kRelu);
+    ++joins_;
+  }
+  void norm_add_relu_backward(const NormGeometry& g, Tensor x, Tensor y, Tensor dy, Tensor gamma, Tensor beta,
+                              Tensor save_mean, Tensor save_var, Tensor workspace, Tensor dx, Tensor dresidual,
+                              Tensor dgamma, Tensor dbeta) override {
+    NormGeometry plain = g;
+    plain.activation = Activation::kNone;
+    inner_->relu_backward(y, dy, dresidual);
+    inner_->norm_backward(plain, x, dresidual, gamma, beta, save_mean, save_var, workspace, dx, dgamma, dbeta);
+  }
+  int joins() const { return joins_; }
   void relu_forward(Tensor x, Tensor y) override { inner_->relu_forward(x, y); }
   void relu_backward(Tensor y, Tensor dy, Tensor dx) override { inner_->relu_backward(y, dy, dx); }
   void add(Tensor a, Tensor b, Tensor y, Activation act) override { inner_->add(a, b, y, act); }
@@ -188,7 +213,7 @@ class PretendDeviceBackend final : public Backend {
   bool replaying_ = false;
   mutable std::mutex mu_;
   std::vector<Buffer> kept_;
-  std::atomic<int> uploads_{0}, downloads_{0}, invalidations_{0}, loss_scale_reads_{0};
+  std::atomic<int> uploads_{0}, downloads_{0}, invalidations_{0}, loss_scale_reads_{0}, joins_{0};
 };
 
 class PretendDeviceBackend::Staging final : public BatchStaging {

@@ -205,6 +205,27 @@ class Backend {
     throw std::logic_error(name() + " backend: norm_max_pool_backward() is not offered");
   }
 
+  // --- batch norm, residual add and ReLU in one (optional) ---------------------------------------------
+  // The join of a ResNet block, y = relu(bn(x) + residual), in the normalize pass: the sum is never stored apart and
+  // the ReLU's mask is what the backward reads (memory-bound passes a GPU step spends most of its element-wise time
+  // in). g.activation is kRelu (the ReLU after the add); the workspace is norm_workspace_bytes(g). Forward: batch
+  // statistics as norm_forward_training (saved and running). Backward: dy is y's gradient; writes dresidual (dy where
+  // y > 0), dx (through the normalization) and dgamma, dbeta; y is the forward's output. Where has_norm_add_relu says
+  // no, the layer runs batch norm, then add() with the ReLU (the defaults throw).
+  virtual bool has_norm_add_relu(const NormGeometry& /*g*/) { return false; }
+  virtual void norm_add_relu_forward_training(const NormGeometry& /*g*/, Tensor /*x*/, Tensor /*residual*/,
+                                              Tensor /*gamma*/, Tensor /*beta*/, Tensor /*y*/, Tensor /*save_mean*/,
+                                              Tensor /*save_var*/, Tensor /*running_mean*/, Tensor /*running_var*/,
+                                              float /*momentum*/, Tensor /*workspace*/) {
+    throw std::logic_error(name() + " backend: norm_add_relu_forward_training() is not offered");
+  }
+  virtual void norm_add_relu_backward(const NormGeometry& /*g*/, Tensor /*x*/, Tensor /*y*/, Tensor /*dy*/,
+                                      Tensor /*gamma*/, Tensor /*beta*/, Tensor /*save_mean*/, Tensor /*save_var*/,
+                                      Tensor /*workspace*/, Tensor /*dx*/, Tensor /*dresidual*/, Tensor /*dgamma*/,
+                                      Tensor /*dbeta*/) {
+    throw std::logic_error(name() + " backend: norm_add_relu_backward() is not offered");
+  }
+
   // --- elementwise ---------------------------------------------------------------------------------
   virtual void relu_forward(Tensor x, Tensor y) = 0;
   // Gradient through a ReLU whose output was y.

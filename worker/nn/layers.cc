@@ -1,6 +1,7 @@
 #include "worker/nn/layers.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "common/util/error.h"
 
@@ -113,8 +114,8 @@ Tensor BatchNorm2d::forward(Tensor x) {
   x_ = x;
   Tensor gamma = ctx_.param(gamma_), beta = ctx_.param(beta_);
   Tensor rm = ctx_.stats.view(running_mean_), rv = ctx_.stats.view(running_var_);
-  fused_ = pool_ != nullptr && ctx_.mode == Mode::kTrain && x.dtype() == DType::kF32 &&
-           ctx_.backend.has_norm_max_pool(g);
+  fused_ =
+      pool_ != nullptr && ctx_.mode == Mode::kTrain && x.dtype() == DType::kF32 && ctx_.backend.has_norm_max_pool(g);
   if (fused_) {
     Tensor y = y_.get(ctx_.backend, g.max_pooled_shape(), ctx_.activation_dtype);
     ctx_.backend.norm_max_pool_forward_training(g, x, gamma, beta, y, mean_.get(ctx_.backend, {c_}),
@@ -132,24 +133,65 @@ Tensor BatchNorm2d::forward(Tensor x) {
   return pool_ != nullptr ? pool_->forward(y) : y;
 }
 
+void BatchNorm2d::announce_grads() const {
+  ctx_.notify_grad(beta_);
+  ctx_.notify_grad(gamma_);
+}
+
 Tensor BatchNorm2d::backward(Tensor dy) {
+  Tensor dx = backward_unannounced(dy);
+  announce_grads();
+  return dx;
+}
+
+Tensor BatchNorm2d::backward_unannounced(Tensor dy) {
   NormGeometry g = geometry_for(x_.shape());
   Tensor dx = dx_.get(ctx_.backend, x_.shape(), x_.dtype());
   if (fused_) {
-    ctx_.backend.norm_max_pool_backward(g, x_, dy, ctx_.param(gamma_), ctx_.param(beta_),
-                                        mean_.get(ctx_.backend, {c_}), var_.get(ctx_.backend, {c_}), dx,
-                                        ctx_.grad(gamma_), ctx_.grad(beta_));
-    ctx_.notify_grad(beta_);
-    ctx_.notify_grad(gamma_);
+    ctx_.backend.norm_max_pool_backward(g, x_, dy, ctx_.param(gamma_), ctx_.param(beta_), mean_.get(ctx_.backend, {c_}),
+                                        var_.get(ctx_.backend, {c_}), dx, ctx_.grad(gamma_), ctx_.grad(beta_));
     return dx;
   }
   if (pool_ != nullptr) dy = pool_->backward(dy);
   Tensor ws = workspace_.bytes(ctx_.backend, ctx_.backend.norm_workspace_bytes(g));
   ctx_.backend.norm_backward(g, x_, dy, ctx_.param(gamma_), ctx_.param(beta_), mean_.get(ctx_.backend, {c_}),
                              var_.get(ctx_.backend, {c_}), ws, dx, ctx_.grad(gamma_), ctx_.grad(beta_));
-  ctx_.notify_grad(beta_);
-  ctx_.notify_grad(gamma_);
   return dx;
+}
+
+Tensor BatchNorm2d::forward_add_relu(Tensor x, Tensor residual) {
+  if (act_ != Activation::kNone || pool_ != nullptr)
+    throw std::logic_error("batch norm: forward_add_relu() needs a layer built without activation or pool");
+  NormGeometry g = geometry_for(x.shape());
+  g.activation = Activation::kRelu;  // after the add
+  join_fused_ = ctx_.mode == Mode::kTrain && ctx_.backend.has_norm_add_relu(g);
+  joined_ = join_y_.get(ctx_.backend, x.shape(), ctx_.activation_dtype);
+  if (join_fused_) {
+    x_ = x;
+    Tensor ws = workspace_.bytes(ctx_.backend, ctx_.backend.norm_workspace_bytes(g));
+    ctx_.backend.norm_add_relu_forward_training(
+        g, x, residual, ctx_.param(gamma_), ctx_.param(beta_), joined_, mean_.get(ctx_.backend, {c_}),
+        var_.get(ctx_.backend, {c_}), ctx_.stats.view(running_mean_), ctx_.stats.view(running_var_), momentum_, ws);
+    return joined_;
+  }
+  ctx_.backend.add(forward(x), residual, joined_, Activation::kRelu);
+  return joined_;
+}
+
+std::pair<Tensor, Tensor> BatchNorm2d::backward_add_relu(Tensor dy) {
+  Tensor dresidual = join_grad_.get(ctx_.backend, joined_.shape(), dy.dtype());
+  if (!join_fused_) {
+    ctx_.backend.relu_backward(joined_, dy, dresidual);
+    return {backward_unannounced(dresidual), dresidual};
+  }
+  NormGeometry g = geometry_for(x_.shape());
+  g.activation = Activation::kRelu;
+  Tensor dx = dx_.get(ctx_.backend, x_.shape(), x_.dtype());
+  Tensor ws = workspace_.bytes(ctx_.backend, ctx_.backend.norm_workspace_bytes(g));
+  ctx_.backend.norm_add_relu_backward(g, x_, joined_, dy, ctx_.param(gamma_), ctx_.param(beta_),
+                                      mean_.get(ctx_.backend, {c_}), var_.get(ctx_.backend, {c_}), ws, dx, dresidual,
+                                      ctx_.grad(gamma_), ctx_.grad(beta_));
+  return {dx, dresidual};
 }
 
 // --- Relu ------------------------------------------------------------------------------------------------
@@ -260,24 +302,23 @@ Tensor Residual::backward(Tensor dy) {
 
 void ResidualJoin::init(uint64_t seed) {
   branch_->init(seed);
+  norm_->init(seed);
   if (shortcut_) shortcut_->init(seed);
 }
 
 Tensor ResidualJoin::forward(Tensor x) {
   Tensor b = branch_->forward(x);
   Tensor s = shortcut_ ? shortcut_->forward(x) : x;
-  y_ = out_.get(ctx_.backend, b.shape(), ctx_.activation_dtype);
-  ctx_.backend.add(b, s, y_, Activation::kRelu);
-  return y_;
+  return norm_->forward_add_relu(b, s);
 }
 
 Tensor ResidualJoin::backward(Tensor dy) {
-  Tensor dz = dz_.get(ctx_.backend, y_.shape(), y_.dtype());
-  ctx_.backend.relu_backward(y_, dy, dz);
-  // The shortcut registered its parameters after the branch: run it first so gradients finish in
-  // decreasing parameter order.
+  auto [db, dz] = norm_->backward_add_relu(dy);
+  // The shortcut registered its parameters after the branch: its gradients are announced first, then the join
+  // norm's, then the rest of the branch's (decreasing parameter order, as the buckets expect them).
   Tensor ds = shortcut_ ? shortcut_->backward(dz) : dz;
-  Tensor db = branch_->backward(dz);
+  norm_->announce_grads();
+  db = branch_->backward(db);
   Tensor dx = dx_.get(ctx_.backend, db.shape(), db.dtype());
   ctx_.backend.add(db, ds, dx, Activation::kNone);
   return dx;

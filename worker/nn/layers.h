@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker/backend/backend.h"
@@ -104,19 +105,29 @@ class BatchNorm2d final : public Module {
   Tensor forward(Tensor x) override;
   Tensor backward(Tensor dy) override;
   void init(uint64_t seed) override;
+  // The join of a ResNet block, relu(this(x) + residual) (a layer built without activation): one backend op in
+  // training where the backend has it (Backend::has_norm_add_relu), else this layer's forward, then add() with the
+  // ReLU. backward_add_relu(dy of the join's output) -> {this layer's input gradient, the residual's gradient}; it
+  // writes gamma's and beta's gradients without announcing them: announce_grads() does, once the join ran its
+  // shortcut's backward (registered later), so that gradients are announced in decreasing parameter order.
+  Tensor forward_add_relu(Tensor x, Tensor residual);
+  std::pair<Tensor, Tensor> backward_add_relu(Tensor dy);
+  void announce_grads() const;
 
  private:
   NormGeometry geometry_for(const Shape& x) const;
+  Tensor backward_unannounced(Tensor dy);
   Context& ctx_;
   int64_t c_;
   Activation act_;
   GammaInit gamma_init_;
   float momentum_, eps_;
   size_t gamma_, beta_, running_mean_, running_var_;
-  Tensor x_;
-  Scratch y_, dx_, mean_, var_, workspace_;
+  Tensor x_, joined_;  // joined_: the join's output (forward_add_relu)
+  Scratch y_, dx_, mean_, var_, workspace_, join_y_, join_grad_;
   std::unique_ptr<Pool2d> pool_;  // NormThen::kMaxPool2x2 where the backend runs the two ops
   bool fused_ = false;            // the last forward ran norm_max_pool_forward_training
+  bool join_fused_ = false;       // the last forward_add_relu ran norm_add_relu_forward_training
 };
 
 class Relu final : public Module {
@@ -199,20 +210,23 @@ class Residual final : public Module {
   Scratch y_, dx_;
 };
 
-// y = relu(branch(x) + shortcut(x)); shortcut is the identity when empty (ResNet basic/bottleneck join).
+// y = relu(norm(branch(x)) + shortcut(x)); shortcut is the identity when empty (ResNet basic/bottleneck join). The
+// branch's last batch norm is the join's own `norm`, so the normalization, the add and the ReLU can run as one op.
 class ResidualJoin final : public Module {
  public:
-  ResidualJoin(Context& ctx, std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut)
-      : ctx_(ctx), branch_(std::move(branch)), shortcut_(std::move(shortcut)) {}
+  ResidualJoin(Context& ctx, std::unique_ptr<Sequential> branch, std::unique_ptr<BatchNorm2d> norm,
+               std::unique_ptr<Sequential> shortcut)
+      : ctx_(ctx), branch_(std::move(branch)), norm_(std::move(norm)), shortcut_(std::move(shortcut)) {}
   Tensor forward(Tensor x) override;
   Tensor backward(Tensor dy) override;
   void init(uint64_t seed) override;
 
  private:
   Context& ctx_;
-  std::unique_ptr<Sequential> branch_, shortcut_;
-  Tensor y_;
-  Scratch out_, dz_, dx_;
+  std::unique_ptr<Sequential> branch_;
+  std::unique_ptr<BatchNorm2d> norm_;
+  std::unique_ptr<Sequential> shortcut_;
+  Scratch dx_;
 };
 
 }  // namespace torus::worker::nn

@@ -18,16 +18,23 @@ class Builder {
                                       Activation act, GammaInit gamma = GammaInit::kOne,
                                       InputGrad input_grad = InputGrad::kCompute, NormThen then = NormThen::kNothing) {
     auto seq = std::make_unique<Sequential>();
-    const int64_t pad = kernel / 2;
-    seq->add<Conv2d>(ctx_, name + ".conv", channels_, c_out, kernel, stride, pad, size_, input_grad);
+    seq->append(conv(name, c_out, kernel, stride, input_grad));
     seq->add<BatchNorm2d>(ctx_, name + ".bn", c_out, act, gamma, 0.1f, 1e-5f, then);
+    if (then == NormThen::kMaxPool2x2) pooled(2, 2, 0);
+    return seq;
+  }
+
+  // The conv of a conv + BN pair (`name`.conv), the size after it tracked.
+  std::unique_ptr<Conv2d> conv(const std::string& name, int64_t c_out, int64_t kernel, int64_t stride,
+                               InputGrad input_grad = InputGrad::kCompute) {
+    const int64_t pad = kernel / 2;
+    auto c = std::make_unique<Conv2d>(ctx_, name + ".conv", channels_, c_out, kernel, stride, pad, size_, input_grad);
     size_.h = output_extent(size_.h, kernel, stride, pad);
     size_.w = output_extent(size_.w, kernel, stride, pad);
     if (size_.h <= 0 || size_.w <= 0)
       throw InvalidArgument("model: image_size too small for this network (" + name + " has no pixels left)");
     channels_ = c_out;
-    if (then == NormThen::kMaxPool2x2) pooled(2, 2, 0);
-    return seq;
+    return c;
   }
 
   // The size after a pooling stage.
@@ -49,15 +56,20 @@ class Builder {
     const int64_t in_channels = channels_;
     auto branch = std::make_unique<Sequential>();
     int64_t out_channels = width;
+    // The branch's last conv + BN: the conv ends the branch, its BN is the join's (BN + add + ReLU), built in the
+    // same order (the parameters keep their names and indices).
+    std::string last = name + ".2";
     if (arch == Arch::kResNet50) {
       out_channels = width * 4;
       branch->append(conv_bn(name + ".1", width, 1, 1, Activation::kRelu));
       branch->append(conv_bn(name + ".2", width, 3, stride, Activation::kRelu));
-      branch->append(conv_bn(name + ".3", out_channels, 1, 1, Activation::kNone, last_gamma_));
+      last = name + ".3";
+      branch->append(conv(last, out_channels, 1, 1));
     } else {
       branch->append(conv_bn(name + ".1", width, 3, stride, Activation::kRelu));
-      branch->append(conv_bn(name + ".2", width, 3, 1, Activation::kNone, last_gamma_));
+      branch->append(conv(last, width, 3, 1));
     }
+    auto norm = std::make_unique<BatchNorm2d>(ctx_, last + ".bn", out_channels, Activation::kNone, last_gamma_);
     std::unique_ptr<Sequential> shortcut;
     if (stride != 1 || in_channels != out_channels) {
       const InputSize out_size = size_;
@@ -66,7 +78,7 @@ class Builder {
       shortcut = conv_bn(name + ".shortcut", out_channels, 1, stride, Activation::kNone);
       size_ = out_size;
     }
-    return std::make_unique<ResidualJoin>(ctx_, std::move(branch), std::move(shortcut));
+    return std::make_unique<ResidualJoin>(ctx_, std::move(branch), std::move(norm), std::move(shortcut));
   }
 
   int64_t channels() const { return channels_; }
@@ -86,8 +98,8 @@ void build_resnet9(Builder& b, Context& ctx, const ModelConfig& cfg, Sequential&
   for (size_t s = 1; s <= stages; ++s) {
     const std::string name = "layer" + std::to_string(s);
     // conv -> BN + ReLU -> 2x2 max pool, the pool inside the BN layer (one op where the backend has it).
-    net.append(b.conv_bn(name, w[s], 3, 1, Activation::kRelu, GammaInit::kOne, InputGrad::kCompute,
-                         NormThen::kMaxPool2x2));
+    net.append(
+        b.conv_bn(name, w[s], 3, 1, Activation::kRelu, GammaInit::kOne, InputGrad::kCompute, NormThen::kMaxPool2x2));
     if (s == 1 || s == stages) {
       // Page's residual ends in BN + ReLU: a zero gamma would make the ReLU's gradient zero forever, so
       // this block keeps gamma = 1 (zero-init applies to blocks whose last BN feeds the residual add).

@@ -15,6 +15,7 @@
 // so the step can also be captured into a CUDA Graph: graph.h).
 #include <cuda_runtime.h>
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -95,6 +96,14 @@ class CudaBackend final : public Backend {
                               Tensor y) override;
   void norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
                      Tensor save_var, Tensor workspace, Tensor dx, Tensor dgamma, Tensor dbeta) override;
+  // A block's BN + add + ReLU on our kernels, every dtype (norm_pool.cc).
+  bool has_norm_add_relu(const NormGeometry& /*g*/) override { return true; }
+  void norm_add_relu_forward_training(const NormGeometry& g, Tensor x, Tensor residual, Tensor gamma, Tensor beta,
+                                      Tensor y, Tensor save_mean, Tensor save_var, Tensor running_mean,
+                                      Tensor running_var, float momentum, Tensor workspace) override;
+  void norm_add_relu_backward(const NormGeometry& g, Tensor x, Tensor y, Tensor dy, Tensor gamma, Tensor beta,
+                              Tensor save_mean, Tensor save_var, Tensor workspace, Tensor dx, Tensor dresidual,
+                              Tensor dgamma, Tensor dbeta) override;
 
   void relu_forward(Tensor x, Tensor y) override;
   void relu_backward(Tensor y, Tensor dy, Tensor dx) override;
@@ -194,6 +203,13 @@ class CudaBackend final : public Backend {
   void norm_backward_unfused(const NormGeometry& g, NormBackward path, const Stash& forward, Tensor x, Tensor dy,
                              Tensor gamma, Tensor save_mean, const float* invstd, Tensor workspace_t, Tensor dx,
                              Tensor dgamma, Tensor dbeta);
+  // Checks of the batch norm ops' tensors: x, y (and dy, dx, residual...) of the geometry's shape in x's dtype, the
+  // per-channel ones fp32 of c values; the ReLU mask's workspace large enough.
+  void expect_norm_tensors(const NormGeometry& g, Tensor x, std::initializer_list<Tensor> activations,
+                           std::initializer_list<Tensor> per_channel) const;
+  void expect_mask_workspace(const NormGeometry& g, Tensor workspace) const;
+  // 1 / sqrt(var + eps) of the saved variance, in scratch, for the backward kernels.
+  const float* invstd_of(const NormGeometry& g, Tensor save_var);
   // Throws a clear error instead of a failed capture when a step allocates or plans while being captured.
   void expect_not_capturing(const char* what) const;
   bool capturing() const;

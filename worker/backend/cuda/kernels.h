@@ -34,21 +34,31 @@ void launch_invstd_from_var(const float* var, float* invstd, int64_t c, float ep
 // coefficients); statistics, gamma, beta and their gradients are fp32 (c values); x, y, dy, dx share `type`.
 size_t bn_scratch_bytes(int64_t m, int64_t c);
 // save_mean / save_var: the batch's mean and biased variance; running_* += momentum * (batch - running), with the
-// unbiased variance; y = (x - mean) / sqrt(var + eps) * gamma + beta. With `relu_mask` (c a multiple of 32:
-// kmath::bn_apply_writes_mask), y = relu(...) and relu_mask (relu_mask_words(m * c) words) gets its mask.
+// unbiased variance; y = (x - mean) / sqrt(var + eps) * gamma + beta, joined with `join`.
+// What the normalize pass joins (both optional): y += residual (a ResNet block's join, same dtype as y); with
+// relu_mask (c a multiple of 32: kmath::bn_apply_writes_mask), y = relu(y) and relu_mask (relu_mask_words(m * c)
+// words) gets its mask.
+struct BnJoin {
+  const void* residual = nullptr;
+  uint32_t* relu_mask = nullptr;
+};
 void launch_bn_forward_training(const void* x, void* y, DType type, int64_t m, int64_t c, float eps, float momentum,
                                 const float* gamma, const float* beta, float* save_mean, float* save_var,
-                                float* running_mean, float* running_var, uint32_t* relu_mask, void* scratch,
-                                cudaStream_t s);
+                                float* running_mean, float* running_var, BnJoin join, void* scratch, cudaStream_t s);
 // y = (x - mean) / sqrt(var + eps) * gamma + beta, then a ReLU when `relu`.
 void launch_bn_forward_inference(const void* x, void* y, DType type, int64_t m, int64_t c, float eps,
                                  const float* gamma, const float* beta, const float* mean, const float* var, bool relu,
                                  void* scratch, cudaStream_t s);
-// dx, and dgamma / dbeta overwritten, from the forward's saved mean and 1 / sqrt(var + eps). With `relu_mask`
-// (a BN + ReLU layer's mask), dy is the ReLU's output gradient, taken through the mask.
-void launch_bn_backward(const void* x, const void* dy, const uint32_t* relu_mask, void* dx, DType type, int64_t m,
-                        int64_t c, const float* save_mean, const float* invstd, const float* gamma, float* dgamma,
-                        float* dbeta, void* scratch, cudaStream_t s);
+// dx, and dgamma / dbeta overwritten, from the forward's saved mean and 1 / sqrt(var + eps), joined with `join`.
+// The backward of a joined layer (both optional): with relu_mask, dy is the ReLU's output gradient, taken through
+// the mask; dresidual gets the gradient that reaches the residual (dy through the mask), in the dx pass.
+struct BnJoinGrad {
+  const uint32_t* relu_mask = nullptr;
+  void* dresidual = nullptr;
+};
+void launch_bn_backward(const void* x, const void* dy, BnJoinGrad join, void* dx, DType type, int64_t m, int64_t c,
+                        const float* save_mean, const float* invstd, const float* gamma, float* dgamma, float* dbeta,
+                        void* scratch, cudaStream_t s);
 
 // --- linear ------------------------------------------------------------------------------------------------
 // y (N, out) += b broadcast over rows.

@@ -89,35 +89,43 @@ __global__ void bn_inference_affine_kernel(const float* gamma, const float* beta
   TORUS_GRID_STRIDE(ch, c) affine[ch] = kmath::bn_affine_of(mean[ch], var[ch], eps, gamma[ch], beta[ch]);
 }
 
+// y = bn(x), plus the residual when there is one (a block's join), then the ReLU when `relu`.
 template <DType D>
-__global__ void bn_apply_kernel(const void* x, void* y, int64_t m, int64_t c, const kmath::Affine* affine, bool relu) {
+__global__ void bn_apply_kernel(const void* x, const void* residual, void* y, int64_t m, int64_t c,
+                                const kmath::Affine* affine, bool relu) {
   using S = Storage<D>;
   const auto* in = static_cast<const typename S::T*>(x);
+  const auto* res = static_cast<const typename S::T*>(residual);
   auto* out = static_cast<typename S::T*>(y);
   const int64_t ch = bn_channel();
   if (ch >= c) return;
   const kmath::Affine f = affine[ch];
   TORUS_BN_ROWS(r, m) {
-    const float v = kmath::bn_apply(f, S::load(in, r * c + ch));
-    S::store(out, r * c + ch, relu ? kmath::relu(v) : v);
+    const int64_t i = r * c + ch;
+    const float v = kmath::bn_apply(f, S::load(in, i)) + (res != nullptr ? S::load(res, i) : 0.0f);
+    S::store(out, i, relu ? kmath::relu(v) : v);
   }
 }
 
-// The training forward of a BN + ReLU layer whose channels are whole warps (kmath::bn_apply_writes_mask): the ReLU
-// and its mask in the normalize pass, one ballot word per warp and row, where a separate kernel read and wrote the
-// output once more (the ReLU and its mask: 7.3 ms of a 50.6 ms bf16 ResNet-50 step on the H200). The bit is taken
-// from the stored value, as the separate kernel takes it from y.
+// The training forward of a BN + ReLU layer, or a block's BN + add + ReLU join, whose channels are whole warps
+// (kmath::bn_apply_writes_mask): the ReLU and its mask in the normalize pass, one ballot word per warp and row, where
+// separate kernels read and wrote the output again (the residual add 6.0 ms, the ReLU and its mask 7.3 ms of a
+// 50.6 ms bf16 ResNet-50 step on the H200). The bit is taken from the stored value, as the separate kernel takes it
+// from y.
 template <DType D>
-__global__ void bn_apply_relu_mask_kernel(const void* x, void* y, uint32_t* mask, int64_t m, int64_t c,
-                                          const kmath::Affine* affine) {
+__global__ void bn_apply_relu_mask_kernel(const void* x, const void* residual, void* y, uint32_t* mask, int64_t m,
+                                          int64_t c, const kmath::Affine* affine) {
   using S = Storage<D>;
   const auto* in = static_cast<const typename S::T*>(x);
+  const auto* res = static_cast<const typename S::T*>(residual);
   auto* out = static_cast<typename S::T*>(y);
   const int64_t ch = bn_channel();
   const kmath::Affine f = affine[ch];
   TORUS_BN_ROWS(r, m) {
-    S::store(out, r * c + ch, kmath::relu(kmath::bn_apply(f, S::load(in, r * c + ch))));
-    const uint32_t bits = __ballot_sync(0xffffffffu, S::load(out, r * c + ch) > 0.0f);
+    const int64_t i = r * c + ch;
+    const float v = kmath::bn_apply(f, S::load(in, i)) + (res != nullptr ? S::load(res, i) : 0.0f);
+    S::store(out, i, kmath::relu(v));
+    const uint32_t bits = __ballot_sync(0xffffffffu, S::load(out, i) > 0.0f);
     if (threadIdx.x == 0) mask[kmath::bn_mask_word(r, c, blockIdx.x)] = bits;
   }
 }
@@ -170,19 +178,23 @@ __global__ void bn_backward_finalize_kernel(const kmath::Sums* partial, int64_t 
   coefficients[ch] = k;
 }
 
+// dx; for a block's join also the residual's gradient (dy through the mask), in the same pass.
 template <DType D>
-__global__ void bn_backward_dx_kernel(const void* x, const void* dy, const uint32_t* mask, void* dx, int64_t m,
-                                      int64_t c, const kmath::NormBackwardCoefficients* coefficients) {
+__global__ void bn_backward_dx_kernel(const void* x, const void* dy, const uint32_t* mask, void* dx, void* dresidual,
+                                      int64_t m, int64_t c, const kmath::NormBackwardCoefficients* coefficients) {
   using S = Storage<D>;
   const auto* in = static_cast<const typename S::T*>(x);
   const auto* grad = static_cast<const typename S::T*>(dy);
   auto* out = static_cast<typename S::T*>(dx);
+  auto* dres = static_cast<typename S::T*>(dresidual);
   const int64_t ch = bn_channel();
   if (ch >= c) return;
   const kmath::NormBackwardCoefficients k = coefficients[ch];
   TORUS_BN_ROWS(r, m) {
     const int64_t i = r * c + ch;
-    S::store(out, i, kmath::bn_backward_dx(k, S::load(in, i), kmath::through_relu_mask(mask, i, S::load(grad, i))));
+    const float g = kmath::through_relu_mask(mask, i, S::load(grad, i));
+    S::store(out, i, kmath::bn_backward_dx(k, S::load(in, i), g));
+    if (dres != nullptr) S::store(dres, i, g);
   }
 }
 
@@ -213,10 +225,9 @@ size_t bn_scratch_bytes(int64_t m, int64_t c) {
 
 void launch_bn_forward_training(const void* x, void* y, DType type, int64_t m, int64_t c, float eps, float momentum,
                                 const float* gamma, const float* beta, float* save_mean, float* save_var,
-                                float* running_mean, float* running_var, uint32_t* relu_mask, void* scratch,
-                                cudaStream_t s) {
+                                float* running_mean, float* running_var, BnJoin join, void* scratch, cudaStream_t s) {
   expect_rows(m, c);
-  if (relu_mask != nullptr && !kmath::bn_apply_writes_mask(c))
+  if (join.relu_mask != nullptr && !kmath::bn_apply_writes_mask(c))
     throw InvalidArgument("batch norm + ReLU: " + std::to_string(c) +
                           " channels; the fused mask needs a multiple of 32 (run the ReLU-with-mask kernel)");
   const Grid g = bn_grid(m, c);
@@ -227,10 +238,10 @@ void launch_bn_forward_training(const void* x, void* y, DType type, int64_t m, i
       partial, g.slices, c, eps, momentum, gamma, beta, save_mean, save_var, running_mean, running_var, affine);
   check_launch();
   dispatch(type, [&]<DType D>() {
-    if (relu_mask != nullptr) {
-      bn_apply_relu_mask_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, y, relu_mask, m, c, affine);
+    if (join.relu_mask != nullptr) {
+      bn_apply_relu_mask_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, join.residual, y, join.relu_mask, m, c, affine);
     } else {
-      bn_apply_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, y, m, c, affine, false);
+      bn_apply_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, join.residual, y, m, c, affine, false);
     }
   });
   check_launch();
@@ -244,25 +255,27 @@ void launch_bn_forward_inference(const void* x, void* y, DType type, int64_t m, 
   auto* affine = static_cast<kmath::Affine*>(scratch);
   bn_inference_affine_kernel<<<blocks_for(c), kThreads, 0, s>>>(gamma, beta, mean, var, c, eps, affine);
   check_launch();
-  dispatch(type, [&]<DType D>() { bn_apply_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, y, m, c, affine, relu); });
+  dispatch(type,
+           [&]<DType D>() { bn_apply_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, nullptr, y, m, c, affine, relu); });
   check_launch();
 }
 
-void launch_bn_backward(const void* x, const void* dy, const uint32_t* relu_mask, void* dx, DType type, int64_t m,
-                        int64_t c, const float* save_mean, const float* invstd, const float* gamma, float* dgamma,
-                        float* dbeta, void* scratch, cudaStream_t s) {
+void launch_bn_backward(const void* x, const void* dy, BnJoinGrad join, void* dx, DType type, int64_t m, int64_t c,
+                        const float* save_mean, const float* invstd, const float* gamma, float* dgamma, float* dbeta,
+                        void* scratch, cudaStream_t s) {
   expect_rows(m, c);
   const Grid g = bn_grid(m, c);
   auto [partial, coefficients] = split<kmath::Sums, kmath::NormBackwardCoefficients>(scratch, g.slices, c);
   dispatch(type, [&]<DType D>() {
-    bn_backward_sums_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, dy, relu_mask, m, c, save_mean, partial);
+    bn_backward_sums_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, dy, join.relu_mask, m, c, save_mean, partial);
   });
   check_launch();
   bn_backward_finalize_kernel<<<finalize_blocks(c), finalize_threads(), 0, s>>>(
       partial, g.slices, c, static_cast<float>(m), save_mean, invstd, gamma, dgamma, dbeta, coefficients);
   check_launch();
   dispatch(type, [&]<DType D>() {
-    bn_backward_dx_kernel<D><<<g.blocks, g.threads, 0, s>>>(x, dy, relu_mask, dx, m, c, coefficients);
+    bn_backward_dx_kernel<D>
+        <<<g.blocks, g.threads, 0, s>>>(x, dy, join.relu_mask, dx, join.dresidual, m, c, coefficients);
   });
   check_launch();
 }

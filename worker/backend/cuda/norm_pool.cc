@@ -71,17 +71,37 @@ size_t CudaBackend::norm_workspace_bytes(const NormGeometry& g) {
   return std::max({mask, reserve, kStashBytes});
 }
 
+void CudaBackend::expect_norm_tensors(const NormGeometry& g, Tensor x, std::initializer_list<Tensor> activations,
+                                      std::initializer_list<Tensor> per_channel) const {
+  expect_elements(x, g.shape().numel(), "batch norm input");
+  for (Tensor t : activations) {
+    expect_dtype(t, x.dtype(), "batch norm activation (y, dy, dx, residual)");
+    expect_elements(t, g.shape().numel(), "batch norm activation (y, dy, dx, residual)");
+  }
+  for (Tensor t : per_channel) {
+    expect_dtype(t, DType::kF32, "batch norm statistic");
+    expect_elements(t, g.c, "batch norm statistic");
+  }
+}
+
+void CudaBackend::expect_mask_workspace(const NormGeometry& g, Tensor workspace_t) const {
+  const size_t need = static_cast<size_t>(relu_mask_words(g.shape().numel())) * sizeof(uint32_t);
+  if (workspace_t.bytes() < need)
+    throw InvalidArgument("batch norm + ReLU: workspace of " + std::to_string(workspace_t.bytes()) +
+                          " bytes, the mask needs " + std::to_string(need) + " (norm_workspace_bytes)");
+}
+
+const float* CudaBackend::invstd_of(const NormGeometry& g, Tensor save_var) {
+  auto* invstd = static_cast<float*>(scratch(kNormInvStd, static_cast<size_t>(g.c) * sizeof(float)));
+  launch_invstd_from_var(save_var.f32(), invstd, g.c, g.eps, stream_.get());
+  return invstd;
+}
+
 void CudaBackend::norm_forward_training(const NormGeometry& g, Tensor x, Tensor gamma, Tensor beta, Tensor y,
                                         Tensor save_mean, Tensor save_var, Tensor running_mean, Tensor running_var,
                                         float momentum, Tensor workspace_t) {
   const DType type = x.dtype();
-  expect_dtype(y, type, "batch norm output");
-  expect_elements(x, g.shape().numel(), "batch norm input");
-  expect_elements(y, g.shape().numel(), "batch norm output");
-  for (Tensor t : {gamma, beta, save_mean, save_var, running_mean, running_var}) {
-    expect_dtype(t, DType::kF32, "batch norm statistic");
-    expect_elements(t, g.c, "batch norm statistic");
-  }
+  expect_norm_tensors(g, x, {y}, {gamma, beta, save_mean, save_var, running_mean, running_var});
   NormPlan& p = norm_plan(g, type);
   const float one = 1.0f, zero = 0.0f;
   if (p.fusion == BnFusion::kCudnn) {
@@ -111,8 +131,8 @@ void CudaBackend::norm_forward_training(const NormGeometry& g, Tensor x, Tensor 
     const bool mask_in_pass = relu && kmath::bn_apply_writes_mask(g.c);
     launch_bn_forward_training(x.data(), y.data(), type, g.rows(), g.c, g.eps, momentum, gamma.f32(), beta.f32(),
                                save_mean.f32(), save_var.f32(), running_mean.f32(), running_var.f32(),
-                               mask_in_pass ? mask : nullptr, scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)),
-                               stream_.get());
+                               BnJoin{nullptr, mask_in_pass ? mask : nullptr},
+                               scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)), stream_.get());
     if (relu) {
       if (!mask_in_pass) launch_relu_with_mask(y.data(), mask, type, y.numel(), stream_.get());
       stash_[workspace_t.data()] = {x.data(), y.data(), BnFusion::kOff};
@@ -134,13 +154,9 @@ void CudaBackend::norm_forward_inference(const NormGeometry& g, Tensor x, Tensor
 void CudaBackend::norm_backward(const NormGeometry& g, Tensor x, Tensor dy, Tensor gamma, Tensor beta, Tensor save_mean,
                                 Tensor save_var, Tensor workspace_t, Tensor dx, Tensor dgamma, Tensor dbeta) {
   const DType type = x.dtype();
-  expect_dtype(dy, type, "batch norm output gradient");
-  expect_dtype(dx, type, "batch norm input gradient");
-  expect_elements(dy, g.shape().numel(), "batch norm output gradient");
-  expect_elements(dx, g.shape().numel(), "batch norm input gradient");
+  expect_norm_tensors(g, x, {dy, dx}, {gamma, beta, save_mean, save_var, dgamma, dbeta});
   NormPlan& p = norm_plan(g, type);
-  auto* invstd = static_cast<float*>(scratch(kNormInvStd, static_cast<size_t>(g.c) * sizeof(float)));
-  launch_invstd_from_var(save_var.f32(), invstd, g.c, g.eps, stream_.get());
+  const float* invstd = invstd_of(g, save_var);
   Stash forward;  // only ReLU layers record their forward (their workspace is unique per layer)
   if (g.activation == Activation::kRelu) {
     auto it = stash_.find(workspace_t.data());
@@ -188,8 +204,42 @@ void CudaBackend::norm_backward_unfused(const NormGeometry& g, NormBackward path
     launch_relu_backward(forward.y, dy.data(), masked, type, dy.numel(), stream_.get());
     grad = masked;
   }
-  launch_bn_backward(x.data(), grad, mask, dx.data(), type, g.rows(), g.c, save_mean.f32(), invstd, gamma.f32(),
-                     dgamma.f32(), dbeta.f32(), scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)), stream_.get());
+  launch_bn_backward(x.data(), grad, BnJoinGrad{mask, nullptr}, dx.data(), type, g.rows(), g.c, save_mean.f32(), invstd,
+                     gamma.f32(), dgamma.f32(), dbeta.f32(), scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)),
+                     stream_.get());
+}
+
+// A block's join, y = relu(bn(x) + residual), in the normalize pass with the ReLU's mask (a separate ReLU-with-mask
+// kernel where the channels are not whole warps); cuDNN's fused fp16 BN + ReLU is not used here: it has no add in
+// the form the layer asks for, and ours runs every dtype the same way.
+void CudaBackend::norm_add_relu_forward_training(const NormGeometry& g, Tensor x, Tensor residual, Tensor gamma,
+                                                 Tensor beta, Tensor y, Tensor save_mean, Tensor save_var,
+                                                 Tensor running_mean, Tensor running_var, float momentum,
+                                                 Tensor workspace_t) {
+  if (g.activation != Activation::kRelu)
+    throw InvalidArgument("batch norm + add + ReLU: the geometry's activation must be kRelu (the ReLU after the add)");
+  expect_norm_tensors(g, x, {y, residual}, {gamma, beta, save_mean, save_var, running_mean, running_var});
+  expect_mask_workspace(g, workspace_t);
+  auto* mask = static_cast<uint32_t*>(workspace_t.data());
+  const bool mask_in_pass = kmath::bn_apply_writes_mask(g.c);
+  launch_bn_forward_training(x.data(), y.data(), x.dtype(), g.rows(), g.c, g.eps, momentum, gamma.f32(), beta.f32(),
+                             save_mean.f32(), save_var.f32(), running_mean.f32(), running_var.f32(),
+                             BnJoin{residual.data(), mask_in_pass ? mask : nullptr},
+                             scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)), stream_.get());
+  if (!mask_in_pass) launch_relu_with_mask(y.data(), mask, x.dtype(), y.numel(), stream_.get());
+}
+
+// dresidual = dy through the forward's mask, dx through the normalization, both in the dx pass (y is not read: the
+// mask holds what the backward needs of it).
+void CudaBackend::norm_add_relu_backward(const NormGeometry& g, Tensor x, Tensor /*y*/, Tensor dy, Tensor gamma,
+                                         Tensor /*beta*/, Tensor save_mean, Tensor save_var, Tensor workspace_t,
+                                         Tensor dx, Tensor dresidual, Tensor dgamma, Tensor dbeta) {
+  expect_norm_tensors(g, x, {dy, dx, dresidual}, {gamma, save_mean, save_var, dgamma, dbeta});
+  expect_mask_workspace(g, workspace_t);
+  launch_bn_backward(x.data(), dy.data(),
+                     BnJoinGrad{static_cast<const uint32_t*>(workspace_t.data()), dresidual.data()}, dx.data(),
+                     x.dtype(), g.rows(), g.c, save_mean.f32(), invstd_of(g, save_var), gamma.f32(), dgamma.f32(),
+                     dbeta.f32(), scratch(kNormScratch, bn_scratch_bytes(g.rows(), g.c)), stream_.get());
 }
 
 // --- pooling ------------------------------------------------------------------------------------------------------
