@@ -35,8 +35,8 @@ CudaBackend::NormPlan& CudaBackend::norm_plan(const NormGeometry& g, DType type)
   set_nhwc(p->x, type, g.n, g.h, g.w, g.c);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p->stats.get(), p->x.get(), CUDNN_BATCHNORM_SPATIAL));
   CUDNN_CHECK(cudnnSetActivationDescriptor(p->relu.get(), CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-  // cuDNN documents BN + ReLU fusion for NHWC fp16 in its persistent kernels; fp32 and bf16 run BN, then our ReLU
-  // with a 1-bit mask.
+  // cuDNN documents BN + ReLU fusion for NHWC fp16 in its persistent kernels; fp32 and bf16 run our BN with the ReLU
+  // and its 1-bit mask in the normalize pass (whole warps of channels) or in a kernel after it.
   const bool fusable = g.activation == Activation::kRelu && type == DType::kF16 &&
                        options_.bn_fusion == BnFusion::kCudnn && g.c % 4 == 0 && g.eps >= CUDNN_BN_MIN_EPSILON;
   if (fusable) {
