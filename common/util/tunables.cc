@@ -51,6 +51,8 @@ constexpr std::array kTable = std::to_array<Tunable>({
      "GPU: 1 uses deterministic conv algorithms and max pooling only"},
     {"TORUS_CUDNN_BN_FUSION", Type::kInteger, "1", "", "GPU: 0 turns the fused cuDNN batch norm + ReLU off"},
     {"TORUS_CUDNN_WORKSPACE_MB", Type::kInteger, "512", "", "GPU: workspace one convolution algorithm may use"},
+    {"TORUS_NCCL_GRAPHS", Type::kInteger, "0", "",
+     "GPU, several ranks: 1 captures steps as CUDA graphs with the NCCL gradient all-reduce inside (0: eager steps)"},
 });
 
 bool well_typed(Type type, const std::string& value) {

@@ -18,6 +18,7 @@
 #include "tests/support/run_ranks.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/cuda/errors.h"
+#include "worker/backend/cuda/graph.h"
 #include "worker/comm/nccl/nccl_communicator.h"
 #include "worker/comm/nccl/nccl_gradient_sync.h"
 #include "worker/comm/store.h"
@@ -109,6 +110,55 @@ TEST_F(GpuNccl, GradientSyncAveragesAndCountsEachBucketsBytesAndDeviceTime) {
     EXPECT_EQ(t.bytes, kSteps * count * sizeof(float)) << "rank " << rank;
     EXPECT_GT(t.seconds, 0.0) << "rank " << rank;
     EXPECT_LT(t.seconds, 60.0) << "rank " << rank;
+  });
+}
+
+// A step captured as a CUDA Graph with its reductions inside (GraphCapture::kOn, TORUS_NCCL_GRAPHS=1): the
+// communicator's stream joins the capture and is joined back, and every replay reduces again: each rank's
+// accumulator gains the average once per executed step (the eager one and 3 replays; the capture runs nothing).
+// Each replay is watched (replayed()), and only the eager step is timed (a graph's events are re-recorded by every
+// replay). With one GPU the world is one rank: the capture and its watch are shown, the exchange is not.
+TEST_F(GpuNccl, ACapturedStepReplaysItsReductionsAndEachReplayIsWatched) {
+  const std::vector<ParamSpan> spans = {{0, 1 << 16}, {1 << 16, 4096}};
+  const size_t count = spans.back().offset + spans.back().count;
+  constexpr int kReplays = 3;
+  run_ranks(ranks_, [&](int rank) {
+    wc::CudaOptions o;
+    o.device = rank;
+    auto backend = wc::make_cuda_backend(o);
+    worker::Buffer grads = backend->allocate(count * sizeof(float)), src = backend->allocate(count * sizeof(float)),
+                   acc = backend->allocate(count * sizeof(float));
+    const worker::Tensor g(grads.data(), {static_cast<int64_t>(count)}), s(src.data(), g.shape()),
+        a(acc.data(), g.shape());
+    backend->fill(s, static_cast<float>(rank + 1));
+    backend->fill(a, 0.0f);
+    auto traffic = std::make_shared<TrafficCounter>();
+    BucketOptions small;
+    small.first_bucket_bytes = 64 << 10;
+    NcclGradientSync sync(std::make_unique<NcclCommunicator>(
+                              rank, ranks_, std::make_shared<PrefixStore>("graphs", store_), rank, kTimeout),
+                          backend->compute_stream(), g.f32(), count, spans, small, traffic, GraphCapture::kOn);
+    ASSERT_TRUE(sync.capturable());
+    auto step = [&] {
+      sync.begin_step();
+      backend->copy(s, g);  // the backward's gradients
+      for (size_t p = spans.size(); p-- > 0;) sync.grad_ready(p);
+      sync.finish_step();
+      backend->add(a, g, a, worker::Activation::kNone);  // the update reads the averages
+    };
+    step();  // eager: plans and buffers, as the trainer's first step of an epoch
+    wc::StepGraph graph = wc::StepGraph::capture(*backend, step);
+    for (int i = 0; i < kReplays; ++i) {
+      graph.replay(backend->compute_stream());
+      sync.replayed();
+    }
+    sync.drain();
+    std::vector<float> host(count);
+    backend->download(a, host.data());
+    const float want = static_cast<float>(1 + kReplays) * static_cast<float>(ranks_ + 1) / 2.0f;
+    const auto bad = std::count_if(host.begin(), host.end(), [&](float v) { return std::abs(v - want) > 1e-5f; });
+    EXPECT_EQ(bad, 0) << "rank " << rank << ": the accumulator differs from " << want << " (" << host[0] << ")";
+    EXPECT_EQ(traffic->totals().calls, sync.buckets().size()) << "only the eager step is timed";
   });
 }
 

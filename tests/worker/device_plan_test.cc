@@ -39,7 +39,7 @@ std::string joined(const DevicePlan& plan) {
 }
 
 TEST(DevicePlan, HostMemoryKeepsTheHostLoop) {
-  const DevicePlan p = device_plan(MemorySpace::kHost, kAll, config_at(16), *set_of(16), false);
+  const DevicePlan p = device_plan(MemorySpace::kHost, kAll, config_at(16), *set_of(16), SyncCapture::kNoSync);
   EXPECT_EQ(p.staging, Staging::kCopy);
   EXPECT_EQ(p.augment, AugmentAt::kHost);
   EXPECT_EQ(p.step, StepRun::kEager);
@@ -47,7 +47,7 @@ TEST(DevicePlan, HostMemoryKeepsTheHostLoop) {
 }
 
 TEST(DevicePlan, ADeviceBackendStagesAugmentsAndCaptures) {
-  const DevicePlan p = device_plan(MemorySpace::kDevice, kAll, config_at(16), *set_of(16), false);
+  const DevicePlan p = device_plan(MemorySpace::kDevice, kAll, config_at(16), *set_of(16), SyncCapture::kNoSync);
   EXPECT_EQ(p.staging, Staging::kPinned);
   EXPECT_EQ(p.augment, AugmentAt::kDevice);
   EXPECT_EQ(p.step, StepRun::kCaptured);
@@ -59,32 +59,37 @@ TEST(DevicePlan, ADeviceBackendStagesAugmentsAndCaptures) {
 }
 
 TEST(DevicePlan, EachLimitSaysWhy) {
-  auto plan = [](TrainingOffers offers, const TrainConfig& c, int native, bool sync) {
+  auto plan = [](TrainingOffers offers, const TrainConfig& c, int native, SyncCapture sync = SyncCapture::kNoSync) {
     return device_plan(MemorySpace::kDevice, offers, c, *set_of(native), sync);
   };
-  const DevicePlan no_offers = plan({}, config_at(16), 16, false);
+  const DevicePlan no_offers = plan({}, config_at(16), 16);
   EXPECT_EQ(no_offers.staging, Staging::kCopy);
   EXPECT_EQ(no_offers.augment, AugmentAt::kHost);
   EXPECT_EQ(no_offers.step, StepRun::kEager);
   EXPECT_NE(no_offers.step_why.find("does not capture"), std::string::npos);
 
-  const DevicePlan synced = plan(kAll, config_at(16), 16, true);
+  const DevicePlan synced = plan(kAll, config_at(16), 16, SyncCapture::kNotCapturable);
   EXPECT_EQ(synced.step, StepRun::kEager);
   EXPECT_NE(synced.step_why.find("across ranks"), std::string::npos) << synced.step_why;
   EXPECT_EQ(synced.augment, AugmentAt::kDevice) << "staging and augmentation do not depend on the sync";
 
+  const DevicePlan captured_sync = plan(kAll, config_at(16), 16, SyncCapture::kCapturable);
+  EXPECT_EQ(captured_sync.step, StepRun::kCaptured);
+  EXPECT_NE(captured_sync.step_why.find("all-reduce inside, watched after each replay"), std::string::npos)
+      << captured_sync.step_why;
+
   TrainConfig rrc = config_at(16);
   rrc.data.transform.train_crop = data::TrainCrop::kRandomResizedCrop;
-  const DevicePlan resampled = plan(kAll, rrc, 16, false);
+  const DevicePlan resampled = plan(kAll, rrc, 16);
   EXPECT_EQ(resampled.augment, AugmentAt::kHost);
   EXPECT_NE(resampled.augment_why.find("randomResizedCrop"), std::string::npos) << resampled.augment_why;
   EXPECT_EQ(resampled.staging, Staging::kPinned);
 
-  const DevicePlan resized = plan(kAll, config_at(12), 16, false);
+  const DevicePlan resized = plan(kAll, config_at(12), 16);
   EXPECT_EQ(resized.augment, AugmentAt::kHost);
   EXPECT_NE(resized.augment_why.find("12 px"), std::string::npos) << resized.augment_why;
 
-  const DevicePlan no_augment = plan({.staging = true, .capture = true}, config_at(16), 16, false);
+  const DevicePlan no_augment = plan({.staging = true, .capture = true}, config_at(16), 16);
   EXPECT_EQ(no_augment.augment, AugmentAt::kHost);
   EXPECT_EQ(no_augment.step, StepRun::kCaptured);
 }

@@ -102,6 +102,51 @@ TEST(TrainerDevice, CapturedStagedStepsTrainExactlyLikeTheHostLoop) {
   EXPECT_EQ(result.last_eval.top1, expected.last_eval.top1);
 }
 
+// A gradient sync of one rank (the gradients stay as they are) that says whether a graph can hold it and counts the
+// replays it is told about.
+struct SyncCalls {
+  int replayed = 0;
+};
+class OneRankSync final : public GradientSync {
+ public:
+  OneRankSync(bool capturable, SyncCalls& calls) : capturable_(capturable), calls_(calls) {}
+  void begin_step() override {}
+  void grad_ready(size_t /*param_index*/) override {}
+  void finish_step() override {}
+  bool capturable() const override { return capturable_; }
+  void replayed() override { ++calls_.replayed; }
+
+ private:
+  bool capturable_;
+  SyncCalls& calls_;
+};
+
+// With a gradient sync a graph can hold (NCCL's, with TORUS_NCCL_GRAPHS=1), steps are captured and replayed as with
+// one rank, and the sync is told of every replay (it watches the replay's collectives); one it cannot hold (host
+// collectives) keeps every step eager.
+TEST(TrainerDevice, AGradientSyncAGraphCanHoldIsCapturedAndToldOfEachReplay) {
+  const TrainConfig config = small_config();
+  const Datasets data = load_datasets(config.data, config.seed);
+  LocalCollectives world;
+  auto host = cpu::make_cpu_backend(1);
+  Trainer reference(*host, config, data, world);
+  reference.run();
+
+  for (bool capturable : {true, false}) {
+    SyncCalls calls;
+    const GradientSyncFactory factory = [&](const Arena& /*grads*/) {
+      return std::make_unique<OneRankSync>(capturable, calls);
+    };
+    PretendDeviceBackend device({.staging = true, .augment = false, .capture = true});
+    Trainer t(device, config, data, world, factory);
+    ASSERT_EQ(t.device_plan().step, capturable ? StepRun::kCaptured : StepRun::kEager) << t.device_plan().step_why;
+    t.run();
+    EXPECT_EQ(t.step_replays(), capturable ? 14 : 0);
+    EXPECT_EQ(calls.replayed, t.step_replays()) << "replayed() once per replay, never for an eager step";
+    EXPECT_EQ(parameters(device, t), parameters(*host, reference));
+  }
+}
+
 TEST(TrainerDevice, StagesTheNextBatchBeforeReadingTheLossAndReadsLossesPerLogInterval) {
   const TrainConfig config = small_config();
   const Datasets data = load_datasets(config.data, config.seed);

@@ -36,6 +36,8 @@ class GradientSyncOf final : public train::GradientSync {
   void begin_step() override { sync_.begin_step(); }
   void grad_ready(size_t param_index) override { sync_.grad_ready(param_index); }
   void finish_step() override { sync_.finish_step(); }
+  bool capturable() const override { return sync_.capturable(); }
+  void replayed() override { sync_.replayed(); }
   Sync& sync() { return sync_; }
 
  private:

@@ -157,7 +157,13 @@ GradientPath nccl_gradient_path([[maybe_unused]] comm::World& w, [[maybe_unused]
   auto& gpu = dynamic_cast<cuda::CudaBackend&>(backend);
   const comm::ReducerOptions reducer = reducer_options(run.comm);
   GradientPath path;
-  path.factory = [&w, &gpu, reducer, nccl_traffic](const Arena& grads) -> std::unique_ptr<GradientSync> {
+  // Off until a GPU run shows NCCL's collectives captured and replayed (docs/gpu.md): then steps of several ranks
+  // replay as one graph, as one rank's do.
+  const int64_t graphs = run.developer.integer("TORUS_NCCL_GRAPHS").value_or(0);
+  if (graphs != 0 && graphs != 1)
+    throw InvalidArgument("TORUS_NCCL_GRAPHS: expected 0 or 1, got " + std::to_string(graphs));
+  const comm::GraphCapture capture = graphs == 1 ? comm::GraphCapture::kOn : comm::GraphCapture::kOff;
+  path.factory = [&w, &gpu, reducer, nccl_traffic, capture](const Arena& grads) -> std::unique_ptr<GradientSync> {
     // Backends get twice the watchdog's deadline, so the watchdog reports a hung step first (with its exit code).
     auto nccl = std::make_unique<comm::NcclCommunicator>(w.rank(), w.size(), w.store(), gpu.device(), w.timeout() * 2,
                                                          "nccl/gradients/id");
@@ -165,7 +171,7 @@ GradientPath nccl_gradient_path([[maybe_unused]] comm::World& w, [[maybe_unused]
     const Tensor all = grads.all();
     auto sync = std::make_unique<comm::NcclGradientSync>(std::move(nccl), gpu.compute_stream(), all.f32(),
                                                          static_cast<size_t>(all.numel()), param_spans(grads),
-                                                         reducer.buckets, nccl_traffic);
+                                                         reducer.buckets, nccl_traffic, capture);
     if (w.rank() == 0) {
       TLOG(Info) << "gradient all-reduce (nccl): " << comm::describe(sync->buckets(), 4);
     }

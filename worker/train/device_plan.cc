@@ -39,7 +39,7 @@ const char* transform_name(const data::Transform& t) {
 }  // namespace
 
 DevicePlan device_plan(MemorySpace memory, const TrainingOffers& offers, const TrainConfig& config,
-                       const data::Dataset& train, bool gradient_sync) {
+                       const data::Dataset& train, SyncCapture sync) {
   DevicePlan plan;
   if (memory == MemorySpace::kHost) {
     plan.staging_why = plan.augment_why = plan.step_why = "backend memory is host memory";
@@ -57,11 +57,13 @@ DevicePlan device_plan(MemorySpace memory, const TrainingOffers& offers, const T
   }
   if (!offers.capture) {
     plan.step_why = "the backend does not capture steps";
-  } else if (gradient_sync) {
-    plan.step_why = "gradients are averaged across ranks on the communication thread (not capturable)";
+  } else if (sync == SyncCapture::kNotCapturable) {
+    plan.step_why = "gradients are averaged across ranks by collectives a graph cannot hold";
   } else {
     plan.step = StepRun::kCaptured;
     plan.step_why = "per epoch, after one eager step; the learning rate is read from device memory";
+    if (sync == SyncCapture::kCapturable)
+      plan.step_why += "; the gradient all-reduce inside, watched after each replay";
   }
   return plan;
 }

@@ -14,8 +14,9 @@
 //   Capturable when the step's shapes and buffers stay put: within an epoch of one phase (a phase fixes batch and
 //   image size; the evaluation between epochs may regrow the layers' scratch), so each epoch runs its first step
 //   eagerly (plans, buffers) and captures its second. The learning rate reaches the replays through backend memory
-//   (SgdHyper::lr_value), so a schedule still works. Not with a gradient sync (NCCL's collectives run on its
-//   communication thread with host-side watches): the step then runs eagerly.
+//   (SgdHyper::lr_value), so a schedule still works. With a gradient sync only when the sync's collectives can be
+//   recorded into the graph (GradientSync::capturable: NCCL's, when enabled), watched after each replay; otherwise
+//   (host collectives) the step runs eagerly.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@ namespace torus::worker::train {
 enum class Staging : uint8_t { kCopy, kPinned };  // kCopy: Backend::upload of the loader's batch, per step
 enum class AugmentAt : uint8_t { kHost, kDevice };
 enum class StepRun : uint8_t { kEager, kCaptured };
+// The step's gradient averaging: none (one rank), one a captured step cannot hold, or one it can.
+enum class SyncCapture : uint8_t { kNoSync, kNotCapturable, kCapturable };
 
 struct DevicePlan {
   Staging staging = Staging::kCopy;
@@ -38,9 +41,8 @@ struct DevicePlan {
   std::string staging_why, augment_why, step_why;
 };
 
-// `gradient_sync`: the step averages gradients across ranks (world > 1).
 DevicePlan device_plan(MemorySpace memory, const TrainingOffers& offers, const TrainConfig& config,
-                       const data::Dataset& train, bool gradient_sync);
+                       const data::Dataset& train, SyncCapture sync);
 
 // The log lines: "input: ...", "step: ...".
 std::vector<std::string> describe(const DevicePlan& plan);

@@ -17,6 +17,12 @@ class GradientSync {
   virtual void grad_ready(size_t param_index) = 0;
   // Blocks until every gradient in the arena holds the average over all ranks.
   virtual void finish_step() = 0;
+  // Whether a captured step (a CUDA Graph of forward, backward, these calls and the update) can hold this sync's
+  // work: its collectives recorded into the graph by the calls above at capture, nothing but replayed() to redo on
+  // the host per step. Host collectives cannot be.
+  virtual bool capturable() const { return false; }
+  // After each replay of a captured step: the host-side part of a step (watching its collectives).
+  virtual void replayed() {}
 };
 
 // The collectives the loop needs outside the gradient path: metrics, BN statistics, the initial broadcast.

@@ -106,7 +106,7 @@ Trainer::Trainer(Backend& backend, TrainConfig config, Datasets data, Collective
       std::make_unique<TrainStep>(*model_, config_.sgd, config_.label_smoothing, sync_.get(), precision_.loss_scaling);
 
   complete_normalization(config_.data.transform, *data_.train);
-  setup_device(sync_ != nullptr);
+  setup_device();
   loader_ = make_train_loader();
 }
 
@@ -126,9 +126,11 @@ std::unique_ptr<data::Loader> Trainer::make_train_loader() const {
   return std::make_unique<data::Loader>(data_.train, lc);
 }
 
-void Trainer::setup_device(bool gradient_sync) {
-  device_plan_ =
-      train::device_plan(backend_.memory_space(), backend_.training_offers(), config_, *data_.train, gradient_sync);
+void Trainer::setup_device() {
+  const SyncCapture sync = sync_ == nullptr      ? SyncCapture::kNoSync
+                           : sync_->capturable() ? SyncCapture::kCapturable
+                                                 : SyncCapture::kNotCapturable;
+  device_plan_ = train::device_plan(backend_.memory_space(), backend_.training_offers(), config_, *data_.train, sync);
   if (collectives_.rank() == 0) {
     for (const std::string& line : train::describe(device_plan_)) TLOG(Info) << line;
   }

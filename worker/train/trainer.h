@@ -111,7 +111,7 @@ class Trainer {
   void on_arena(const Arena& arena, ArenaContent content, const std::function<void(std::span<float>)>& op);
   void check_layouts_agree();
   // Chooses the device plan, logs it (rank 0) and, with staging, makes the device input and its buffers.
-  void setup_device(bool gradient_sync);
+  void setup_device();
   // The training loader of the first phase (raw pixels when the device augments).
   std::unique_ptr<data::Loader> make_train_loader() const;
   // One run's pieces: an epoch's steps, one step, the end of an epoch (event, evaluation, checkpoint, target).

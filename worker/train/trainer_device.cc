@@ -62,7 +62,8 @@ Trainer::DeviceStep Trainer::device_step(const DeviceInput::Staged& staged, doub
       if (!captured_) throw Error(backend_.name() + " backend: no captured step, though it offers capture");
       ++captures_;
     }
-    captured_->replay();  // no gradient sync in a captured step: nothing to wait for
+    captured_->replay();
+    if (sync_ != nullptr) sync_->replayed();  // the replay's collectives are watched like an eager step's
     ++replays_;
     done.execution = StepExecution::kReplayed;
   }

@@ -198,9 +198,14 @@ void NcclCommunicator::complete(const char* what) {
     settle(what);
     CUDA_CHECK(cudaEventRecord(done_.get(), stream_.get()));
   }
+  wait_event(done_.get(), what);
+}
+
+void NcclCommunicator::wait_event(cudaEvent_t event, const char* what) {
+  bind_device();
   const auto deadline = Clock::now() + timeout();
   for (;;) {
-    const cudaError_t q = cudaEventQuery(done_.get());
+    const cudaError_t q = cudaEventQuery(event);
     if (q != cudaSuccess && q != cudaErrorNotReady) CUDA_CHECK(q);
     (void)poll(what);  // throws on an asynchronous error (a peer gone, a network failure)
     if (q == cudaSuccess) return;

@@ -70,6 +70,10 @@ class NcclCommunicator : public Communicator {
   // rank's device on the calling thread first, so CUDA calls after it on that thread (the step's event timings) use
   // this rank's device, not device 0. An enqueue in progress on the training thread finishes first.
   void wait_enqueued(const char* what) { complete(what); }
+  // The same watch for work that ran outside stream(): waits on the host for `event` (recorded after it, e.g. after
+  // a replayed CUDA Graph whose reductions ran on streams forked inside the capture), checking NCCL's asynchronous
+  // errors; aborts and throws on an error or at the deadline. Binds the rank's device first.
+  void wait_event(cudaEvent_t event, const char* what);
 
  private:
   NcclCommunicator(int rank, int size, ncclComm_t comm, int device, milliseconds timeout);

@@ -15,6 +15,14 @@
 // kStepsInFlight steps are watched at once: beyond that the host waits for the oldest (the device is that far
 // behind), which bounds how far the host runs ahead.
 //
+// Captured steps (GraphCapture::kOn). When the compute stream is being captured (a CUDA Graph of the whole step), the
+// same calls record the step's reductions into the graph: the communicator's stream waits for an event of the
+// capturing stream, so it joins the capture (a forked stream), and finish_step's event joins it back; no watch is
+// queued then (the communication thread must not touch a capturing stream) and no bucket is timed (events inside a
+// graph are re-recorded by every replay, so a watch could not read one replay's times). After each replay,
+// replayed() queues the step's watch on an event recorded after the replay: a hung or failed replayed step is
+// reported like an eager one. The nccl metrics then count the eager steps (each epoch's first), not the replays.
+//
 // Metrics. CUDA events bracket each bucket's reduction on the device from when every rank had arrived at it (an
 // arrival gate, a one-element all-reduce, goes first: bucket_placement.h says why), so the time is the transfer's,
 // without this rank's backward or the wait for the slowest peer; once a step's watch has seen the events finish, it
@@ -24,6 +32,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -33,6 +42,9 @@
 #include "worker/comm/traffic.h"
 
 namespace torus::comm {
+
+// Whether a step's reductions may be recorded into a CUDA Graph of the step (captured and replayed by the trainer).
+enum class GraphCapture : uint8_t { kOff, kOn };
 
 class NcclGradientSync final {
  public:
@@ -44,7 +56,7 @@ class NcclGradientSync final {
   // on none: timing adds the arrival gate, a collective, to each bucket.
   NcclGradientSync(std::unique_ptr<NcclCommunicator> comm, cudaStream_t compute, float* arena, size_t arena_elements,
                    std::vector<ParamSpan> params, const BucketOptions& buckets,
-                   std::shared_ptr<TrafficCounter> traffic = nullptr);
+                   std::shared_ptr<TrafficCounter> traffic = nullptr, GraphCapture capture = GraphCapture::kOff);
   ~NcclGradientSync();
   NcclGradientSync(const NcclGradientSync&) = delete;
   NcclGradientSync& operator=(const NcclGradientSync&) = delete;
@@ -55,6 +67,10 @@ class NcclGradientSync final {
   void grad_ready(size_t param_index);
   // Enqueues the rest; the compute stream waits for the averages (no host wait).
   void finish_step();
+  // Whether the trainer may capture steps that call this sync (GraphCapture::kOn).
+  bool capturable() const { return capture_ == GraphCapture::kOn; }
+  // After each replay of a captured step, on the training thread: queues the replay's watch.
+  void replayed();
 
   const std::vector<Bucket>& buckets() const { return schedule_.buckets(); }
   NcclCommunicator& communicator() { return *comm_; }
@@ -63,6 +79,8 @@ class NcclGradientSync final {
 
  private:
   void launch(BucketSchedule::Range buckets);
+  // Whether the compute stream is being captured now (the step's calls are recording a graph).
+  bool capturing() const;
   void create_timing_events();
   // Drops finished watches, rethrowing the first failure; waits for the oldest while more than `keep` remain.
   void reap(size_t keep);
@@ -78,6 +96,10 @@ class NcclGradientSync final {
   std::vector<std::vector<NcclCommunicator::Timing>> timing_;
   std::vector<worker::cuda::Event> timing_events_;  // the owners of every event in timing_
   size_t slot_ = 0;
+  GraphCapture capture_;
+  // Recorded after each replay, one per watch that may be in flight (kStepsInFlight + 1, used in turn).
+  std::vector<worker::cuda::Event> replay_events_;
+  size_t replay_slot_ = 0;
 };
 
 }  // namespace torus::comm
