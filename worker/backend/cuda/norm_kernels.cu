@@ -1,9 +1,9 @@
 // Batch norm over NHWC tensors: an (N, H, W, C) tensor is m = N * H * W rows of C channels. cuDNN's own NHWC
 // batch norm outside its fp16 persistent kernels runs NCHW kernels over the NHWC data: on an H200 those took 95%
 // of a ResNet-50 step (420 of 445 ms per step at batch 128, fp32 and bf16 alike). These kernels read rows
-// coalesced: blocks of 32 channels x 8 rows, one row slice per gridDim.y; the per-slice partials of each channel are
-// merged by 16 lanes, then the lanes, each in a fixed order (deterministic; the formulas and the merge order are
-// norm_math.h's).
+// coalesced: blocks of 32 channels x 8 rows, one row slice per gridDim.y, each thread loading several rows ahead; the
+// per-slice partials of each channel are merged by 16 lanes, then the lanes, each in a fixed order (deterministic; the
+// formulas and the merge order are norm_math.h's).
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -28,11 +28,32 @@ Grid bn_grid(int64_t m, int64_t c) {
           dim3(kBnLanes, kBnRowsPerBlock), slices};
 }
 
-// The row loop of the (channel, row-slice) grid: thread (x, y) of block (bx, by) visits rows
-// by * 8 + y, stepping over every slice's rows, of channel bx * 32 + x.
-#define TORUS_BN_ROWS(r, m)                                                      \
-  for (int64_t r = blockIdx.y * int64_t{kBnRowsPerBlock} + threadIdx.y; r < (m); \
-       r += gridDim.y * int64_t{kBnRowsPerBlock})
+// The row loop of the (channel, row-slice) grid: thread (x, y) of block (bx, by) visits rows by * 8 + y, stepping
+// over every slice's rows, of channel bx * 32 + x, in that order (the order norm_math.h's merges and the CPU tests
+// assume). `load(r)` reads a row's values and `use(r, values)` folds or writes them; kBnRowsUnrolled rows are loaded
+// before any is used, so each thread keeps that many loads in flight: one 2-byte load per thread keeps only a few
+// KiB in flight per SM, far below what HBM needs (bandwidth x latency) to stream. Rows are uniform across a warp
+// (one threadIdx.y), so `use` may hold a warp-wide ballot.
+constexpr int kBnRowsUnrolled = 4;
+template <typename Load, typename Use>
+__device__ void bn_rows(int64_t m, Load load, Use use) {
+  const int64_t stride = gridDim.y * int64_t{kBnRowsPerBlock};
+  for (int64_t first = blockIdx.y * int64_t{kBnRowsPerBlock} + threadIdx.y; first < m;
+       first += kBnRowsUnrolled * stride) {
+    decltype(load(first)) values[kBnRowsUnrolled]{};
+#pragma unroll
+    for (int u = 0; u < kBnRowsUnrolled; ++u)
+      if (first + u * stride < m) values[u] = load(first + u * stride);
+#pragma unroll
+    for (int u = 0; u < kBnRowsUnrolled; ++u)
+      if (first + u * stride < m) use(first + u * stride, values[u]);
+  }
+}
+
+// One element's operands: (x, residual) forward, (x, dy through the ReLU's mask) backward.
+struct Pair {
+  float a = 0.0f, b = 0.0f;
+};
 
 __device__ int64_t bn_channel() { return blockIdx.x * int64_t{kBnLanes} + threadIdx.x; }
 
@@ -43,7 +64,10 @@ __global__ void bn_moments_kernel(const void* x, int64_t m, int64_t c, kmath::Mo
   const auto* in = static_cast<const typename S::T*>(x);
   const int64_t ch = bn_channel();
   kmath::Moments acc;
-  if (ch < c) TORUS_BN_ROWS(r, m) kmath::moments_push(acc, S::load(in, r * c + ch));
+  if (ch < c) {
+    bn_rows(
+        m, [&](int64_t r) { return S::load(in, r * c + ch); }, [&](int64_t, float v) { kmath::moments_push(acc, v); });
+  }
   __shared__ int64_t n[kBnRowsPerBlock][kBnLanes];
   __shared__ float mean[kBnRowsPerBlock][kBnLanes], m2[kBnRowsPerBlock][kBnLanes];
   n[threadIdx.y][threadIdx.x] = acc.n;
@@ -100,11 +124,15 @@ __global__ void bn_apply_kernel(const void* x, const void* residual, void* y, in
   const int64_t ch = bn_channel();
   if (ch >= c) return;
   const kmath::Affine f = affine[ch];
-  TORUS_BN_ROWS(r, m) {
-    const int64_t i = r * c + ch;
-    const float v = kmath::bn_apply(f, S::load(in, i)) + (res != nullptr ? S::load(res, i) : 0.0f);
-    S::store(out, i, relu ? kmath::relu(v) : v);
-  }
+  bn_rows(
+      m,
+      [&](int64_t r) {
+        return Pair{S::load(in, r * c + ch), res != nullptr ? S::load(res, r * c + ch) : 0.0f};
+      },
+      [&](int64_t r, Pair p) {
+        const float v = kmath::bn_apply(f, p.a) + p.b;
+        S::store(out, r * c + ch, relu ? kmath::relu(v) : v);
+      });
 }
 
 // The training forward of a BN + ReLU layer, or a block's BN + add + ReLU join, whose channels are whole warps
@@ -121,13 +149,17 @@ __global__ void bn_apply_relu_mask_kernel(const void* x, const void* residual, v
   auto* out = static_cast<typename S::T*>(y);
   const int64_t ch = bn_channel();
   const kmath::Affine f = affine[ch];
-  TORUS_BN_ROWS(r, m) {
-    const int64_t i = r * c + ch;
-    const float v = kmath::bn_apply(f, S::load(in, i)) + (res != nullptr ? S::load(res, i) : 0.0f);
-    S::store(out, i, kmath::relu(v));
-    const uint32_t bits = __ballot_sync(0xffffffffu, S::load(out, i) > 0.0f);
-    if (threadIdx.x == 0) mask[kmath::bn_mask_word(r, c, blockIdx.x)] = bits;
-  }
+  bn_rows(
+      m,
+      [&](int64_t r) {
+        return Pair{S::load(in, r * c + ch), res != nullptr ? S::load(res, r * c + ch) : 0.0f};
+      },
+      [&](int64_t r, Pair p) {
+        const int64_t i = r * c + ch;
+        S::store(out, i, kmath::relu(kmath::bn_apply(f, p.a) + p.b));
+        const uint32_t bits = __ballot_sync(0xffffffffu, S::load(out, i) > 0.0f);
+        if (threadIdx.x == 0) mask[kmath::bn_mask_word(r, c, blockIdx.x)] = bits;
+      });
 }
 
 // Per slice and channel: sum dy and sum dy * (x - mean).
@@ -141,11 +173,16 @@ __global__ void bn_backward_sums_kernel(const void* x, const void* dy, const uin
   float sum_dy = 0.0f, sum_dy_xmu = 0.0f;
   if (ch < c) {
     const float mu = mean[ch];
-    TORUS_BN_ROWS(r, m) {
-      const float g = kmath::through_relu_mask(mask, r * c + ch, S::load(grad, r * c + ch));
-      sum_dy += g;
-      sum_dy_xmu += g * (S::load(in, r * c + ch) - mu);
-    }
+    bn_rows(
+        m,
+        [&](int64_t r) {
+          const int64_t i = r * c + ch;
+          return Pair{S::load(in, i), kmath::through_relu_mask(mask, i, S::load(grad, i))};
+        },
+        [&](int64_t, Pair p) {
+          sum_dy += p.b;
+          sum_dy_xmu += p.b * (p.a - mu);
+        });
   }
   __shared__ float a[kBnRowsPerBlock][kBnLanes], b[kBnRowsPerBlock][kBnLanes];
   a[threadIdx.y][threadIdx.x] = sum_dy;
@@ -190,12 +227,16 @@ __global__ void bn_backward_dx_kernel(const void* x, const void* dy, const uint3
   const int64_t ch = bn_channel();
   if (ch >= c) return;
   const kmath::NormBackwardCoefficients k = coefficients[ch];
-  TORUS_BN_ROWS(r, m) {
-    const int64_t i = r * c + ch;
-    const float g = kmath::through_relu_mask(mask, i, S::load(grad, i));
-    S::store(out, i, kmath::bn_backward_dx(k, S::load(in, i), g));
-    if (dres != nullptr) S::store(dres, i, g);
-  }
+  bn_rows(
+      m,
+      [&](int64_t r) {
+        const int64_t i = r * c + ch;
+        return Pair{S::load(in, i), kmath::through_relu_mask(mask, i, S::load(grad, i))};
+      },
+      [&](int64_t r, Pair p) {
+        S::store(out, r * c + ch, kmath::bn_backward_dx(k, p.a, p.b));
+        if (dres != nullptr) S::store(dres, r * c + ch, p.b);
+      });
 }
 
 void expect_rows(int64_t m, int64_t c) {
