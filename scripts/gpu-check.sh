@@ -128,11 +128,15 @@ rm -rf "$RUN_DIR-resnet9"
   --set "spec.training.checkpoint.dir=$RUN_DIR-resnet9/checkpoints"
 
 if [[ "${GPUS:-0}" -ge 2 ]]; then
-  step "two GPU workers train on $DATA_NAME for one epoch (NCCL gradients, torus run)"
-  rm -rf "$RUN_DIR-2"
-  "$BIN/torus" run "$TORUS_ROOT/examples/fashion-mnist.yaml" --workers 2 --set spec.gang.device=gpu "${DATA[@]}" \
-    --set spec.training.epochs=1 \
-    --set "spec.training.checkpoint.dir=$RUN_DIR-2/checkpoints"
+  # Eager steps (the default), then steps captured with the NCCL reductions inside (TORUS_NCCL_GRAPHS=1, off by
+  # default until shown here: docs/gpu.md).
+  for graphs in 0 1; do
+    step "two GPU workers train on $DATA_NAME for one epoch (NCCL gradients, torus run, TORUS_NCCL_GRAPHS=$graphs)"
+    rm -rf "$RUN_DIR-2"
+    TORUS_NCCL_GRAPHS=$graphs "$BIN/torus" run "$TORUS_ROOT/examples/fashion-mnist.yaml" --workers 2 \
+      --set spec.gang.device=gpu "${DATA[@]}" --set spec.training.epochs=1 \
+      --set "spec.training.checkpoint.dir=$RUN_DIR-2/checkpoints"
+  done
 fi
 
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
