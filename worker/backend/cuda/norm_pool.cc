@@ -21,6 +21,11 @@ cudnnPoolingMode_t cudnn_pool_mode(PoolMode m) {
   throw InvalidArgument("cuda backend: unknown pooling mode " + std::to_string(static_cast<int>(m)));
 }
 
+// 1/sqrt(var + eps) needs eps > 0 where a channel is constant; cuDNN's minimum binds only cuDNN's fused path.
+void expect_positive_eps(const NormGeometry& g) {
+  if (!(g.eps > 0.0f)) throw InvalidArgument("batch norm: eps must be positive, got " + std::to_string(g.eps));
+}
+
 }  // namespace
 
 // --- batch norm -------------------------------------------------------------------------------------------------
@@ -28,8 +33,7 @@ CudaBackend::NormPlan& CudaBackend::norm_plan(const NormGeometry& g, DType type)
   auto key = std::make_pair(g, type);
   auto it = norm_plans_.find(key);
   if (it != norm_plans_.end()) return *it->second;
-  // 1/sqrt(var + eps) needs eps > 0 where a channel is constant; cuDNN's minimum binds only cuDNN's fused path.
-  if (!(g.eps > 0.0f)) throw InvalidArgument("batch norm: eps must be positive, got " + std::to_string(g.eps));
+  expect_positive_eps(g);
   expect_not_capturing("planning a new batch norm shape");
   auto p = std::make_unique<NormPlan>();
   set_nhwc(p->x, type, g.n, g.h, g.w, g.c);
@@ -218,6 +222,7 @@ void CudaBackend::norm_add_relu_forward_training(const NormGeometry& g, Tensor x
                                                  Tensor workspace_t) {
   if (g.activation != Activation::kRelu)
     throw InvalidArgument("batch norm + add + ReLU: the geometry's activation must be kRelu (the ReLU after the add)");
+  expect_positive_eps(g);
   expect_norm_tensors(g, x, {y, residual}, {gamma, beta, save_mean, save_var, running_mean, running_var});
   expect_mask_workspace(g, workspace_t);
   auto* mask = static_cast<uint32_t*>(workspace_t.data());
