@@ -8,6 +8,8 @@
 #   SANITIZE=1 scripts/gpu-check.sh      # also gpu_backend_test's op tests under compute-sanitizer (memcheck,
 #                                        # racecheck, synccheck, initcheck)
 #   SKIP_BENCH=1 scripts/gpu-check.sh    # without the benchmarks (they take several minutes)
+#   PROFILE=1 scripts/gpu-check.sh bench # also where a ResNet-50 step's GPU time goes, by kind of kernel
+#                                        # (bench/gpu/profile.sh: Nsight Systems, else Compute; about a minute)
 #   TORUS_OFFLINE=1 scripts/gpu-check.sh # install nothing: build against .gpu-prefix(.tar.gz) of scripts/gpu-prefix.sh
 #                                        # (the default where apt-get is missing: a borrowed GPU machine, docs/gpu.md)
 # Builds into $TORUS_BUILD (default build/). Exits 3 with "no CUDA device" without a GPU, non-zero on any failure,
@@ -142,6 +144,10 @@ fi
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
   step "benchmarks (bench/gpu/gpu.sh)"
   BUILD_DIR="$TORUS_BUILD" "$TORUS_ROOT/bench/gpu/gpu.sh"
+fi
+if [[ "${PROFILE:-0}" == 1 ]]; then
+  step "where a ResNet-50 step's GPU time goes (bench/gpu/profile.sh, bf16)"
+  BUILD_DIR="$TORUS_BUILD" "$TORUS_ROOT/bench/gpu/profile.sh"
 fi
 fi
 step "GPU checks passed (phase: $PHASE)"
