@@ -288,48 +288,6 @@ TEST_F(LayerGradTest, WrongChannelCountIsRefusedWithTheShape) {
   }
 }
 
-// --- the fused join of a ResNet block (Backend::has_norm_add_relu) -----------------------------------------------
-
-// A ResNet's forward and backward on `backend` from seed 3: the logits, then every parameter gradient in plain
-// layout.
-std::pair<std::vector<float>, std::vector<float>> model_step(Backend& backend, nn::Arch arch, Mode mode) {
-  nn::ModelConfig cfg;
-  cfg.arch = arch;
-  cfg.widths = {4, 8, 8, 8};
-  cfg.batch_size = 2;
-  cfg.image_size = 8;
-  nn::Model model(backend, cfg);
-  model.init(3);
-  const auto images = testing::random_vector(2 * 8 * 8 * 3, 4), dlogits = testing::random_vector(2 * 10, 5);
-  Buffer x = backend.allocate(images.size() * sizeof(float)), dz = backend.allocate(dlogits.size() * sizeof(float));
-  backend.upload(images.data(), x.view({2, 8, 8, 3}));
-  backend.upload(dlogits.data(), dz.view({2, 10}));
-  Tensor logits = model.forward(x.view({2, 8, 8, 3}), mode);
-  std::vector<float> out(static_cast<size_t>(logits.numel()));
-  backend.download(logits, out.data());
-  if (mode == Mode::kEval) return {out, {}};
-  model.backward(dz.view({2, 10}));
-  return {out, nn::export_plain(model.context(), model.context().grads)};
-}
-
-// ResNet-18 and ResNet-50 on a backend that offers the join (the pretend device composes it of the CPU's ops in the
-// layer's own arithmetic) train bit for bit like the two ops on the CPU, one join per block: the residual's gradient
-// reaches the shortcut and the normalization's input gradient the branch. Evaluation runs the two ops.
-TEST(FusedJoin, ResNetBlocksRunOneJoinEachAndMatchTheTwoOpsBitForBit) {
-  for (auto [arch, blocks] : {std::pair{nn::Arch::kResNet18, 8}, std::pair{nn::Arch::kResNet50, 16}}) {
-    auto cpu = cpu::make_cpu_backend(1);
-    testing::PretendDeviceBackend joined;
-    const auto [want_logits, want_grads] = model_step(*cpu, arch, Mode::kTrain);
-    const auto [logits, grads] = model_step(joined, arch, Mode::kTrain);
-    EXPECT_EQ(joined.joins(), blocks);
-    EXPECT_EQ(logits, want_logits);
-    ASSERT_EQ(grads.size(), want_grads.size());
-    EXPECT_EQ(grads, want_grads) << "the fused join's gradients differ from the two ops'";
-    (void)model_step(joined, arch, Mode::kEval);
-    EXPECT_EQ(joined.joins(), blocks) << "evaluation runs batch norm with running statistics, then add()";
-  }
-}
-
 }  // namespace
 }  // namespace torus::worker::nn
 
