@@ -24,6 +24,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 # shellcheck source=bench/peer.sh
 source "$ROOT/bench/peer.sh"
+# shellcheck source=bench/tta_results.sh
+source "$ROOT/bench/tta_results.sh"  # field, report, median
 bench_peer_python  # PYTHON, PEER_VERSION: the newest torch from PyPI (PEER=debian: Debian's)
 JOB="${JOB:-$ROOT/examples/fashion-mnist.yaml}"
 RUNS="${RUNS:-2}"
@@ -53,9 +55,6 @@ source "$ROOT/bench/cpu_isa.sh"
 bench_cpu_isa
 echo "# vector ISA, both sides: $ISA (CPU_ISA=avx2 runs what an AVX2 machine runs)"
 
-field() { awk -v k="$1" '/^RESULT / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v = kv[2] } }
-                         END { print (v == "") ? "nan" : v }' "$2"; }
-
 run_torus() { torus_side "$TORUS" "$1"; }    # run_torus LOG
 run_torus_b() { torus_side "$TORUS_B" "$1"; }  # the COMPARE_BUILD_DIR build
 torus_side() {  # torus_side BINARY LOG
@@ -79,23 +78,6 @@ run_pytorch() {  # run_pytorch LOG
     echo "PyTorch peer failed (log above)" >&2
     exit 1
   fi
-}
-
-report() {  # report SIDE RUN LOG: one line per run, values appended to WORK/SIDE.tsv
-  local t a i
-  t="$(field time_to_target_s "$3")"
-  a="$(field accuracy "$3")"
-  i="$(field images_per_s "$3")"
-  printf '%s\t%s\t%s\n' "$t" "$a" "$i" >>"$WORK/$1.tsv"
-  awk -v s="$1" -v r="$2" -v t="$t" -v a="$a" -v i="$i" -v g="$TARGET" 'BEGIN {
-    printf "%-7s run %d: time to %.1f%%: %s, final accuracy %.2f%%, %s img/s\n", s, r, g * 100,
-      (t == "nan") ? "not reached" : t " s", a * 100, i }'
-}
-
-# median COLUMN FILE: runs that did not reach the target count as infinitely slow (nan if the median is one).
-median() {
-  cut -f "$1" "$2" | sed 's/^nan$/1e30/' | sort -g | awk '{ v[NR] = $1 }
-    END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print (NR == 0 || m >= 1e29) ? "nan" : m }'
 }
 
 echo "# time to $TARGET top-1 on Fashion-MNIST, $EPOCHS epochs at most, 2 ranks x 1 thread; $RUNS runs of each side"

@@ -22,6 +22,8 @@
 # (medians over the rounds; ours / theirs, lower is better; nan when a side's median run did not reach the target).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=bench/tta_results.sh
+source "$ROOT/bench/tta_results.sh"  # field, report, median
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 # The python3 on PATH: on the borrowed GPU machines that is the one with PyTorch (docs/gpu.md).
 PYTHON="${TORCH_PYTHON:-$(command -v python3 || echo python3)}"
@@ -72,10 +74,6 @@ trap 'rm -rf "$WORK"' EXIT
 LOGS="${FASHION_MNIST_LOGS:-$WORK}"
 mkdir -p "$LOGS"
 
-# A RESULT line's value (nan when absent), as bench/time_to_accuracy.sh reads torus run's and the peer's.
-field() { awk -v k="$1" '/^RESULT / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v = kv[2] } }
-                         END { print (v == "") ? "nan" : v }' "$2"; }
-
 run_torus() {  # run_torus LOG
   if ! timeout -k 10 "$RUN_TIMEOUT_S" "$TORUS" run "$JOB" --workers 1 --set spec.gang.device=gpu \
     --set "spec.data.path=$DATA" --set "spec.training.epochs=$EPOCHS" --set "spec.training.targetAccuracy=$TARGET" \
@@ -95,17 +93,6 @@ run_torch() {  # run_torch LOG
   fi
 }
 
-report() {  # report SIDE ROUND LOG: one line per run, values appended to WORK/SIDE.tsv
-  local t a i
-  t="$(field time_to_target_s "$3")"
-  a="$(field accuracy "$3")"
-  i="$(field images_per_s "$3")"
-  printf '%s\t%s\t%s\n' "$t" "$a" "$i" >>"$WORK/$1.tsv"
-  awk -v s="$1" -v r="$2" -v t="$t" -v a="$a" -v i="$i" -v g="$TARGET" 'BEGIN {
-    printf "%-5s round %d: time to %.1f%%: %s, final accuracy %.2f%%, %s img/s (last epoch)\n", s, r, g * 100,
-      (t == "nan") ? "not reached" : t " s", a * 100, i }'
-}
-
 # details SIDE LOG: each epoch as the side reported it (torus: the worker's per-epoch line, with its step time split
 # into data wait, compute and communication; before it, how the trainer feeds and runs the step on this device).
 details() {
@@ -115,12 +102,6 @@ details() {
   else
     sed -n 's/^pytorch /    /p' "$2"
   fi
-}
-
-# median COLUMN FILE: runs that did not reach the target count as infinitely slow (nan if the median is one).
-median() {
-  cut -f "$1" "$2" | sed 's/^nan$/1e30/' | sort -g | awk '{ v[NR] = $1 }
-    END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print (NR == 0 || m >= 1e29) ? "nan" : m }'
 }
 
 TORCH_VERSION="$("$PYTHON" -c 'import torch; print(torch.__version__.split("+")[0])')"
