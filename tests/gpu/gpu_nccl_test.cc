@@ -33,6 +33,13 @@ constexpr milliseconds kTimeout{60000};
 
 using ::torus::test::run_ranks;
 
+// Rank r's backend, on GPU r (one rank per device, as NCCL requires).
+std::unique_ptr<wc::CudaBackend> backend_on(int rank) {
+  wc::CudaOptions o;
+  o.device = rank;
+  return wc::make_cuda_backend(o);
+}
+
 class GpuNccl : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -53,9 +60,7 @@ class GpuNccl : public ::testing::Test {
 TEST_F(GpuNccl, GradientsFromTheComputeStreamAreReducedWithoutAHostWait) {
   const size_t count = size_t{16} << 20;  // 64 MiB: the fill kernels are still running when NCCL is enqueued
   run_ranks(ranks_, [&](int rank) {
-    wc::CudaOptions o;
-    o.device = rank;
-    auto backend = wc::make_cuda_backend(o);
+    auto backend = backend_on(rank);
     NcclCommunicator comm(rank, ranks_, std::make_shared<PrefixStore>("grads", store_), rank, kTimeout);
     comm.order_after(backend->compute_stream());
     worker::Buffer grads = backend->allocate(count * sizeof(float));
@@ -80,9 +85,7 @@ TEST_F(GpuNccl, GradientSyncAveragesAndCountsEachBucketsBytesAndDeviceTime) {
   const size_t count = spans.back().offset + spans.back().count;
   constexpr int kSteps = 3;
   run_ranks(ranks_, [&](int rank) {
-    wc::CudaOptions o;
-    o.device = rank;
-    auto backend = wc::make_cuda_backend(o);
+    auto backend = backend_on(rank);
     worker::Buffer grads = backend->allocate(count * sizeof(float));
     const worker::Tensor g(grads.data(), {static_cast<int64_t>(count)});
     auto traffic = std::make_shared<TrafficCounter>();
@@ -123,9 +126,7 @@ TEST_F(GpuNccl, ACapturedStepReplaysItsReductionsAndEachReplayIsWatched) {
   const size_t count = spans.back().offset + spans.back().count;
   constexpr int kReplays = 3;
   run_ranks(ranks_, [&](int rank) {
-    wc::CudaOptions o;
-    o.device = rank;
-    auto backend = wc::make_cuda_backend(o);
+    auto backend = backend_on(rank);
     worker::Buffer grads = backend->allocate(count * sizeof(float)), src = backend->allocate(count * sizeof(float)),
                    acc = backend->allocate(count * sizeof(float));
     const worker::Tensor g(grads.data(), {static_cast<int64_t>(count)}), s(src.data(), g.shape()),
@@ -173,9 +174,7 @@ TEST_F(GpuNccl, DeviceTimeLeavesOutTheWaitForALatePeer) {
   const std::vector<ParamSpan> spans = {{0, 1 << 18}, {1 << 18, 1 << 16}};
   const size_t count = spans.back().offset + spans.back().count;
   run_ranks(ranks_, [&](int rank) {
-    wc::CudaOptions o;
-    o.device = rank;
-    auto backend = wc::make_cuda_backend(o);
+    auto backend = backend_on(rank);
     worker::Buffer grads = backend->allocate(count * sizeof(float));
     const worker::Tensor g(grads.data(), {static_cast<int64_t>(count)});
     auto traffic = std::make_shared<TrafficCounter>();
@@ -220,9 +219,7 @@ TEST_F(GpuNccl, CommunicationThreadWorksOnTheRanksDevice) {
 
 TEST_F(GpuNccl, CommunicationStreamRunsAtTheHighestPriorityLikeCompute) {
   run_ranks(1, [&](int rank) {
-    wc::CudaOptions o;
-    o.device = rank;
-    auto backend = wc::make_cuda_backend(o);
+    auto backend = backend_on(rank);
     NcclCommunicator comm(rank, 1, std::make_shared<PrefixStore>("priority", store_), rank, kTimeout);
     int least = 0, greatest = 0, compute = 0, nccl = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
