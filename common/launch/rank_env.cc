@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/launch/checkpoint_layout.h"
 #include "common/log/log.h"
 #include "common/util/error.h"
 
@@ -166,6 +167,7 @@ std::vector<EnvVar> to_env(const RankEnv& e, Target target) {
   put(out, "TORUS_JOB_NAME", e.job_name);
   put(out, "TORUS_NAMESPACE", e.ns);
   put_optional(out, "TORUS_JOB_FILE", e.job_file);
+  put_optional(out, "TORUS_RUN_ID", e.run_id);
   put_host_value(out, target, "TORUS_NODE_NAME", e.node_name, "spec.nodeName");
   put_host_value(out, target, "TORUS_BIND_ADDRESS", e.bind_address, "status.podIP");
   if (e.metrics_port) put(out, "TORUS_METRICS_PORT", std::to_string(*e.metrics_port));
@@ -198,6 +200,11 @@ RankEnv rank_env_from(const Vars& vars) {
   require_key_safe("TORUS_JOB_NAME", e.job_name);
   e.ns = lookup(vars, "TORUS_NAMESPACE").value_or(e.ns);
   e.job_file = lookup(vars, "TORUS_JOB_FILE").value_or("");
+  e.run_id = lookup(vars, "TORUS_RUN_ID").value_or("");
+  if (!e.run_id.empty()) {
+    if (const std::string problem = run_id_problem(e.run_id); !problem.empty())
+      throw InvalidArgument("TORUS_RUN_ID: " + problem + ", got '" + e.run_id + "'");
+  }
   e.node_name = lookup(vars, "TORUS_NODE_NAME").value_or(host_name());
   e.bind_address = lookup(vars, "TORUS_BIND_ADDRESS").value_or("");
   if (lookup(vars, "TORUS_METRICS_PORT")) e.metrics_port = parse_port(vars, "TORUS_METRICS_PORT", 0, 0);
@@ -224,6 +231,7 @@ RankEnv rank_env_from_environment() {
                                        "TORUS_JOB_NAME",
                                        "TORUS_NAMESPACE",
                                        "TORUS_JOB_FILE",
+                                       "TORUS_RUN_ID",
                                        "TORUS_NODE_NAME",
                                        "TORUS_BIND_ADDRESS",
                                        "TORUS_METRICS_PORT",

@@ -13,6 +13,9 @@
 //   TORUS_ATTEMPT                     the gang's attempt, 0-based (0 = first start, 1 = first restart)
 //   TORUS_JOB_NAME, TORUS_NAMESPACE   the job (store keys live under "<job>/<attempt>/")
 //   TORUS_JOB_FILE                    the resolved job file (read when `--job` is not given)
+//   TORUS_RUN_ID                      the run: the TrainingJob's uid, or one `torus run` invocation's id; the run's
+//                                     checkpoints live in a folder of their own (checkpoint_layout.h); unset: the
+//                                     checkpoint folder itself
 //   TORUS_NODE_NAME                   the host (pods: downward API spec.nodeName); ranks on one host share memory
 //   TORUS_BIND_ADDRESS                the address this rank's servers bind: rendezvous store, Gloo, /metrics
 //                                     (pods: downward API status.podIP; empty: any address)
@@ -45,6 +48,7 @@ struct RankEnv {
   int attempt = 0;  // 0-based
   int world_size = 1;
   std::string job_file;
+  std::string run_id;  // TORUS_RUN_ID: launch::run_id_problem() is empty for it, or it is empty
   std::string master_addr = "127.0.0.1";
   int master_port = api::kDefaultRendezvousPort;
   std::string secret;                      // the secret itself (read from secret_file when that is set)
