@@ -415,11 +415,13 @@ TimePoint first_acted(const PlanInput& in) {
   return first.value_or(in.now);
 }
 
-// No event: the Created condition says it with its time (one request less per job; docs/operator.md).
+// No event: the Created condition says it with its time (one request less per job; docs/operator.md). A job its
+// validation refuses was not accepted and gets no children: no Created condition, its Failed one says why.
 void start(Pass& p) {
   const TimePoint started = first_acted(p.in);
   p.status.phase = Phase::kPending;
   p.status.start_time = format_time(started);
+  if (!p.view->errors.empty()) return;
   api::set_condition(p.status,
                      condition(api::condition::kCreated, ConditionStatus::kTrue, "JobCreated",
                                "the operator accepted the job: " + std::to_string(p.job.spec.gang.workers.value_or(1)) +

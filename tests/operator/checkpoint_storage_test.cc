@@ -41,6 +41,7 @@ TEST(CheckpointStorage, ADirOnNoVolumeIsRefusedBeforeAnyPodWithTheFieldNamed) {
   EXPECT_NE(failure_message(p).find("spec.training.checkpoint.dir: \"/ckpt\" is on no volume"), std::string::npos)
       << failure_message(p);
   EXPECT_EQ(first_created(p, ChildKind::kPod), nullptr);
+  EXPECT_EQ(condition_reason(p, "Created"), "<none>") << "a refused job was not accepted";
 }
 
 TEST(CheckpointStorage, AnEmptyDirOrAReadOnlyMountIsNoPlaceForCheckpoints) {

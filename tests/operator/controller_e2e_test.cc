@@ -1,8 +1,10 @@
 // The controller's API economy against the stand-in (real `torus operator` and kube-standin processes): the requests
 // one 8-worker job costs from creation to Running, counted by the stand-in; and a status left stale by a storm of
 // 409s rewritten promptly (the conflict backoff, not the error backoff's 1000 s cap); a job shown Pending while its
-// pods have not started.
+// pods have not started; a job its validation refuses never said to be accepted.
 #include <gtest/gtest.h>
+
+#include <mutex>
 
 #include "operator/controller/time_util.h"
 #include "tests/operator/e2e_support.h"
@@ -45,9 +47,10 @@ class OperatorRequestsE2E : public ::testing::Test {
     return j ? j->value("status", json::object()) : json::object();
   }
 
-  void apply(const std::string& name, int workers) {
+  void apply(const std::string& name, int workers) { create_from(name, job_yaml(name, workers)); }
+  void create_from(const std::string& name, const std::string& yaml) {
     const std::string file = (session_.dir / (name + ".yaml")).string();
-    std::ofstream(file) << job_yaml(name, workers);
+    std::ofstream(file) << yaml;
     const CmdResult r = run_command({kKubectl, "--kubeconfig", session_.kubeconfig, "-n", kNs, "create", "-f", file});
     ASSERT_EQ(r.code, 0) << r.out;
   }
@@ -149,6 +152,48 @@ TEST_F(SlowGangE2E, AJobWhoseGangIsSlowIsShownPendingBeforeItsPodsStart) {
   const json s = stats();
   EXPECT_EQ(count(s, "trainingjobs.torus.dev/status", "update"), 2) << "Pending, then Running: " << s.dump();
   EXPECT_EQ(count(s, "events", "create"), 0) << s.dump();
+}
+
+// A job its validation refuses (checkpoints on no volume that outlives the pods, with a restartPolicy that restarts)
+// was never accepted and never had pods: no status it ever had, read through a watch opened before its creation (not
+// only the last one), has a Created condition or says it was accepted; its Failed condition says why.
+TEST_F(OperatorRequestsE2E, ARefusedJobIsNeverSaidToBeAccepted) {
+  std::string yaml = job_yaml("refused", 2);
+  yaml.erase(yaml.find(kCheckpointHostPath), kCheckpointHostPath.size());
+  const std::string from = session_.client->list(res::kTrainingJobs, kNs)["metadata"]["resourceVersion"];
+  std::mutex mu;
+  std::vector<json> statuses;  // every status the job had, in order
+  kube::StreamCancel cancel;
+  std::thread watcher([&] {
+    session_.client->watch(
+        res::kTrainingJobs, kNs, {.resource_version = from},
+        [&](kube::WatchEvent& e) {
+          if (e.type == "BOOKMARK") return;
+          std::lock_guard lock(mu);
+          statuses.push_back(e.object.value("status", json::object()));
+        },
+        cancel);
+  });
+  create_from("refused", yaml);
+  const bool failed = eventually(
+      [&] {
+        std::lock_guard lock(mu);
+        return !statuses.empty() && statuses.back().value("phase", "") == "Failed";
+      },
+      60s);
+  cancel.cancel();
+  watcher.join();
+  ASSERT_TRUE(failed) << status_of("refused").dump();
+  std::string failure;
+  for (const json& status : statuses) {
+    for (const json& c : status.value("conditions", json::array())) {
+      EXPECT_NE(c.value("type", ""), "Created") << status.dump();
+      EXPECT_EQ(c.value("message", "").find("accepted"), std::string::npos) << status.dump();
+      if (c.value("type", "") == "Failed") failure = c.value("reason", "") + ": " + c.value("message", "");
+    }
+  }
+  EXPECT_EQ(failure.rfind("InvalidSpec: spec.training.checkpoint.dir: \"/ckpt\" is on no volume", 0), 0u) << failure;
+  EXPECT_TRUE(session_.client->list(res::kPods, kNs)["items"].empty());
 }
 
 }  // namespace
