@@ -1,7 +1,9 @@
 // Multi-process tests: real ranks (comm_test_rank) under the process supervisor. A rank that dies or hangs makes
 // the others fail with a clear error within the timeout; a wrong secret is refused; a late rank 0 is waited for.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <map>
 #include <mutex>
@@ -158,12 +160,25 @@ TEST(Failure, WrongSecretIsRefusedAndTheJoinErrorNamesTheMissingRank) {
   EXPECT_TRUE(g.printed(0, "ranks 1 of 2 did not join")) << g.output(0);
 }
 
+// Rank 0 comes up late: its port is held by a listener that is not a rendezvous store yet (it accepts and hangs up, as
+// a port whose server is still starting does); rank 1 retries it, and rank 0 starts only once rank 1 has been turned
+// away twice. No clock decides "late": rank 1's own attempts do.
 TEST(Failure, LateRankZeroIsWaitedFor) {
   Gang g;
-  const int port = free_port();
+  Fd not_yet = listen_tcp("127.0.0.1", 0);
+  const int port = bound_port(not_yet);
   g.start(1, 2, 1, port);
-  // Rank 1 is already retrying: let it fail to connect a few times before rank 0 exists at all.
-  ASSERT_FALSE(g.await([&] { return g.exited(1); }, milliseconds(700))) << g.output(1);
+  const auto knocking = [&] {
+    pollfd p{not_yet.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;
+  };
+  for (int turned_away = 0; turned_away < 2; ++turned_away) {
+    ASSERT_TRUE(g.await([&] { return g.exited(1) || knocking(); }, milliseconds(30000))) << g.output(1);
+    ASSERT_FALSE(g.exited(1)) << "rank 1 gave up on a rank 0 that was not up yet\n" << g.output(1);
+    Fd conn(::accept4(not_yet.get(), nullptr, nullptr, SOCK_CLOEXEC));  // and hung up at once
+    ASSERT_TRUE(conn.valid());
+  }
+  not_yet = Fd();  // the port is free for rank 0 (rank 1's connections meanwhile are refused, and retried)
   g.start(0, 2, 1, port);
   ASSERT_TRUE(g.await([&] { return g.exited(0) && g.exited(1); }, milliseconds(30000)));
   EXPECT_TRUE(g.exit_of(0).success()) << g.output(0);

@@ -3,13 +3,16 @@
 #include "worker/comm/store.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <memory>
@@ -74,24 +77,34 @@ TEST(Store, WrongSecretIsRefusedAndCounted) {
   friendly.set("ok", to_bytes("1"));
 }
 
+// Rank 0 comes up late: until it does, its port is held by a listener that is not a store yet (it accepts and hangs
+// up, as a port whose server is still starting does); the client retries it, and rank 0 takes the port only after
+// the client has been turned away twice. No clock decides "late": the client's own attempts do.
 TEST(Store, LateServerIsWaitedFor) {
-  int port = 0;
-  {
-    Fd probe = listen_tcp("127.0.0.1", 0);  // reserve a free port number, then release it for the late server
-    port = bound_port(probe);
-  }
-  std::unique_ptr<TcpStoreServer> server;
-  std::thread late([&] {
-    std::this_thread::sleep_for(milliseconds(300));  // the point of the test: rank 0 comes up late
-    server = std::make_unique<TcpStoreServer>("127.0.0.1", port, "k");
-  });
+  Fd not_yet = listen_tcp("127.0.0.1", 0);
+  const int port = bound_port(not_yet);
   TcpStoreOptions o;
   o.port = port;
   o.secret = "k";
-  o.connect_timeout = milliseconds(10000);
-  TcpStore client(o);
-  client.set("x", to_bytes("1"));
-  late.join();
+  o.connect_timeout = milliseconds(60000);
+  auto client = std::async(std::launch::async, [&] {
+    TcpStore store(o);
+    store.set("x", to_bytes("1"));
+    return to_string(store.get("x", milliseconds(5000)));
+  });
+  for (int turned_away = 0; turned_away < 2;) {
+    // A client that gave up ends the test (its exception is the failure), rather than an accept that never returns.
+    if (client.wait_for(milliseconds(0)) == std::future_status::ready) break;
+    pollfd p{not_yet.get(), POLLIN, 0};
+    if (::poll(&p, 1, 100) == 1) {
+      Fd conn(::accept4(not_yet.get(), nullptr, nullptr, SOCK_CLOEXEC));  // and hung up at once
+      ASSERT_TRUE(conn.valid()) << std::strerror(errno);
+      ++turned_away;
+    }
+  }
+  not_yet = Fd();  // closed: the port is free for rank 0 (connections meanwhile are refused, and retried)
+  TcpStoreServer server("127.0.0.1", port, "k");
+  EXPECT_EQ(client.get(), "1");
 }
 
 TEST(Store, UnreachableServerTimesOutNamingTheAddress) {
