@@ -1,26 +1,37 @@
 #!/usr/bin/env bash
 # Operator scale benchmark (issue 5): against kube-standin with its simulated kubelet, create 200 TrainingJobs of
-# 8 workers at once and measure, per job, the time from creation until every one of its pods exists (p50/p99) and
+# 8 workers at once (each with its checkpoint claim, as examples/fashion-mnist.yaml: CHECKPOINTS=none for jobs
+# without checkpoints) and measure, per job, the time from creation until every one of its pods exists (p50/p99) and
 # until its status says Running, the operator's API requests per job from creation to Running (the stand-in counts
 # them, by resource and verb too), and the operator's peak RSS. Run twice: with the client rate limit raised (the
 # operator itself is measured) and at the chart's defaults (no flags: no client-side limit, docs/operator.md); with
 # KCM=1 a third run at kube-controller-manager's --qps 20 --burst 30. The stand-in's own request capacity is printed
-# beside it. There is no PyTorch peer for a control plane.
+# beside it. There is no PyTorch peer for a control plane. A job that fails (its Failed condition) ends the run at
+# once, its reason and message quoted by the driver.
 #
-#   bench/operator_scale.sh [BUILD_DIR]      (env: JOBS=200 WORKERS=8 OPERATOR_WORKERS=4 TLS=0 KCM=0)
+#   bench/operator_scale.sh [BUILD_DIR]      (env: JOBS=200 WORKERS=8 OPERATOR_WORKERS=4 TLS=0 KCM=0 CHECKPOINTS=claim)
+#   SMOKE=1 bench/operator_scale.sh          # 4 jobs x 2 workers, a 1 s capacity probe (bench/common.sh)
 # TLS=1 serves the API over HTTPS with token authentication (kube-standin --tls-dir), as a cluster does.
-# Last line: RESULT operator_jobs_per_second=X p99_seconds=Y rss_mb=Z requests_per_job=R  (raised-limit run)
+# Last line: RESULT operator_jobs_per_second=X p99_seconds=Y rss_mb=Z requests_per_job=R  (raised-limit run), then
+# the chart's defaults' run: default_jobs_per_second, default_p99_seconds, default_running_p99_seconds, ...
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD="${1:-${TORUS_BUILD:-$ROOT/build}}"
+BUILD="${1:-${BUILD_DIR:-${TORUS_BUILD:-$ROOT/build}}}"
 JOBS="${JOBS:-200}"
 WORKERS="${WORKERS:-8}"
 OPERATOR_WORKERS="${OPERATOR_WORKERS:-4}"
 TLS="${TLS:-0}"
 KCM="${KCM:-0}"
+CHECKPOINTS="${CHECKPOINTS:-claim}"
+CAPACITY_SECONDS=3
+if [[ "${SMOKE:-0}" == 1 ]]; then
+  JOBS=4 WORKERS=2 CAPACITY_SECONDS=1
+fi
 for bin in "$BUILD/bin/torus" "$BUILD/bin/kube-standin" "$BUILD/bin/operator_scale_driver"; do
   [ -x "$bin" ] || { echo "operator_scale: $bin is not built (cmake --build $BUILD)" >&2; exit 2; }
 done
+# Figures move with whatever else runs: say what did.
+echo "# $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 WORK="$(mktemp -d)"
 PIDS=()
 cleanup() {
@@ -59,7 +70,7 @@ run_once() {
   PIDS+=("$op")
   await_file "$dir/operator.log"
   "$BUILD/bin/operator_scale_driver" --kubeconfig "$dir/kubeconfig" --jobs "$JOBS" --workers "$WORKERS" \
-    --timeout 600 | tee "$dir/driver.out"
+    --checkpoints "$CHECKPOINTS" --capacity-seconds "$CAPACITY_SECONDS" --timeout 600 | tee "$dir/driver.out"
   local rss_kb op_cpu standin_cpu
   rss_kb="$(awk '/VmHWM/ {print $2}' "/proc/$op/status")"
   # CPU seconds (user + system) each process used: where a shared machine's cores went.
@@ -84,6 +95,9 @@ if [ "$KCM" = 1 ]; then
 fi
 echo "== summary =="
 cat "$WORK/summary"
-line="$(grep '^raised' "$WORK/summary")"
-get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
-echo "RESULT operator_jobs_per_second=$(get jobs_per_second) p99_seconds=$(get p99_seconds) rss_mb=$(get rss_mb) requests_per_job=$(get requests_per_job)"
+get() { sed -n "s/^$1 .* $2=\([^ ]*\).*/\1/p" "$WORK/summary"; }  # get RUN KEY
+echo "RESULT operator_jobs_per_second=$(get raised jobs_per_second) p99_seconds=$(get raised p99_seconds)" \
+  "rss_mb=$(get raised rss_mb) requests_per_job=$(get raised requests_per_job)" \
+  "default_jobs_per_second=$(get default jobs_per_second) default_p99_seconds=$(get default p99_seconds)" \
+  "default_running_p99_seconds=$(get default running_p99_seconds) default_rss_mb=$(get default rss_mb)" \
+  "default_requests_per_job=$(get default requests_per_job) jobs=$JOBS workers=$WORKERS"

@@ -5,7 +5,12 @@
 // raw request capacity.
 //
 //   operator_scale_driver --kubeconfig K --jobs 200 --workers 8 [--capacity-seconds 3] [--timeout 300]
-// Prints one `key=value` line per figure and `RESULT ...` last.
+//                         [--checkpoints claim|none]
+// The jobs keep checkpoints as users' jobs do (docs/trainingjob.md): on a claim of their own
+// (checkpoint.volumeClaimTemplate, restartPolicy ExitCode; the default), or none at all (restartPolicy Never). A job
+// whose status says Failed ends the run at once, its reason and message quoted: a refused job never gets its pods, and
+// waiting out --timeout for it would only hide why.
+// Prints one `key=value` line per figure and `DRIVER ...` last.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,6 +18,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -32,8 +38,12 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 namespace res = kube::resources;
 
+// Where the jobs keep their checkpoints.
+enum class Checkpoints { kClaim, kNone };
+
 struct Flags {
   std::string kubeconfig;
+  Checkpoints checkpoints = Checkpoints::kClaim;
   int jobs = 200;
   int workers = 8;
   int capacity_seconds = 3;
@@ -59,6 +69,9 @@ Flags parse(int argc, char** argv) {
       f.timeout_seconds = std::stoi(v);
     } else if (a == "--namespace") {
       f.ns = v;
+    } else if (a == "--checkpoints") {
+      if (v != "claim" && v != "none") throw InvalidArgument("--checkpoints: expected claim or none, got '" + v + "'");
+      f.checkpoints = v == "claim" ? Checkpoints::kClaim : Checkpoints::kNone;
     } else {
       throw InvalidArgument("unknown flag " + a);
     }
@@ -67,18 +80,32 @@ Flags parse(int argc, char** argv) {
   return f;
 }
 
-json job(const std::string& name, int workers) {
+json job(const std::string& name, int workers, Checkpoints checkpoints) {
+  json training = {{"epochs", 1}, {"batchSize", 64 * workers}, {"lrSchedule", {{"type", "one-cycle"}, {"peak", 0.1}}}};
+  std::string restart = "Never";
+  if (checkpoints == Checkpoints::kClaim) {
+    // As examples/fashion-mnist.yaml: the operator makes the claim `<job>-checkpoint` and mounts it on worker 0.
+    training["checkpoint"] = {{"dir", "/ckpt"},
+                              {"volumeClaimTemplate", {{"spec", {{"resources", {{"requests", {{"storage", "1Gi"}}}}}}}}}};
+    restart = "ExitCode";
+  }
   return {{"metadata", {{"name", name}}},
           {"spec",
            {{"gang", {{"workers", workers}, {"device", "cpu"}}},
             {"model", {{"arch", "resnet9"}}},
             {"data", {{"dataset", "synthetic"}}},
-            {"training",
-             {{"epochs", 1},
-              {"batchSize", 64 * workers},
-              {"lrSchedule", {{"type", "one-cycle"}, {"peak", 0.1}}},
-              {"checkpoint", {{"dir", "/ckpt"}}}}},
-            {"runPolicy", {{"restartPolicy", "ExitCode"}}}}}};
+            {"training", training},
+            {"runPolicy", {{"restartPolicy", restart}}}}}};
+}
+
+// "scale-3: InvalidSpec: spec.training...": the job's Failed condition, if it has one that is True.
+std::optional<std::string> failure_of(const json& job) {
+  for (const json& c : job.value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("type", "") == "Failed" && c.value("status", "") == "True") {
+      return job["metadata"].value("name", "") + ": " + c.value("reason", "") + ": " + c.value("message", "");
+    }
+  }
+  return std::nullopt;
 }
 
 json standin_stats(const kube::ClusterConfig& cfg) {
@@ -149,7 +176,13 @@ int run(int argc, char** argv) {
   };
   kube::Informer informer(client, res::kPods, {f.ns, controller::owned_selector()},
                           {on_pod, [&](const json&, const json& p) { on_pod(p); }, nullptr});
+  std::optional<std::string> failed;  // the first job that failed, with its condition's reason and message
   auto on_job = [&](const json& j) {
+    if (auto why = failure_of(j)) {
+      std::lock_guard lock(mu);
+      if (!failed) failed = std::move(why);
+      return;
+    }
     if (j.value("status", json::object()).value("phase", "") != "Running") return;
     std::lock_guard lock(mu);
     running.try_emplace(j["metadata"].value("name", ""), Clock::now());
@@ -171,7 +204,7 @@ int run(int argc, char** argv) {
     creators.emplace_back([&, t] {
       for (int i = t; i < f.jobs; i += 16) {
         std::string name = "scale-" + std::to_string(i);
-        client.create(res::kTrainingJobs, f.ns, job(name, f.workers));
+        client.create(res::kTrainingJobs, f.ns, job(name, f.workers, f.checkpoints));
         std::lock_guard lock(mu);
         created[name] = Clock::now();
       }
@@ -182,9 +215,15 @@ int run(int argc, char** argv) {
   for (;;) {
     {
       std::lock_guard lock(mu);
+      if (failed) throw Error("job " + *failed);
       if (static_cast<int>(complete.size()) >= f.jobs && static_cast<int>(running.size()) >= f.jobs) break;
     }
-    if (Clock::now() > deadline) throw Timeout("not every job got its pods and Running within --timeout");
+    if (Clock::now() > deadline) {
+      std::lock_guard lock(mu);
+      throw Timeout("within --timeout " + std::to_string(f.timeout_seconds) + " s, " + std::to_string(complete.size()) +
+                    " of " + std::to_string(f.jobs) + " jobs got all their pods and " +
+                    std::to_string(running.size()) + " were Running");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   informer.stop();
