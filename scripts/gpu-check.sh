@@ -12,12 +12,62 @@
 #                                        # (bench/gpu/profile.sh: Nsight Systems, else Compute; about a minute)
 #   TORUS_OFFLINE=1 scripts/gpu-check.sh # install nothing: build against .gpu-prefix(.tar.gz) of scripts/gpu-prefix.sh
 #                                        # (the default where apt-get is missing: a borrowed GPU machine, docs/gpu.md)
+#   scripts/gpu-check.sh --print-jobs DIR  # the bench phase's `torus run` arguments, one job a line (shell-quoted,
+#                                        # checkpoints under DIR), for each data and GPU count; builds nothing
+#                                        # (tests/bench/gpu_scripts_test.cc validates them on the CPU)
 # Builds into $TORUS_BUILD (default build/). Exits 3 with "no CUDA device" without a GPU, non-zero on any failure,
 # and fails when a GPU test skipped although a device is present (only the no-device test may skip then).
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 PHASE="${1:-all}"
-case "$PHASE" in tests | bench | all) ;; *) echo "usage: $0 [tests|bench|all]" >&2; exit 2 ;; esac
+
+# Fashion-MNIST where its Debian package is installed, else the copy scripts/gpu-prefix.sh packs into the prefix (a
+# borrowed GPU machine), else CIFAR-sized synthetic images (nothing to download).
+FASHION_MNIST_DIR=""
+for dir in /usr/share/datasets/fashion-mnist "$TORUS_ROOT/.gpu-prefix/usr/share/datasets/fashion-mnist"; do
+  if [[ -f "$dir/train-images-idx3-ubyte.gz" ]]; then FASHION_MNIST_DIR="$dir"; break; fi
+done
+
+# The jobs the bench phase trains, `torus run`'s arguments built here only (into JOB_ARGS): the phase runs them and
+# --print-jobs prints them.
+#   gpu_job fashion-mnist WORKERS DATA_DIR CHECKPOINT_DIR   one epoch of the example on GPUs (DATA_DIR empty:
+#                                                           synthetic 32x32 images)
+#   gpu_job resnet9 CHECKPOINT_DIR                          Page's recipe on CIFAR-10-sized synthetic data
+gpu_job() {
+  case "$1" in
+    fashion-mnist)
+      local data=(--set "spec.data.path=$3")
+      [[ -n "$3" ]] || data=(--set spec.data.dataset=synthetic --set spec.data.path=null)
+      JOB_ARGS=("$TORUS_ROOT/examples/fashion-mnist.yaml" --workers "$2" --set spec.gang.device=gpu
+        # The example's CPU workers set the CPU engine's math threads, which validation refuses for a GPU rank.
+        --set spec.gang.threadsPerProcess=null "${data[@]}" --set spec.training.epochs=1
+        --set "spec.training.checkpoint.dir=$4") ;;
+    resnet9)
+      # The example as users run it (widths 64-512, fp16, batch 512, 10 epochs) on 50,000 + 10,000 images of 32x32x3
+      # (CIFAR-10 does not travel to a borrowed GPU machine); its 94% target off: on synthetic data the run would stop
+      # early, and the figure is the 10 epochs' throughput.
+      JOB_ARGS=("$TORUS_ROOT/examples/cifar10-resnet9.yaml" --workers 1 --set spec.data.dataset=synthetic
+        --set spec.training.targetAccuracy=null --set spec.data.path=null
+        --set spec.data.synthetic.trainImages=50000 --set spec.data.synthetic.validationImages=10000
+        --set "spec.training.checkpoint.dir=$2") ;;
+    *) echo "gpu-check: no job '$1'" >&2; return 2 ;;
+  esac
+}
+if [[ "$PHASE" == --print-jobs ]]; then
+  [[ -n "${2:-}" ]] || { echo "usage: $0 --print-jobs DIR" >&2; exit 2; }
+  for data in "${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}" ""; do
+    for workers in 1 2; do
+      gpu_job fashion-mnist "$workers" "$data" "$2/fashion-mnist-$workers"
+      printf '%q ' "${JOB_ARGS[@]}"
+      echo
+    done
+  done
+  gpu_job resnet9 "$2/resnet9"
+  printf '%q ' "${JOB_ARGS[@]}"
+  echo
+  exit 0
+fi
+case "$PHASE" in tests | bench | all) ;; *) echo "usage: $0 [tests|bench|all] | --print-jobs DIR" >&2; exit 2 ;; esac
 # The tests `ctest -L gpu` runs, and the kernel formulas' CPU test; a prefix build (torus_use_prefix) registers
 # only these.
 GPU_TESTS=(gpu_math_test gpu_backend_test gpu_graph_test gpu_nccl_test gpu_data_parallel_test gpu_precision_test
@@ -91,15 +141,9 @@ fi
 fi
 
 if [[ "$PHASE" != tests ]]; then
-# Fashion-MNIST where its Debian package is installed, else the copy scripts/gpu-prefix.sh packs into the prefix (a
-# borrowed GPU machine), else CIFAR-sized synthetic images (nothing to download).
-FASHION_MNIST_DIR=""
-for dir in /usr/share/datasets/fashion-mnist "$TORUS_ROOT/.gpu-prefix/usr/share/datasets/fashion-mnist"; do
-  if [[ -f "$dir/train-images-idx3-ubyte.gz" ]]; then FASHION_MNIST_DIR="$dir"; break; fi
-done
-DATA=(--set "spec.data.path=$FASHION_MNIST_DIR"); DATA_NAME="Fashion-MNIST ($FASHION_MNIST_DIR)"
+DATA_NAME="Fashion-MNIST ($FASHION_MNIST_DIR)"
 if [[ -z "$FASHION_MNIST_DIR" ]]; then
-  DATA=(--set spec.data.dataset=synthetic --set spec.data.path=null); DATA_NAME="synthetic 32x32 images"
+  DATA_NAME="synthetic 32x32 images"
   echo "gpu-check: no Fashion-MNIST (neither /usr/share/datasets/fashion-mnist nor .gpu-prefix/:" \
     "scripts/gpu-prefix.sh packs it): the time to target next to PyTorch is skipped"
 fi
@@ -113,21 +157,14 @@ if [[ -n "$FASHION_MNIST_DIR" && "${SKIP_BENCH:-0}" != 1 ]]; then
 else
   step "one GPU worker trains on $DATA_NAME for one epoch (torus run, the real torus-worker)"
   rm -rf "$RUN_DIR"
-  "$BIN/torus" run "$TORUS_ROOT/examples/fashion-mnist.yaml" --workers 1 --set spec.gang.device=gpu "${DATA[@]}" \
-    --set spec.training.epochs=1 \
-    --set "spec.training.checkpoint.dir=$RUN_DIR/checkpoints"
+  gpu_job fashion-mnist 1 "$FASHION_MNIST_DIR" "$RUN_DIR/checkpoints"
+  "$BIN/torus" run "${JOB_ARGS[@]}"
 fi
 
-# Page's ResNet-9 recipe as users run it (the example: widths 64-512, fp16, batch 512, 10 epochs, stopping at 94%),
-# timed on CIFAR-10-sized synthetic data, 50,000 + 10,000 images of 32x32x3 (CIFAR-10 does not travel to a borrowed
-# GPU machine).
 step "Page's ResNet-9 on CIFAR-10-sized synthetic data (examples/cifar10-resnet9.yaml, torus run)"
 rm -rf "$RUN_DIR-resnet9"
-# Its 94% target off: on synthetic data the run would stop early, and the figure is the 10 epochs' throughput.
-"$BIN/torus" run "$TORUS_ROOT/examples/cifar10-resnet9.yaml" --workers 1 --set spec.data.dataset=synthetic \
-  --set spec.training.targetAccuracy=null \
-  --set spec.data.path=null --set spec.data.synthetic.trainImages=50000 --set spec.data.synthetic.validationImages=10000 \
-  --set "spec.training.checkpoint.dir=$RUN_DIR-resnet9/checkpoints"
+gpu_job resnet9 "$RUN_DIR-resnet9/checkpoints"
+"$BIN/torus" run "${JOB_ARGS[@]}"
 
 if [[ "${GPUS:-0}" -ge 2 ]]; then
   # Eager steps (the default), then steps captured with the NCCL reductions inside (TORUS_NCCL_GRAPHS=1, off by
@@ -135,9 +172,8 @@ if [[ "${GPUS:-0}" -ge 2 ]]; then
   for graphs in 0 1; do
     step "two GPU workers train on $DATA_NAME for one epoch (NCCL gradients, torus run, TORUS_NCCL_GRAPHS=$graphs)"
     rm -rf "$RUN_DIR-2"
-    TORUS_NCCL_GRAPHS=$graphs "$BIN/torus" run "$TORUS_ROOT/examples/fashion-mnist.yaml" --workers 2 \
-      --set spec.gang.device=gpu "${DATA[@]}" --set spec.training.epochs=1 \
-      --set "spec.training.checkpoint.dir=$RUN_DIR-2/checkpoints"
+    gpu_job fashion-mnist 2 "$FASHION_MNIST_DIR" "$RUN_DIR-2/checkpoints"
+    TORUS_NCCL_GRAPHS=$graphs "$BIN/torus" run "${JOB_ARGS[@]}"
   done
 fi
 

@@ -8,6 +8,7 @@
 #   bench/gpu/fashion_mnist.sh                            # ROUNDS=2 of each side (about a minute on an H200)
 #   ROUNDS=1 FASHION_MNIST_DIR=/data/fashion-mnist bench/gpu/fashion_mnist.sh
 #   EPOCHS=1 TARGET=0.85 bench/gpu/fashion_mnist.sh       # overrides the example's epochs and target on both sides
+#   bench/gpu/fashion_mnist.sh --print-jobs DIR           # prints each run's `torus run` arguments and runs nothing
 # Data: FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist (package dataset-fashion-mnist), else the copy
 # that scripts/gpu-prefix.sh packs into .gpu-prefix/ (a borrowed GPU machine has no Debian packages). PyTorch: the
 # python3 on PATH, or TORCH_PYTHON. FASHION_MNIST_LOGS=DIR keeps every run's full log there; RUN_TIMEOUT_S (150)
@@ -17,9 +18,13 @@
 # to the end of the first validation pass at or above the target; evaluations, per-epoch checkpoints, Torus's graph
 # capture and both sides' cuDNN algorithm choice included. torus: `time_to_target_s` of torus run's RESULT line (as
 # bench/time_to_accuracy.sh reads it); PyTorch: the peer's RESULT line (after a device synchronize).
-# Exits 3 with "no CUDA device" without a GPU; fails naming the Python when it has no PyTorch with CUDA. Last line:
+# Exits 3 with "no CUDA device" without a GPU; fails naming the Python when it has no PyTorch with CUDA. Each run's
+# figures come as they are taken, `RESULT fashion_mnist_gpu_<side>_seconds_to_target=S round=R accuracy=A
+# images_per_s=I` (so a call cut short keeps what it measured); the last line:
 #   RESULT fashion_mnist_gpu_seconds_to_target_ratio_vs_torch=X torus=S torch=S target=T ...
 # (medians over the rounds; ours / theirs, lower is better; nan when a side's median run did not reach the target).
+# --print-jobs DIR: one line per torus run, its arguments shell-quoted (checkpoints under DIR), then exit 0, before
+# building or looking for a device: tests/bench/gpu_scripts_test.cc validates them on the CPU.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=bench/tta_results.sh
@@ -43,6 +48,30 @@ case "$PRECISION" in fp32 | bf16) ;; *)
   echo "bench/gpu: $JOB trains in $PRECISION; the PyTorch peer has fp32 and bf16 (autocast) only" >&2; exit 2 ;;
 esac
 
+DATA="${FASHION_MNIST_DIR:-}"
+if [[ -z "$DATA" ]]; then
+  for dir in /usr/share/datasets/fashion-mnist "$ROOT/.gpu-prefix/usr/share/datasets/fashion-mnist"; do
+    if [[ -f "$dir/train-images-idx3-ubyte.gz" ]]; then DATA="$dir"; break; fi
+  done
+fi
+
+# torus_args CHECKPOINT_DIR: `torus run`'s arguments of one run (into TORUS_ARGS), built here only: the runs below and
+# --print-jobs read them from here.
+torus_args() {
+  TORUS_ARGS=("$JOB" --workers 1 --set spec.gang.device=gpu
+    # The example's CPU workers set the CPU engine's math threads, which validation refuses for a GPU rank.
+    --set spec.gang.threadsPerProcess=null
+    --set "spec.data.path=${DATA:-/usr/share/datasets/fashion-mnist}" --set "spec.training.epochs=$EPOCHS"
+    --set "spec.training.targetAccuracy=$TARGET" --set "spec.training.checkpoint.dir=$1")
+}
+if [[ "${1:-}" == --print-jobs ]]; then
+  [[ -n "${2:-}" ]] || { echo "usage: $0 --print-jobs DIR" >&2; exit 2; }
+  torus_args "$2/checkpoints"
+  printf '%q ' "${TORUS_ARGS[@]}"
+  echo
+  exit 0
+fi
+
 cmake --build "$BUILD_DIR" --target torus torus-worker torus_gpu_bench >/dev/null
 TORUS="$BUILD_DIR/bin/torus"
 device_rc=0
@@ -50,12 +79,6 @@ device_rc=0
 [[ $device_rc == 3 ]] && { echo "no CUDA device: bench/gpu needs an NVIDIA GPU" >&2; exit 3; }
 [[ $device_rc == 0 ]] || { echo "bench/gpu: the CUDA device query failed (above)" >&2; exit "$device_rc"; }
 
-DATA="${FASHION_MNIST_DIR:-}"
-if [[ -z "$DATA" ]]; then
-  for dir in /usr/share/datasets/fashion-mnist "$ROOT/.gpu-prefix/usr/share/datasets/fashion-mnist"; do
-    if [[ -f "$dir/train-images-idx3-ubyte.gz" ]]; then DATA="$dir"; break; fi
-  done
-fi
 if [[ -z "$DATA" || ! -f "$DATA/train-images-idx3-ubyte.gz" ]]; then
   echo "bench/gpu: no Fashion-MNIST ${DATA:+in $DATA }(FASHION_MNIST_DIR, /usr/share/datasets/fashion-mnist, or" \
     ".gpu-prefix/ from scripts/gpu-prefix.sh)" >&2
@@ -75,9 +98,8 @@ LOGS="${FASHION_MNIST_LOGS:-$WORK}"
 mkdir -p "$LOGS"
 
 run_torus() {  # run_torus LOG
-  if ! timeout -k 10 "$RUN_TIMEOUT_S" "$TORUS" run "$JOB" --workers 1 --set spec.gang.device=gpu \
-    --set "spec.data.path=$DATA" --set "spec.training.epochs=$EPOCHS" --set "spec.training.targetAccuracy=$TARGET" \
-    --set "spec.training.checkpoint.dir=$(mktemp -d -p "$WORK")" >"$1" 2>&1; then
+  torus_args "$(mktemp -d -p "$WORK")"
+  if ! timeout -k 10 "$RUN_TIMEOUT_S" "$TORUS" run "${TORUS_ARGS[@]}" >"$1" 2>&1; then
     tail -30 "$1" >&2
     echo "bench/gpu: torus run failed or ran past RUN_TIMEOUT_S=$RUN_TIMEOUT_S s (log above)" >&2
     exit 1
@@ -116,6 +138,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
     "run_$side" "$log"
     report "$side" "$r" "$log"
     details "$side" "$log"
+    echo "RESULT fashion_mnist_gpu_${side}_seconds_to_target=$(field time_to_target_s "$log") round=$r" \
+      "accuracy=$(field accuracy "$log") images_per_s=$(field images_per_s "$log")"
   done
 done
 
