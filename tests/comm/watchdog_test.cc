@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <latch>
 #include <memory>
 #include <span>
@@ -92,6 +94,74 @@ TEST(Watchdog, EachCommunicatorsSequencesAreItsOwn) {
     }
     done.arrive_and_wait();
   });
+}
+
+// A communicator whose collectives never finish on their own. With AbortReturns::kNever its abort never returns
+// either: what ncclCommAbort is behind a hung kernel (it frees the communicator's device memory, so it waits for every
+// kernel queued before it) or while a captured CUDA graph holds the communicator (TORUS_NCCL_GRAPHS=1). With kAtOnce
+// the abort releases the collective and returns, as an abort that works does.
+enum class AbortReturns { kNever, kAtOnce };
+class HungCommunicator final : public Communicator {
+ public:
+  explicit HungCommunicator(AbortReturns abort) : Communicator(0, 1, milliseconds(600000)), abort_(abort) {}
+  ~HungCommunicator() override { stop_thread(); }
+  void all_reduce_now(BufferView, ReduceOp) override { released_.wait(); }
+  void reduce_scatter_now(BufferView, ReduceOp) override { released_.wait(); }
+  void all_gather_now(BufferView) override { released_.wait(); }
+  void broadcast_now(BufferView, int) override { released_.wait(); }
+  void barrier_now() override { released_.wait(); }
+  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+  std::string backend() const override { return "hung"; }
+  void abort() noexcept override {
+    if (abort_ == AbortReturns::kAtOnce) released_.count_down();
+    released_.wait();
+  }
+
+ private:
+  AbortReturns abort_;
+  std::latch released_{1};
+};
+
+// What the death tests' children exit with when the watchdog never ended them: no ExitCode has it.
+constexpr int kHungExit = 124;
+
+// A death test's child: a production watchdog (kExitProcess, timeout 200 ms, the abort given `grace`) over a
+// collective that never finishes on its own. Returns only through the hang guard: a Work::wait far longer than the
+// timeout and the grace together, after which it exits kHungExit.
+void hang_under_a_production_watchdog(AbortReturns abort, milliseconds grace) {
+  TcpStoreServer server("127.0.0.1", 0, "test-secret");
+  TcpStoreOptions options;
+  options.port = server.port();
+  options.secret = "test-secret";
+  auto watchdog = std::make_shared<Watchdog>(0, 1, std::make_shared<TcpStore>(options), TimeoutAction::kExitProcess,
+                                             milliseconds(200), milliseconds(50), grace);
+  HungCommunicator comm(abort);
+  comm.set_watchdog(watchdog, "hung");
+  try {
+    comm.all_reduce(BufferView{nullptr, 0, DType::kF32}).wait(milliseconds(60000));
+  } catch (const Error&) {
+  }
+  std::fprintf(stderr, "hang guard: the watchdog did not end the process\n");
+  std::fflush(stderr);
+  std::_Exit(kHungExit);  // the communication thread (and with kNever the abort) still hang: no orderly unwind
+}
+
+// A rank whose collective timed out exits 43 within the grace even when the abort never returns (ncclCommAbort behind
+// a hung kernel): the restart must not wait for a kernel that never ends.
+TEST(WatchdogDeathTest, ATimedOutRankExitsWithTheTimeoutCodeEvenWhenItsAbortNeverReturns) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(hang_under_a_production_watchdog(AbortReturns::kNever, milliseconds(200)),
+              ::testing::ExitedWithCode(launch::to_int(launch::ExitCode::kCollectiveTimeout)),
+              "collective hung all_reduce #1 .*did not finish within 200 ms.*abort did not return within 200 ms");
+}
+
+// An abort that returns is waited for, and the exit follows it at once, not at the end of the grace (ten minutes
+// here, far past the hang guard).
+TEST(WatchdogDeathTest, AnAbortThatReturnsIsWaitedForAndTheExitFollowsIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(hang_under_a_production_watchdog(AbortReturns::kAtOnce, milliseconds(600000)),
+              ::testing::ExitedWithCode(launch::to_int(launch::ExitCode::kCollectiveTimeout)),
+              "collective hung all_reduce #1 .*did not finish within 200 ms");
 }
 
 // A fault of this rank's own device (a kernel bug) would fail the restarted gang the same way: permanent. Anything

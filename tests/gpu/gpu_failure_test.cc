@@ -1,8 +1,9 @@
 // The NCCL communicator's failure paths on one GPU, each ending in bounded time with a typed error or exit code:
 // a rank whose peer never comes (creation times out and aborts), a compute kernel still running past the deadline
-// of a collective ordered after it (the watch times out, aborts, and the caller gets the Timeout), and a kernel
-// fault inside a step the comm watchdog watches (the process exits with the permanent-failure code, in a death
-// test: the CUDA context is dead afterwards). Every test skips without a device.
+// of a collective ordered after it (the watch times out, aborts, and the caller gets the Timeout once the abort
+// returns), a kernel that outlasts everything inside a step a production watchdog watches (the process exits 43
+// whatever the abort does, in a death test), and a kernel fault inside such a step (the process exits with the
+// permanent-failure code, in a death test: the CUDA context is dead afterwards). Every test skips without a device.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -40,6 +41,8 @@ constexpr milliseconds kLong{5 * kShort};
 // The compute kernel that outlasts kShort by far (and then ends by itself): it stands in for a hung kernel, so the
 // Timeout must reach the caller well before it ends.
 constexpr milliseconds kSpin{3 * kShort};
+// A compute kernel that outlasts the hang guard: a hung kernel, as far as the process can tell.
+constexpr milliseconds kHung{4 * kLong};
 constexpr size_t kCount = 1024;  // floats per collective: the size does not matter, the ordering does
 // What a hang guard exits with; distinct from every ExitCode, so a death test cannot take a hang for the fault.
 constexpr int kHungExit = 124;
@@ -95,7 +98,11 @@ class GpuFailure : public ::testing::Test {
 
   // A kernel on the compute stream spins for kSpin; `collective`, ordered after it, cannot finish before kShort, the
   // communicator's timeout. Its watch must give up at the deadline, abort the communicator and fail the Work with a
-  // Timeout naming `watch` and the timeout; the spin then ends by itself and the device stays usable.
+  // Timeout naming `watch` and the timeout; the spin ends by itself and the device stays usable. The Timeout reaches
+  // the caller when the abort returns: ncclCommAbort frees the communicator's device memory, so it may wait for the
+  // NCCL kernel queued behind the spin, i.e. for the spin (the time printed says which). Behind a kernel that never
+  // ends it would never return: a production rank exits through the watchdog instead, within its grace whatever the
+  // abort does (AHungKernelInAWatchedStepExitsWithTheTimeoutCode).
   void expect_timeout_behind_a_spin(const std::string& watch, const Collective& collective) {
     // Declared first, so it also bounds the teardown (the communicator drains its stream: the rest of the spin).
     const HangGuard guard(3 * kLong, "the collective behind a spinning compute kernel");
@@ -124,11 +131,6 @@ class GpuFailure : public ::testing::Test {
     // The communicator's own watch, not Work::wait's longer deadline ("collective ... within 10000 ms").
     EXPECT_THAT(error, HasSubstr("NCCL " + watch + within(kShort) + " (rank 0 of 1); communicator aborted"));
     EXPECT_GE(elapsed, kShort) << "the watch gave up before its deadline";
-    // A truly hung kernel never ends: if the abort (ncclCommAbort) waited for the queued work, the Timeout would
-    // come only when the spin ended, and for a hung kernel never (and the watchdog's own abort would block too).
-    EXPECT_LT(elapsed, 2 * kShort) << "the Timeout reached the caller only " << seconds(elapsed)
-                                   << " s after the collective started: did the abort wait for the compute kernel ("
-                                   << seconds(kSpin) << " s)?";
 
     // Aborted on the timeout: what comes next fails at once instead of joining a broken communicator.
     try {
@@ -207,7 +209,36 @@ void fault_inside_a_watched_step(const std::shared_ptr<Store>& store) {
   comm.submit("gradient_all_reduce", buf.bytes(), [&comm] { comm.wait_enqueued("gradient step"); }).wait(2 * kLong);
 }
 
+// The child process of the death test below: a gradient step behind a compute kernel that outlasts the hang guard,
+// watched by a production watchdog (kExitProcess, timeout kShort, the abort given kShort). The communicator's own
+// watch is later than the guard. Returns only if nothing ended the process.
+void hang_inside_a_watched_step(const std::shared_ptr<Store>& store) {
+  const HangGuard guard(3 * kLong, "the watched step behind a hung kernel");
+  auto backend = wc::make_cuda_backend(wc::CudaOptions{});
+  const cudaStream_t compute = backend->compute_stream();
+  auto watchdog =
+      std::make_shared<Watchdog>(0, 1, store, TimeoutAction::kExitProcess, kShort, milliseconds(200), kShort);
+  NcclCommunicator comm(0, 1, std::make_shared<PrefixStore>("hung", store), 0, 4 * kLong);
+  comm.set_watchdog(watchdog, "nccl-gradients");
+  worker::Buffer grads = backend->allocate(kCount * sizeof(float));
+  const BufferView buf{grads.data(), kCount, DType::kF32};
+  comm.all_reduce(buf).wait(kLong);  // NCCL's set-up, while nothing hangs
+  CUDA_CHECK(test::launch_spin(compute, kHung));
+  comm.enqueue_all_reduce_average(buf, compute);
+  comm.submit("gradient_all_reduce", buf.bytes(), [&comm] { comm.wait_enqueued("gradient step"); }).wait(4 * kLong);
+}
+
 using GpuFailureDeathTest = GpuFailure;
+
+// A step whose kernel hangs: the watchdog reports the step at its timeout and the rank exits 43
+// (ExitCode::kCollectiveTimeout, retryable: the gang restarts from its checkpoint) while the kernel still runs, even
+// if the communicator's abort waits for that kernel. Without the bounded exit, the hang guard ends it (124).
+TEST_F(GpuFailureDeathTest, AHungKernelInAWatchedStepExitsWithTheTimeoutCode) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(hang_inside_a_watched_step(store_),
+              ::testing::ExitedWithCode(launch::to_int(launch::ExitCode::kCollectiveTimeout)),
+              "watchdog: collective nccl-gradients gradient_all_reduce #[0-9]+ .*did not finish within 2000 ms");
+}
 
 // An illegal address in a kernel is a fault of this rank's own device: CUDA_CHECK in the watch throws
 // cuda::DeviceFault, and the watchdog maps exactly that to ExitCode::kFailure (failure_exit_code): permanent, so a

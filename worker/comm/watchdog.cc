@@ -1,6 +1,7 @@
 #include "worker/comm/watchdog.h"
 
 #include <cstdlib>
+#include <future>
 #include <sstream>
 #include <utility>
 
@@ -17,16 +18,29 @@ std::string progress_key(const std::string& communicator, int rank) {
   return "progress/" + communicator + "/" + std::to_string(rank);
 }
 
+// Runs comm->abort() on a thread of its own and waits for it `grace` at most; true when it returned. The thread is
+// detached: when the abort never returns, it ends with the process, which the caller exits next.
+bool abort_within(Communicator* comm, milliseconds grace) {
+  auto returned = std::make_shared<std::promise<void>>();
+  std::future<void> done = returned->get_future();
+  std::thread([comm, returned] {
+    comm->abort();
+    returned->set_value();
+  }).detach();
+  return done.wait_for(grace) == std::future_status::ready;
+}
+
 }  // namespace
 
 Watchdog::Watchdog(int rank, int world_size, std::shared_ptr<Store> store, TimeoutAction action, milliseconds timeout,
-                   milliseconds publish_interval)
+                   milliseconds publish_interval, milliseconds abort_grace)
     : rank_(rank),
       world_size_(world_size),
       store_(std::move(store)),
       action_(action),
       timeout_(timeout),
       publish_interval_(publish_interval),
+      abort_grace_(abort_grace),
       thread_([this] { loop(); }) {}
 
 Watchdog::~Watchdog() {
@@ -173,14 +187,20 @@ void Watchdog::fire(const Entry& entry) {
     std::lock_guard lock(mu_);
     reports_.push_back(report.str());
   }
+  if (action_ == TimeoutAction::kExitProcess) abort_and_exit(entry.comm, report.str());
   entry.comm->abort();
-  if (action_ == TimeoutAction::kExitProcess) {
-    const std::string reason = "CollectiveTimeout: " + report.str();
-    write_termination_log(reason.c_str());
-    say_last_words();
-    std::fflush(stderr);
-    std::_Exit(to_int(launch::ExitCode::kCollectiveTimeout));  // the communication thread is stuck: no orderly unwind
+}
+
+void Watchdog::abort_and_exit(Communicator* comm, const std::string& report) {
+  if (!abort_within(comm, abort_grace_)) {
+    TLOG(Error) << "watchdog: the communicator's abort did not return within " << abort_grace_.count()
+                << " ms (a kernel queued before it never finished); exiting without it";
   }
+  const std::string reason = "CollectiveTimeout: " + report;
+  write_termination_log(reason.c_str());
+  say_last_words();
+  std::fflush(stderr);
+  std::_Exit(to_int(launch::ExitCode::kCollectiveTimeout));  // the communication thread is stuck: no orderly unwind
 }
 
 void Watchdog::loop() {

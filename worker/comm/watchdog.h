@@ -6,7 +6,9 @@
 // few times a second, from this thread, never on the collective's path). When a collective passes its deadline the
 // watchdog logs which one (communicator, sequence, size, algorithm) and which ranks never arrived at it (their
 // progress on that communicator is below its sequence), aborts the communicator and, in production, exits with
-// ExitCode::kCollectiveTimeout (retryable: the gang restarts from its checkpoint).
+// ExitCode::kCollectiveTimeout (retryable: the gang restarts from its checkpoint) within `abort_grace` whether or not
+// the abort returns: ncclCommAbort waits for the kernels queued before it, so behind a hung kernel (or while a
+// captured CUDA graph holds the communicator, TORUS_NCCL_GRAPHS=1) it never returns, and the exit must not wait for it.
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -24,7 +26,7 @@
 namespace torus::comm {
 
 enum class TimeoutAction {
-  kExitProcess,        // production: log, abort, exit 43
+  kExitProcess,        // production: log, abort (for abort_grace at most), exit 43
   kAbortCommunicator,  // tests: log, abort; the collective's Work fails with Timeout
 };
 
@@ -35,10 +37,15 @@ launch::ExitCode failure_exit_code(const std::exception_ptr& error);
 
 class Watchdog {
  public:
+  // How long kExitProcess lets a timed-out communicator's abort run before it exits without it. An abort that can
+  // return does so at once (a socket closed, NCCL's proxy joined: well under a second); one that waits for a hung
+  // kernel never does. The abort only tidies up before the exit (the process's end closes every connection anyway).
+  static constexpr milliseconds kAbortGrace{5000};
+
   // `timeout` is the watchdog's deadline per collective; backends get a longer one of their own, so a hung peer is
   // reported here (with the ranks that never arrived) before a backend's bare "read timeout".
   Watchdog(int rank, int world_size, std::shared_ptr<Store> store, TimeoutAction action, milliseconds timeout,
-           milliseconds publish_interval = milliseconds(200));
+           milliseconds publish_interval = milliseconds(200), milliseconds abort_grace = kAbortGrace);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -76,6 +83,8 @@ class Watchdog {
   std::string where(int rank);
   void publish_progress();
   void fire(const Entry& entry);
+  // kExitProcess after a timeout: the communicator's abort, for abort_grace_ at most, then exit 43.
+  [[noreturn]] void abort_and_exit(Communicator* comm, const std::string& report);
 
   int rank_;
   int world_size_;
@@ -84,6 +93,7 @@ class Watchdog {
   std::function<void()> last_words_;  // guarded by mu_
   milliseconds timeout_;
   milliseconds publish_interval_;
+  milliseconds abort_grace_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<const detail::WorkState*, Entry> in_flight_;
