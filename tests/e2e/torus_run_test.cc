@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,22 +84,121 @@ TEST(TorusRun, AlwaysFailingWorkerExhaustsTheBackoffLimit) {
   EXPECT_NE(out.text().find("no-such-data"), std::string::npos) << "the worker's reason is not shown:\n" << out.text();
 }
 
+// What each rank of a run did, from the logs `torus run` keeps per rank (rank-N.log in --log-dir).
+struct RankLog {
+  int steps = -1;           // "finished: E epochs, S steps"
+  std::string train_loss;   // "epoch 0 done: train loss L": the mean over the rank's own shard
+};
+
+std::map<int, RankLog> rank_logs(const fs::path& dir) {
+  std::map<int, RankLog> out;
+  static const std::regex kName(R"(rank-([0-9]+)\.log)");
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, m, kName)) continue;
+    RankLog& log = out[std::stoi(m[1])];
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      std::smatch f;
+      if (std::regex_search(line, f, std::regex("finished: [0-9]+ epochs, ([0-9]+) steps"))) log.steps = std::stoi(f[1]);
+      if (std::regex_search(line, f, std::regex("epoch 0 done: train loss ([0-9.]+)"))) log.train_loss = f[1];
+    }
+  }
+  return out;
+}
+
+// spec.gang.workers (--workers): that many ranks ran, each on a shard of its own, in one gang; and the global batch
+// split over them learns what one worker learns.
 TEST(TorusRun, OneTwoAndFourWorkersLearnTheSame) {
   std::map<int, double> accuracy;
   for (int workers : {1, 2, 4}) {
     const test::TempDir tmp("torus-e2e-dp" + std::to_string(workers));
     const fs::path& dir = tmp.path();
-    auto out = run_torus(one_epoch_args(workers, dir), seconds(600));
+    auto args = one_epoch_args(workers, dir);
+    args.insert(args.end(), {"--log-dir", (dir / "logs").string()});
+    auto out = run_torus(args, seconds(600));
     ASSERT_EQ(out.exit_code, 0) << out.text();
     ASSERT_EQ(out.field("phase"), "Succeeded") << out.text();
     accuracy[workers] = std::stod(out.field("accuracy"));
     std::printf("%d worker(s): accuracy %.4f, %s images/s, %s\n", workers, accuracy[workers],
                 out.field("images_per_s").c_str(), out.result_line().c_str());
+    // Exactly `workers` ranks ran: one log each, ranks 0..workers-1, every one to the end of the same steps (one
+    // gang: the global batch, not the rank's, sets the steps), each over its own shard (its own mean loss).
+    const std::map<int, RankLog> ranks = rank_logs(dir / "logs");
+    ASSERT_EQ(static_cast<int>(ranks.size()), workers) << out.text();
+    std::set<std::string> losses;
+    for (const auto& [rank, log] : ranks) {
+      EXPECT_LT(rank, workers);
+      EXPECT_EQ(log.steps, ranks.begin()->second.steps) << "rank " << rank;
+      EXPECT_GT(log.steps, 0) << "rank " << rank << " did not finish";
+      losses.insert(log.train_loss);
+    }
+    EXPECT_EQ(static_cast<int>(losses.size()), workers) << "the ranks did not train on shards of their own";
   }
   // Same global batch, same data each epoch: data parallelism must not change what is learned (beyond noise).
   EXPECT_GT(accuracy[1], 0.85);
   EXPECT_NEAR(accuracy[2], accuracy[1], 0.015);
   EXPECT_NEAR(accuracy[4], accuracy[1], 0.015);
+}
+
+// Run identity: each `torus run` is a new run that trains from step 0, though the example's checkpoint folder holds
+// the last run's final checkpoint; --resume starts from the newest checkpoint another run left, and
+// spec.training.checkpoint.resumeFrom from a named run's; a checkpoint with nothing left to train says so, with its
+// accuracy, instead of accuracy=nan.
+TEST(TorusRun, TwoRunsInARowBothTrainFromStepZeroAndResumeContinuesARun) {
+  const test::TempDir tmp("torus-e2e-runs");
+  const fs::path ckpt = tmp.path() / "ckpt";
+  auto example = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = one_epoch_args(2, ckpt);
+    args.insert(args.end(), {"--set", "spec.training.targetAccuracy=0.8"});
+    args.insert(args.end(), more.begin(), more.end());
+    return run_torus(args, seconds(600));
+  };
+  std::vector<RunOutput> firsts;
+  for (int i = 0; i < 2; ++i) {
+    firsts.push_back(example({}));
+    const RunOutput& out = firsts.back();
+    ASSERT_EQ(out.exit_code, 0) << out.text();
+    EXPECT_EQ(out.field("start_step"), "0") << "run " << i << " did not train from step 0:\n" << out.text();
+    EXPECT_GE(std::stod(out.field("accuracy")), 0.8) << out.text();
+    EXPECT_NE(out.field("time_to_target_s"), "nan") << out.text();
+    EXPECT_NE(std::stod(out.field("images_per_s")), 0) << out.text();
+    EXPECT_NE(out.text().find("run " + out.field("run") + " starts from step 0"), std::string::npos) << out.text();
+  }
+  const std::string first = firsts[0].field("run"), second = firsts[1].field("run");
+  ASSERT_NE(first, second);
+  EXPECT_NE(firsts[1].text().find(ckpt.string() + " also holds checkpoints of run " + first), std::string::npos)
+      << firsts[1].text();
+  const std::string steps = firsts[1].field("start_step");
+  std::smatch m;
+  const std::string second_log = firsts[1].text();
+  ASSERT_TRUE(std::regex_search(second_log, m, std::regex("checkpoint: " + ckpt.string() + "/" + second +
+                                                           "/ckpt-([0-9]+)\\.torus")))
+      << second_log;
+  const std::string epoch_end = m[1];
+
+  // --resume: the newest checkpoint (the second run's), one epoch more.
+  const RunOutput resumed = example({"--resume", "--set", "spec.training.epochs=2", "--set",
+                                     "spec.training.targetAccuracy=0.99"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.text();
+  EXPECT_EQ(resumed.field("start_step"), epoch_end) << resumed.text();
+  EXPECT_EQ(resumed.field("resumed_run"), second) << resumed.text();
+  EXPECT_NE(resumed.text().find("resuming at step " + epoch_end + " from " + ckpt.string() + "/" + second +
+                                "/ckpt-" + epoch_end + ".torus: run " + second + "'s checkpoint"),
+            std::string::npos)
+      << resumed.text();
+  EXPECT_NE(resumed.text().find("epoch 2/2"), std::string::npos) << "it trained the second epoch:\n" << resumed.text();
+
+  // resumeFrom names the first run, whose one epoch is done: nothing left, said in words and in the RESULT line.
+  const RunOutput done = example({"--set", "spec.training.checkpoint.resumeFrom=" + first});
+  ASSERT_EQ(done.exit_code, 0) << done.text();
+  EXPECT_EQ(done.field("resumed_run"), first) << done.text();
+  EXPECT_EQ(done.field("nothing_to_train"), "all_epochs_done") << done.text();
+  EXPECT_EQ(done.field("accuracy"), firsts[0].field("accuracy")) << "the first run's final accuracy:\n" << done.text();
+  EXPECT_NE(done.text().find("nothing left to train: the checkpoint has finished its training (1 of 1 epochs done"),
+            std::string::npos)
+      << done.text();
 }
 
 TEST(TorusRun, SigkilledWorkerIsFollowedByAttemptOneFromTheCheckpoint) {
