@@ -1,6 +1,7 @@
 // GPU benchmarks of the CUDA backend, for a machine with NVIDIA GPUs (bench/gpu/gpu.sh runs them next to PyTorch):
 //   torus_gpu_bench check                        # exit 3 with "no CUDA device" when none is visible
 //   torus_gpu_bench resnet50 [--batch 128] [--steps 30] [--warmup 10] [--precision tf32|bf16]
+//                            [--search trainer|heuristic|timed]
 //   torus_gpu_bench resnet9 --data DIR [--epochs 24] [--batch 512] [--lr 0.4] [--target 0.94]
 //   torus_gpu_bench nccl [--max-bytes 1073741824] [--iters 20]
 // Each ends with a `RESULT name=value ...` line.
@@ -108,15 +109,32 @@ DType activations_for(const std::string& precision) {
   throw InvalidArgument("--precision: expected tf32 or bf16, got \"" + precision + "\"");
 }
 
-// Images/s of full training steps (forward, loss, backward, SGD) on synthetic 224 px images, per GPU.
+// --search: the convolutions' algorithm choice. "trainer" is what a rank of the trainer gets (cuda_options_for_rank:
+// cuDNN's heuristics, or the timed search under TORUS_CUDNN_BENCHMARK=1, and the other TORUS_CUDA*/TORUS_CUDNN*
+// tunables); "heuristic" and "timed" force one on top of those.
+CudaOptions options_for(const std::string& search) {
+  CudaOptions o = cuda_options_for_rank(0, 1);
+  if (search == "heuristic") {
+    o.conv_search = ConvSearch::kHeuristic;
+  } else if (search == "timed") {
+    o.conv_search = ConvSearch::kBenchmark;
+  } else if (search != "trainer") {
+    throw InvalidArgument("--search: expected trainer, heuristic or timed, got \"" + search + "\"");
+  }
+  return o;
+}
+
+const char* search_name(ConvSearch search) { return search == ConvSearch::kBenchmark ? "timed" : "heuristic"; }
+
+// Images/s of full training steps (forward, loss, backward, SGD) on synthetic 224 px images, per GPU, eager (the
+// trainer replays the same kernels as a CUDA graph).
 int resnet50(const Args& args) {
   if (!require_device()) return kNoDevice;
   const int64_t batch = args.integer("batch", 128), steps = args.integer("steps", 30),
                 warmup = args.integer("warmup", 10);
   const std::string precision = args.str("precision", "tf32");
   const DType activations = activations_for(precision);
-  CudaOptions o;
-  o.conv_search = ConvSearch::kBenchmark;
+  const CudaOptions o = options_for(args.str("search", "trainer"));
   auto b = make_cuda_backend(o);
   nn::ModelConfig cfg;
   cfg.arch = api::Arch::kResNet50;
@@ -164,13 +182,14 @@ int resnet50(const Args& args) {
   const auto search = b->conv_search_stats();
   std::printf(
       "# resnet50 %s batch %lld: %.1f ms/step (host issues a step in %.1f ms), peak pool %.2f GiB, conv algorithms "
-      "timed for %lld shapes in %.2f s\n",
+      "by %s for %lld shapes in %.2f s\n",
       precision.c_str(), static_cast<long long>(batch), 1000.0 * s / static_cast<double>(steps),
       1000.0 * host_s / static_cast<double>(steps),
       static_cast<double>(b->memory_stats().peak_bytes) / static_cast<double>(size_t{1} << 30),
-      static_cast<long long>(search.shapes), search.seconds);
-  std::printf("RESULT resnet50_images_per_s=%.1f batch=%lld image=224 precision=%s device=%s\n", ips,
-              static_cast<long long>(batch), precision.c_str(), no_spaces(device_description(0)).c_str());
+      search_name(o.conv_search), static_cast<long long>(search.shapes), search.seconds);
+  std::printf("RESULT resnet50_images_per_s=%.1f batch=%lld image=224 precision=%s search=%s device=%s\n", ips,
+              static_cast<long long>(batch), precision.c_str(), search_name(o.conv_search),
+              no_spaces(device_description(0)).c_str());
   return 0;
 }
 

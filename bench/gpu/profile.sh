@@ -3,11 +3,13 @@
 # element-wise kernels folded into them, the convolutions' passes), for a machine with an NVIDIA GPU:
 #   bench/gpu/profile.sh                          # bf16, batch 128: 3 steps under Nsight Systems (else Compute)
 #   PRECISION=tf32 STEPS=2 bench/gpu/profile.sh
+#   SEARCH=timed bench/gpu/profile.sh             # with cuDNN's timed algorithm search instead of the heuristics
 #   KEEP=/tmp/prof bench/gpu/profile.sh           # keep the report and the kernel table there
-# The steps are torus_gpu_bench resnet50's timed ones (between cudaProfilerStart/Stop, after WARMUP steps), with the
-# trainer's algorithm choice (cuDNN's heuristics; TORUS_CUDNN_BENCHMARK=1 for the timed search). Nsight Systems
-# (nsys) times every kernel as it runs; Nsight Compute (ncu, the fallback) serializes them, so its total is the sum of
-# kernel times without overlap. Exits 3 with "no CUDA device" without a GPU, and names what is missing when neither
+# The steps are torus_gpu_bench resnet50's timed ones (between cudaProfilerStart/Stop, after WARMUP steps), run
+# eagerly with a rank's options (cuda_options_for_rank) and the convolutions' algorithms chosen by SEARCH: heuristic
+# (the default, as the trainer chooses them unless TORUS_CUDNN_BENCHMARK=1) or timed (cuDNN's timed search); the
+# trainer replays the same kernels as a CUDA graph. Nsight Systems (nsys) times every kernel as it runs; Nsight
+# Compute (ncu, the fallback) serializes them, so its total is the sum of kernel times without overlap. Exits 3 with "no CUDA device" without a GPU, and names what is missing when neither
 # profiler is installed. Last line: RESULT resnet50_<precision>_gpu_ms_per_step=... resnet50_<precision>_<kind>_ms=...
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -15,6 +17,10 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 PRECISION="${PRECISION:-bf16}"
 STEPS="${STEPS:-3}"
 WARMUP="${WARMUP:-5}"
+SEARCH="${SEARCH:-heuristic}"
+case "$SEARCH" in heuristic | timed) ;; *)
+  echo "bench/gpu/profile.sh: SEARCH: expected heuristic or timed, got '$SEARCH'" >&2; exit 2 ;;
+esac
 
 cmake --build "$BUILD_DIR" --target torus_gpu_bench >/dev/null
 BENCH="$BUILD_DIR/bin/torus_gpu_bench"
@@ -29,7 +35,8 @@ NCU="$(tool ncu)"
 WORK="${KEEP:-$(mktemp -d)}"
 mkdir -p "$WORK"
 [[ -n "${KEEP:-}" ]] || trap 'rm -rf "$WORK"' EXIT
-RUN=("$BENCH" resnet50 --precision "$PRECISION" --warmup "$WARMUP" --steps "$STEPS")
+RUN=("$BENCH" resnet50 --precision "$PRECISION" --search "$SEARCH" --warmup "$WARMUP" --steps "$STEPS")
+echo "# ResNet-50 $PRECISION, batch 128, conv algorithms by $SEARCH search: $STEPS steps after $WARMUP, profiled"
 
 if [[ -n "$NSYS" ]]; then
   "$NSYS" profile --capture-range=cudaProfilerApi --trace=cuda --sample=none --force-overwrite=true \
