@@ -6,15 +6,17 @@
 # of the shortest steps a job of ours takes, so the largest share) and its RESULT line gives the step time.
 # There is no PyTorch peer: PyTorch keeps no such ledger.
 #   bench/goodput_overhead.sh
+#   SMOKE=1 bench/goodput_overhead.sh   # a job of 20 steps (bench/common.sh)
 # Last line: RESULT goodput_overhead_fraction=X ledger_ns_per_step=.. ledger_json_ns_per_event=..
 #   telemetry_ns_per_step=.. step_s=.. goodput=..   (fraction = the ledger's cost per step / the step time; < 0.01)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-if [ ! -x "$BUILD_DIR/bin/torus_goodput_bench" ] || [ ! -x "$BUILD_DIR/bin/torus" ] || \
-   [ ! -x "$BUILD_DIR/bin/torus-worker" ]; then
-  cmake --build "$BUILD_DIR" --target torus torus-worker torus_goodput_bench
-fi
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
+bench_build "$BUILD_DIR" torus torus-worker torus_goodput_bench
+TRAIN_IMAGES=12800
+[[ "${SMOKE:-0}" == 1 ]] && TRAIN_IMAGES=1280
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 field() { sed -En "s/(^|.* )$1=([^ ]*).*/\2/p" <<<"$2" | tail -1; }
@@ -28,7 +30,7 @@ metadata: {name: goodput-bench}
 spec:
   gang: {workers: 2, threadsPerProcess: 1}
   model: {arch: resnet9, widths: [8, 16, 32, 64]}
-  data: {dataset: synthetic, imageSize: 28, loaderThreads: 1, synthetic: {trainImages: 12800, validationImages: 256, numClasses: 4}}
+  data: {dataset: synthetic, imageSize: 28, loaderThreads: 1, synthetic: {trainImages: $TRAIN_IMAGES, validationImages: 256, numClasses: 4}}
   training: {epochs: 1, batchSize: 64, lrSchedule: {peak: 0.1}, checkpoint: {dir: $WORK/ckpt, everySteps: 100}}
 YAML
 result="$("$BUILD_DIR/bin/torus" run "$WORK/job.yaml" 2>"$WORK/log" | tail -1)"

@@ -8,10 +8,21 @@
 # mixed up.
 #   TORUS_PEER_VENV   where the venv lives (default ~/.cache/torus/torch-venv; about 5.4 GB, 2.5 min to install)
 
+# SMOKE=1 (bench/common.sh) never installs: the peer is Debian's python3-torch (what the test command installs) or
+# TORCH_PYTHON's, and where neither imports torch the peer is skipped, said so: PYTHON empty, PEER_VERSION "none".
+
 # Sets PYTHON (the interpreter that runs the peer) and PEER_VERSION (its torch.__version__). Called in the bench's
 # own shell (not in $(...)), so the variables reach it.
 bench_peer_python() {
-  if [[ -n "${TORCH_PYTHON:-}" ]]; then
+  if [[ "${SMOKE:-0}" == 1 ]]; then
+    PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
+    if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
+      echo "# PyTorch peer skipped: $PYTHON cannot import torch (a smoke runs the peer only where it is installed)"
+      PYTHON=""
+      PEER_VERSION=none
+      return 0
+    fi
+  elif [[ -n "${TORCH_PYTHON:-}" ]]; then
     PYTHON="$TORCH_PYTHON"
   elif [[ "${PEER:-pypi}" == debian ]]; then
     PYTHON=/usr/bin/python3
@@ -28,6 +39,10 @@ bench_peer_python() {
   }
   echo "# PyTorch peer: torch $PEER_VERSION ($PYTHON)"
 }
+
+# Whether the peer runs (it does, except in a smoke without PyTorch), and its name for RESULT lines.
+bench_has_peer() { [[ -n "$PYTHON" ]]; }
+bench_peer_name() { if bench_has_peer; then echo "torch-$PEER_VERSION"; else echo none; fi; }
 
 # The cached venv with the newest torch on PyPI (numpy too: the peers read the IDX files with it).
 bench_peer_venv() {

@@ -22,7 +22,9 @@
 # speed drifts by 20-30% from minute to minute: a round's two runs see the same machine, a side's best does not).
 #   bench/train_throughput.sh
 #   THREADS=4 STEPS=20 REPEATS=5 bench/train_throughput.sh
-#   STEPS=2 WARMUP=1 REPEATS=1 PROFILE=0 bench/train_throughput.sh   # smoke run
+#   STEPS=2 WARMUP=1 REPEATS=1 PROFILE=0 bench/train_throughput.sh   # a short run
+#   SMOKE=1 bench/train_throughput.sh   # seconds: STEPS=1 WARMUP=1 REPEATS=1 PROFILE=0, both nets with widths
+#                                       # 8-64 on small batches, ResNet-18 on 16x16 (bench/common.sh)
 #   CPU_ISA=avx2 bench/train_throughput.sh       # what an AVX2 machine runs, both sides (bench/cpu_isa.sh)
 #   SECONDARY=0 bench/train_throughput.sh        # the headline (2 processes) only: on a loaded machine the 1-process
 #                                                # part at THREADS threads takes most of the time
@@ -32,6 +34,8 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
 # shellcheck source=bench/peer.sh
 source "$ROOT/bench/peer.sh"
 bench_peer_python  # PYTHON, PEER_VERSION: the newest torch from PyPI (PEER=debian: Debian's)
@@ -41,13 +45,14 @@ WARMUP="${WARMUP:-3}"
 REPEATS="${REPEATS:-3}"
 PROFILE="${PROFILE:-1}"
 SECONDARY="${SECONDARY:-1}"
+[[ "${SMOKE:-0}" == 1 ]] && STEPS=1 WARMUP=1 REPEATS=1 PROFILE=0
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-cmake --build "$BUILD_DIR" --target torus torus-worker >/dev/null
+bench_build "$BUILD_DIR" torus torus-worker
 TORUS="$BUILD_DIR/bin/torus"
 if [[ -z "${BENCH:-}" ]]; then
-  cmake --build "$BUILD_DIR" --target torus-train-bench >/dev/null
+  bench_build "$BUILD_DIR" torus-train-bench
   BENCH="$BUILD_DIR/bin/torus-train-bench"
 fi
 PEER="$ROOT/bench/train_throughput/pytorch_peer.py"
@@ -63,12 +68,27 @@ CONFIGS=(
   "resnet9-narrow-28x28x1|resnet9|8,16,32,64|cifar|max|1|28|256|256|6"
   "resnet18-32x32x3|resnet18|64,128,256,512|cifar|avg|3|32|64|128|1"
 )
+if [[ "${SMOKE:-0}" == 1 ]]; then
+  # The same two nets, narrow and on small images and batches: every step of the script in seconds.
+  CONFIGS=(
+    "resnet9-narrow-28x28x1|resnet9|8,16,32,64|cifar|max|1|28|32|32|1"
+    "resnet18-32x32x3|resnet18|8,16,32,64|cifar|avg|3|16|16|16|1"
+  )
+fi
 
 ips() { awk '/^RESULT / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "images_per_second" ||
                                                           kv[1] == "images_per_s") print kv[2] } }'; }
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
-geomean() { printf '%s\n' "$@" | awk '{ s += log($1); n++ } END { printf "%.3f", exp(s / n) }'; }
+# Without the peer (a smoke without PyTorch) its figures, and every ratio, are "skipped".
+median() {
+  if [[ "$1" == skipped ]]; then echo skipped; return; fi
+  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { print (b == "skipped") ? b : sprintf("%.3f", a / b) }'; }
+geomean() {
+  if [[ "$1" == skipped ]]; then echo skipped; return; fi
+  printf '%s\n' "$@" | awk '{ s += log($1); n++ } END { printf "%.3f", exp(s / n) }'
+}
+fixed3() { if [[ "$1" == skipped ]]; then echo skipped; else printf '%.3f' "$1"; fi; }
 
 torus_job() {  # torus_job FILE NAME ARCH WIDTHS STEM POOL CHANNELS IMAGE GLOBAL_BATCH STEPS: 2 epochs of STEPS batches
   cat >"$1" <<YAML
@@ -105,6 +125,7 @@ ddp_torus() {  # ddp_torus JOB -> images/s of the second epoch
 
 ddp_pytorch() {  # ddp_pytorch ARCH WIDTHS STEM POOL CHANNELS IMAGE GLOBAL_BATCH STEPS -> images/s of the second epoch
   local log="$WORK/pytorch.log"
+  bench_has_peer || { echo skipped; return; }
   if ! "$PYTHON" "$DDP_PEER" --synthetic $(($8 * $7)) --epochs 2 --batch "$7" --arch "$1" --widths "$2" \
     --stem "$3" --pool "$4" --in-channels "$5" --image "$6" --lr-peak 0.01 --warmup-epochs 0 --flip 0 --target 0 \
     --world 2 --threads 1 --port $((20000 + RANDOM % 20000)) >"$log" 2>&1; then
@@ -134,7 +155,7 @@ for entry in "${CONFIGS[@]}"; do
     ours+=("$o") theirs+=("$t") rounds+=("$(ratio "$o" "$t")")
     echo "$name, 2 processes x 1 thread, global batch $global, $steps steps an epoch: torus $o img/s, pytorch ddp $t img/s, ratio ${rounds[-1]}"
   done
-  r="$(printf '%.3f' "$(median "${rounds[@]}")")"
+  r="$(fixed3 "$(median "${rounds[@]}")")"
   echo "== $name: torus run $(median "${ours[@]}") img/s, pytorch ddp-2 $(median "${theirs[@]}") img/s (medians)," \
     "ratio $r (median of the rounds'; 2 processes x 1 thread)"
   ddp_ratios+=("$r")
@@ -150,6 +171,10 @@ one_torus() {
 }
 one_pytorch() {
   local out
+  if ! bench_has_peer; then
+    t=skipped
+    return
+  fi
   out="$("$PYTHON" "$PEER" "${args[@]}")"
   echo "$out" | grep -v '^RESULT'
   t="$(echo "$out" | ips)"
@@ -173,7 +198,7 @@ for entry in "${CONFIGS[@]}"; do
     fi
     ours+=("$o") theirs+=("$t") rounds+=("$(ratio "$o" "$t")")
   done
-  r="$(printf '%.3f' "$(median "${rounds[@]}")")"
+  r="$(fixed3 "$(median "${rounds[@]}")")"
   echo "== $name: torus $(median "${ours[@]}") img/s, pytorch $(median "${theirs[@]}") img/s (medians), ratio $r" \
     "(median of the rounds'; 1 process x $THREADS threads)"
   if [[ "$PROFILE" == 1 ]]; then
@@ -186,4 +211,4 @@ done
 one_summary="ratio_1proc_${THREADS}threads=skipped"
 ((${#one_ratios[@]})) && one_summary="ratio_1proc_${THREADS}threads=$(geomean "${one_ratios[@]}")"
 echo "RESULT train_throughput_ratio_vs_pytorch=$(geomean "${ddp_ratios[@]}")" \
-  "$one_summary ${ddp_names[*]} ${one_names[*]} isa=$ISA peer=torch-$PEER_VERSION"
+  "$one_summary ${ddp_names[*]} ${one_names[*]} isa=$ISA peer=$(bench_peer_name)"
