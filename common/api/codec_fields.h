@@ -149,6 +149,7 @@ void describe(V& v, S& x) {
   v("everySteps", x.every_steps);
   v("keep", x.keep);
   v("volumeClaimTemplate", x.volume_claim_template);
+  v("resumeFrom", x.resume_from);
 }
 
 template <class V, class S>
@@ -282,6 +283,8 @@ void describe(V& v, S& x) {
   v("attempt", x.attempt);
   v("step", x.step);
   v("path", x.path);
+  v("run", x.run);
+  v("reason", x.reason);
   v("time", x.time);
 }
 

@@ -234,6 +234,10 @@ struct CheckpointSpec {
   // A PersistentVolumeClaim template ({metadata, spec}, opaque): the operator creates the claim, owned by the job,
   // and mounts it at `dir` in the workers (rank 0 reads and writes the checkpoints).
   nlohmann::json volume_claim_template;
+  // Where a new run starts when it has no checkpoint of its own (common/launch/checkpoint_layout.h): empty, step 0;
+  // "latest", the newest checkpoint of any other run in `dir`; a run id (a TrainingJob's uid, a `torus run` id), that
+  // run's newest. A run's own checkpoints (a restart) always come first.
+  std::string resume_from;
   bool operator==(const CheckpointSpec&) const = default;
 };
 
@@ -401,7 +405,9 @@ struct CheckpointRef {
 struct ResumePoint {
   int32_t attempt = 0;
   int64_t step = 0;
-  std::string path;  // the checkpoint file, when step > 0
+  std::string path;    // the checkpoint file, when step > 0
+  std::string run;     // the run that wrote it: this job's uid, or the run resumeFrom named
+  std::string reason;  // launch::ResumeReason: Fresh, ThisRun, ResumeFrom
   std::string time;  // when the operator read it; empty: not read yet for this attempt
   bool operator==(const ResumePoint&) const = default;
 };

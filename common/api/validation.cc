@@ -7,6 +7,7 @@
 
 #include "common/api/defaults.h"
 #include "common/api/resolve.h"
+#include "common/launch/checkpoint_layout.h"
 
 namespace torus::api {
 namespace {
@@ -310,6 +311,13 @@ void check_checkpoint(Checker& c, const CheckpointSpec& k, RestartPolicy restart
     c.add(p + ".dir", "is required when checkpoint.everyEpochs, everySteps or keep is set");
   }
   if (!k.volume_claim_template.is_null()) check_claim_template(c, k);
+  if (!k.resume_from.empty()) {
+    if (k.dir.empty()) c.add(p + ".dir", "is required when checkpoint.resumeFrom is set: the runs' checkpoints are there");
+    const std::string problem = launch::run_id_problem(k.resume_from);
+    if (k.resume_from != launch::kResumeLatest && !problem.empty()) {
+      c.add(p + ".resumeFrom", "expected \"latest\" or a run id (" + problem + "), got \"" + k.resume_from + "\"");
+    }
+  }
 }
 
 void check_training(Checker& c, const TrainingSpec& t, const TrainingSpec& given, std::optional<int32_t> world,

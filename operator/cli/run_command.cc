@@ -33,6 +33,8 @@ int run_command(const std::vector<std::string>& args) {
       } catch (const std::exception&) {
         return usage_error("--workers: expected an integer, got '" + v + "'");
       }
+    } else if (a == "--resume") {
+      options.resume = runtime::Resume::kLatest;
     } else if (a == "--verbose" || a == "-v") {
       options.verbosity = runtime::Verbosity::kAllRanks;
     } else if (!a.empty() && a[0] == '-') {

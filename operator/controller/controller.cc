@@ -419,8 +419,8 @@ std::optional<json> Controller::with_progress(const json& job, const Plan& plan,
     base["lastCheckpoint"] =
         api::status_to_json(api::TrainingJobStatus{.last_checkpoint = *reading->checkpoint})["lastCheckpoint"];
   }
-  if (reading->resumed_step) record_resume(job, base, *reading->resumed_step, events);
-  if (reading->goodput) record_goodput(base, *reading->goodput, reading->resumed_step.value_or(0));
+  if (reading->resumed) record_resume(base, *reading->resumed, events);
+  if (reading->goodput) record_goodput(base, *reading->goodput, reading->resumed ? reading->resumed->step : 0);
   record_straggler(job, base, reading->arrival, events);
   if (base != before) status = base;
   return status;

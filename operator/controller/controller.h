@@ -77,7 +77,7 @@ class Controller {
   // (status.resumedFrom, and a Resumed event appended to `events`).
   std::optional<json> with_progress(const json& job, const Plan& plan, const std::string& ns,
                                     std::vector<EventRecord>& events);
-  void record_resume(const json& job, json& status, int64_t step, std::vector<EventRecord>& events);
+  static void record_resume(json& status, const api::ResumePoint& read, std::vector<EventRecord>& events);
   static void record_goodput(json& status, const GoodputReading& reading, int64_t resumed_step);
   // The Straggler condition and events (straggler_status.h): every other rank's arrival figures read beside rank 0's
   // (`rank0`), fed to the job's watch; a window they close sets the condition in `status` and the straggler metrics.

@@ -19,24 +19,17 @@ void Controller::record_goodput(json& status, const GoodputReading& reading, int
   status["goodput"] = api::status_to_json(api::TrainingJobStatus{.goodput = next})["goodput"];
 }
 
-// Once per attempt: the step its rank 0 resumed from, in the status and (after a restart, a resume or an edit) as
-// an event, so that `kubectl describe` tells each attempt's starting point.
-void Controller::record_resume(const json& job, json& status, int64_t step, std::vector<EventRecord>& events) {
+// Once per attempt: where its rank 0 started and why, in the status and (after a restart, a resume or an edit, or
+// from another run's checkpoint) as an event, so that `kubectl describe` tells each attempt's starting point.
+void Controller::record_resume(json& status, const api::ResumePoint& read, std::vector<EventRecord>& events) {
   const int attempt = status.value("attempt", 0);
   const json& known = member(status, "resumedFrom");
+  if (read.attempt != attempt) return;
   if (known.value("attempt", -1) == attempt && !known.value("time", "").empty()) return;
-  api::ResumePoint point{attempt, step, "", format_time(Clock::now())};
-  const json& spec = member(job, "spec");
-  if (step > 0) point.path = checkpoint_path(member(member(spec, "training"), "checkpoint").value("dir", ""), step);
+  api::ResumePoint point = read;
+  point.time = format_time(Clock::now());
   status["resumedFrom"] = api::status_to_json(api::TrainingJobStatus{.resumed_from = point})["resumedFrom"];
-  if (step > 0) {
-    events.push_back({EventType::kNormal, "ResumedFromStep",
-                      "attempt " + std::to_string(attempt) + " resumed from step " + std::to_string(step) + " (" +
-                          point.path + ")"});
-  } else if (attempt > 0) {
-    events.push_back({EventType::kNormal, "ResumedFromStep",
-                      "attempt " + std::to_string(attempt) + " started at step 0: no checkpoint had been written"});
-  }
+  if (const auto message = resume_event_message(point)) events.push_back({EventType::kNormal, "ResumedFromStep", *message});
 }
 
 void Controller::record_straggler(const json& job, json& status, const std::optional<RankArrival>& rank0,

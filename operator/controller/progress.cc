@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "common/launch/checkpoint_layout.h"
 #include "operator/controller/time_util.h"
 
 namespace torus::controller {
@@ -85,18 +86,14 @@ std::optional<api::Progress> progress_from_metrics(const std::map<std::string, d
   return p;
 }
 
-std::string checkpoint_path(const std::string& dir, int64_t step) {
-  return dir + (dir.ends_with('/') ? "" : "/") + "ckpt-" + std::to_string(step) + ".torus";
-}
-
 std::optional<api::CheckpointRef> checkpoint_from_metrics(const std::map<std::string, double>& s,
-                                                          const std::string& checkpoint_dir) {
+                                                          const std::string& checkpoint_dir, const std::string& run) {
   auto step = sample(s, "torus_worker_last_checkpoint_step");
   if (!step || *step <= 0) return std::nullopt;
   api::CheckpointRef ref;
   ref.step = static_cast<int64_t>(*step);
   ref.epoch = static_cast<int32_t>(sample(s, "torus_worker_last_checkpoint_epoch").value_or(0));
-  ref.path = checkpoint_path(checkpoint_dir, ref.step);
+  ref.path = launch::checkpoint_path(checkpoint_dir, run, ref.step);
   const double written = sample(s, "torus_worker_last_checkpoint_timestamp_seconds").value_or(0);
   ref.time =
       format_time(TimePoint(std::chrono::duration_cast<TimePoint::duration>(std::chrono::duration<double>(written))));
@@ -109,6 +106,35 @@ std::optional<int64_t> resumed_step_from_metrics(const std::map<std::string, dou
     if (label_of(it->first, "attempt") != std::to_string(attempt) || !(it->second >= 0)) continue;
     return static_cast<int64_t>(it->second);
   }
+  return std::nullopt;
+}
+
+std::optional<api::ResumePoint> resumed_from_metrics(const std::map<std::string, double>& s, int attempt,
+                                                     const std::string& checkpoint_dir) {
+  const auto step = resumed_step_from_metrics(s, attempt);
+  if (!step) return std::nullopt;
+  api::ResumePoint point;
+  point.attempt = attempt;
+  point.step = *step;
+  const std::string family = "torus_worker_resumed_from_info{";
+  for (auto it = s.lower_bound(family); it != s.end() && it->first.starts_with(family); ++it) {
+    if (label_of(it->first, "attempt") != std::to_string(attempt)) continue;
+    point.run = label_of(it->first, "run");
+    point.reason = label_of(it->first, "reason");
+  }
+  if (point.step > 0) point.path = launch::checkpoint_path(checkpoint_dir, point.run, point.step);
+  return point;
+}
+
+std::optional<std::string> resume_event_message(const api::ResumePoint& point) {
+  const std::string attempt = "attempt " + std::to_string(point.attempt);
+  if (point.step > 0) {
+    const std::string head = attempt + " resumed from step " + std::to_string(point.step) + " (" + point.path + ")";
+    if (point.reason == launch::to_string(launch::ResumeReason::kResumeFrom))
+      return head + ": run " + point.run + "'s checkpoint, as spec.training.checkpoint.resumeFrom asks";
+    return head + ": this job's own checkpoint";
+  }
+  if (point.attempt > 0) return attempt + " started at step 0: no checkpoint had been written";
   return std::nullopt;
 }
 

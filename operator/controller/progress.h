@@ -23,14 +23,23 @@ std::optional<api::Progress> progress_from_metrics(const std::map<std::string, d
                                                    const std::string& now_rfc3339);
 
 // The last checkpoint rank 0 wrote in its attempt (torus_worker_last_checkpoint_*), named as the worker names it in
-// `checkpoint_dir` (worker/checkpoint/checkpoint_dir.h: ckpt-<step>.torus); nullopt when it wrote none yet.
+// run `run`'s folder of `checkpoint_dir` (common/launch/checkpoint_layout.h); nullopt when it wrote none yet.
 std::optional<api::CheckpointRef> checkpoint_from_metrics(const std::map<std::string, double>& samples,
-                                                          const std::string& checkpoint_dir);
-// The checkpoint file of `step` in `dir`, as the worker names it.
-std::string checkpoint_path(const std::string& dir, int64_t step);
+                                                          const std::string& checkpoint_dir, const std::string& run);
 
 // The step attempt `attempt` resumed from (torus_worker_resumed_step of that attempt's series; 0: it started
 // fresh); nullopt before the rank has looked for its checkpoint, or when the series is another attempt's.
 std::optional<int64_t> resumed_step_from_metrics(const std::map<std::string, double>& samples, int attempt);
+
+// Where attempt `attempt` started (status.resumedFrom without its time): the step, and from
+// torus_worker_resumed_from_info the run whose checkpoint it was and why (Fresh, ThisRun, ResumeFrom; both empty for
+// a worker that does not say), the file named in `checkpoint_dir`. nullopt as resumed_step_from_metrics.
+std::optional<api::ResumePoint> resumed_from_metrics(const std::map<std::string, double>& samples, int attempt,
+                                                     const std::string& checkpoint_dir);
+
+// The ResumedFromStep event's message for `point`: "attempt 1 resumed from step 120 (PATH): this job's own
+// checkpoint", "attempt 0 resumed from step 234 (PATH): run R's checkpoint, as spec.training.checkpoint.resumeFrom
+// asks", "attempt 2 started at step 0: no checkpoint had been written"; nullopt for a first attempt that starts fresh.
+std::optional<std::string> resume_event_message(const api::ResumePoint& point);
 
 }  // namespace torus::controller

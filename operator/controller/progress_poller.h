@@ -20,7 +20,7 @@ namespace torus::controller {
 struct RankZeroReading {
   api::Progress progress;
   std::optional<api::CheckpointRef> checkpoint;  // the last checkpoint rank 0 wrote in its attempt
-  std::optional<int64_t> resumed_step;           // the step the job's current attempt resumed from
+  std::optional<api::ResumePoint> resumed;       // where the job's current attempt started (without its time)
   std::optional<GoodputReading> goodput;         // rank 0's goodput ledger of the current attempt
   std::optional<RankArrival> arrival;            // rank 0's arrival figures (straggler_status.h)
 };

@@ -21,6 +21,7 @@
 #include "common/api/resolve.h"
 #include "common/api/validation.h"
 #include "common/api/yaml.h"
+#include "common/launch/checkpoint_layout.h"
 #include "common/launch/rank_env.h"
 #include "common/process/interrupt_fd.h"
 #include "common/process/worker_events.h"
@@ -170,6 +171,15 @@ int say_suspended(const api::TrainingJob& job) {
 
 }  // namespace
 
+std::string new_local_run_id() {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  ::localtime_r(&now, &local);
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
+  return std::string(stamp) + "-" + random_hex(2);
+}
+
 launch::RankEnv torus_run_rank_env(const api::TrainingJob& job, int rank, int attempt, const LocalGang& gang) {
   launch::RankEnv e;
   e.job_name = job.metadata.name;
@@ -177,6 +187,7 @@ launch::RankEnv torus_run_rank_env(const api::TrainingJob& job, int rank, int at
   e.attempt = attempt;
   e.world_size = api::world_size(job.spec);
   e.job_file = gang.job_file;
+  e.run_id = gang.run_id;
   e.master_addr = "127.0.0.1";
   e.master_port = gang.master_port;
   e.secret = gang.secret;
@@ -275,6 +286,10 @@ LoadedJob load_local_job(const LocalRunOptions& options) {
       sources.override_with("spec.gang.workers", "--workers");
     }
   }
+  if (options.resume == Resume::kLatest) {
+    document["spec"]["training"]["checkpoint"]["resumeFrom"] = std::string(launch::kResumeLatest);
+    sources.override_with("spec.training.checkpoint.resumeFrom", "--resume");
+  }
   api::Decoded decoded = api::decode_json(document);
   decoded.sources = std::move(sources);
   const api::FieldErrors found = api::check_decoded(decoded);
@@ -311,6 +326,7 @@ int run_local(const LocalRunOptions& options) {
   const std::string binary = worker_binary(options);
   const std::string secret = random_secret();
   const std::string node = host_name();
+  const std::string run_id = new_local_run_id();
   std::map<int, int> master_port_of_attempt;
 
   GangLaunch launch;
@@ -322,7 +338,7 @@ int run_local(const LocalRunOptions& options) {
     spec.name = "rank " + std::to_string(rank);
     spec.argv = {binary};
     spec.env = launch::to_process_env(
-        torus_run_rank_env(job, rank, attempt, {job_path, node, master_port_of_attempt[attempt], secret}));
+        torus_run_rank_env(job, rank, attempt, {job_path, node, master_port_of_attempt[attempt], secret, run_id}));
     spec.env["TORUS_LOG_LEVEL"] = tunables::process_snapshot().text("TORUS_LOG_LEVEL").value_or("info");
     // Several ranks share this machine's cores: OpenMP threads that spin while waiting steal them.
     spec.env["OMP_WAIT_POLICY"] = env::get_or("OMP_WAIT_POLICY", "passive");
@@ -333,7 +349,9 @@ int run_local(const LocalRunOptions& options) {
 
   RankLogs logs(log_dir_for(options, job), world);
   Console console(console_options(options), logs);
-  console.say("torus run: job " + job.metadata.name + ", " + std::to_string(world) + " rank(s), worker " + binary);
+  console.say("torus run: job " + job.metadata.name + ", run " + run_id + ", " + std::to_string(world) +
+              " rank(s), worker " + binary);
+  console.report().set_run(run_id);
   for (const std::string& line : log_path_lines(logs.dir(), world, options.verbosity == Verbosity::kAllRanks))
     console.say(line);
   const auto t0 = std::chrono::steady_clock::now();

@@ -15,12 +15,15 @@
 namespace torus::runtime {
 
 enum class Verbosity { kRankZero, kAllRanks };
+// --resume: the run starts from the newest checkpoint another run left (spec.training.checkpoint.resumeFrom: latest).
+enum class Resume { kNo, kLatest };
 
 struct LocalRunOptions {
   std::string job_file;
   std::optional<int> workers;     // --workers N: overrides spec.gang.workers
   std::vector<std::string> sets;  // --set path=value (YAML scalar or flow value), applied in order
   Verbosity verbosity = Verbosity::kRankZero;
+  Resume resume = Resume::kNo;
   std::string worker_binary;  // empty: torus-worker next to this executable, or $TORUS_WORKER_BINARY
   std::string log_dir;        // --log-dir: where rank-N.log go; empty: a new folder under $TMPDIR/torus-logs
 };
@@ -52,14 +55,19 @@ struct LocalGang {
   std::string node_name;  // this host
   int master_port = 0;    // rank 0's store, a free port per attempt
   std::string secret;     // the run's rendezvous secret
+  std::string run_id;     // this invocation's run (new_local_run_id)
 };
 // The launch contract's rank environment of `rank` in `attempt` (common/launch/rank_env.h): every rank is a local
 // rank of this one host, served on loopback.
 launch::RankEnv torus_run_rank_env(const api::TrainingJob& job, int rank, int attempt, const LocalGang& gang);
 
+// A new run id for one `torus run` invocation: its start time and a random suffix, "20260314-101502-3fa2" (sorts
+// by time; launch::run_id_problem() is empty for it).
+std::string new_local_run_id();
+
 // Runs the job; prints progress and the summary (last line `RESULT ...`) and returns the process exit code:
 // 0 Succeeded, or a suspended job (runPolicy.suspend: nothing is started), 1 Failed or invalid, 130 interrupted
-// (Suspended: run again to resume from the checkpoint).
+// (Suspended: run again with --resume to continue from the checkpoint).
 int run_local(const LocalRunOptions& options);
 
 }  // namespace torus::runtime

@@ -21,6 +21,13 @@ T value_or(const nlohmann::json& j, const char* key, T fallback) {
   }
 }
 
+// "all epochs done" -> "all_epochs_done": one RESULT token.
+std::string underscored(std::string text) {
+  for (char& c : text)
+    if (c == ' ') c = '_';
+  return text;
+}
+
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
@@ -28,6 +35,17 @@ std::string fixed(double v, int digits) {
 }
 
 }  // namespace
+
+std::string start_line(const std::string& run, const std::string& reason, int64_t step, const std::string& from_run,
+                       const std::string& path) {
+  const std::string who = run.empty() ? "this run" : "run " + run;
+  if (reason == "ResumeFrom")
+    return "start: " + who + " resumed at step " + std::to_string(step) + " from run " + from_run + "'s checkpoint " +
+           path + " (spec.training.checkpoint.resumeFrom)";
+  if (reason == "ThisRun")
+    return "start: " + who + " resumed at step " + std::to_string(step) + " from its own checkpoint " + path;
+  return "start: " + who + " trained from step 0 (a new run)";
+}
 
 std::string format_duration(double seconds) {
   if (seconds < 0 || !std::isfinite(seconds)) return "?";
@@ -61,6 +79,12 @@ std::optional<Straggler> RunReport::on_event(int rank, const nlohmann::json& e, 
     if (port > 0) metrics_ports_.push_back(port);
     if (rank == 0 && value_or<int64_t>(e, "resumed_step", 0) > 0)
       resumed_step_ = value_or<int64_t>(e, "resumed_step", 0);
+    if (rank == 0 && !start_) {
+      const nlohmann::json from = e.value("resumed_from", nlohmann::json::object());
+      start_ = Start{value_or<int64_t>(e, "resumed_step", 0), value_or<std::string>(from, "reason", "Fresh"),
+                     value_or<std::string>(from, "run", ""), value_or<std::string>(from, "path", "")};
+    }
+    if (rank == 0) left_to_train_ = value_or<std::string>(e, "left_to_train", "");
     if (rank == 0 && e.contains("target_accuracy")) target_ = value_or<double>(e, "target_accuracy", 0);
     return straggler;
   }
@@ -253,8 +277,11 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
     lines.push_back("all-reduce: " + algorithm_ + ", " + std::to_string(allreduce_calls_) + " calls, " +
                     std::to_string(allreduce_bytes_ / allreduce_calls_) + " bytes per call");
   }
+  if (start_) lines.push_back(start_line(run_, start_->reason, start_->step, start_->from_run, start_->path));
+  if (!left_to_train_.empty()) lines.push_back("nothing left to train: " + left_to_train_ + " (see rank 0's log above)");
   lines.push_back("restarts: " + std::to_string(std::max(outcome.attempts - 1, 0)) +
-                  (resumed_step_ ? ", resumed at step " + std::to_string(*resumed_step_) : ""));
+                  (resumed_step_ && outcome.attempts > 1 ? ", the last resumed at step " + std::to_string(*resumed_step_)
+                                                         : ""));
   lines.push_back("wall time: " + format_duration(wall_seconds));
   lines.push_back(goodput_line(ledger));
   const std::optional<Straggler> straggler = stragglers_ ? stragglers_->worst() : std::nullopt;
@@ -277,6 +304,10 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
   if (straggler)
     result << " straggler_rank=" << straggler->rank << " straggler_slowdown=" << fixed(straggler->slowdown, 2);
   if (outcome.reason != controller::Reason::kNone) result << " reason=" << controller::to_string(outcome.reason);
+  if (!run_.empty()) result << " run=" << run_;
+  if (start_) result << " start_step=" << start_->step;
+  if (start_ && start_->reason == "ResumeFrom") result << " resumed_run=" << start_->from_run;
+  if (!left_to_train_.empty()) result << " nothing_to_train=" << underscored(left_to_train_);
   lines.push_back(result.str());
   return lines;
 }

@@ -62,6 +62,8 @@ class RunReport {
                                    LedgerClock::time_point end = LedgerClock::now()) const;
   const GoodputLedger& goodput() const { return goodput_; }
   std::vector<int> metrics_ports() const { return metrics_ports_; }
+  // This invocation's run id (new_local_run_id), for the summary and the RESULT line.
+  void set_run(std::string run) { run_ = std::move(run); }
 
  private:
   // Rank 0's progress events of the epoch under way, for its row.
@@ -84,7 +86,15 @@ class RunReport {
   uint64_t allreduce_calls_ = 0;  // rank 0's all-reduces with algorithm_, and their bytes
   uint64_t allreduce_bytes_ = 0;
   int attempt_ = 0;  // 0-based
-  std::optional<int64_t> resumed_step_;
+  std::string run_;
+  // Where rank 0 of the first attempt started: its step, the checkpoint, whose and why (the started event).
+  struct Start {
+    int64_t step = 0;
+    std::string reason = "Fresh", from_run, path;
+  };
+  std::optional<Start> start_;
+  std::optional<int64_t> resumed_step_;  // the last attempt's, when it resumed from a checkpoint
+  std::string left_to_train_;            // "": some; else why the run trained nothing ("all epochs done", ...)
   std::vector<int> metrics_ports_;
   GoodputLedger goodput_;
   std::optional<StragglerWatch> stragglers_;  // from the first started event's world size
@@ -97,6 +107,12 @@ std::string straggler_line(const Straggler& s);
 // (" goodput=0.930 lost_work_s=3.1 ...").
 std::string goodput_line(const JobGoodput& g);
 std::string goodput_fields(const JobGoodput& g);
+
+// Where a run started, as rank 0's started event says: "start: run R trained from step 0 (a new run)", "start: run
+// R resumed at step 234 from run Q's checkpoint PATH (spec.training.checkpoint.resumeFrom)", ... (`reason`: Fresh,
+// ThisRun, ResumeFrom).
+std::string start_line(const std::string& run, const std::string& reason, int64_t step, const std::string& from_run,
+                       const std::string& path);
 
 // "1h02m03s", "4m05s", "12s"; "?" for a negative value.
 std::string format_duration(double seconds);

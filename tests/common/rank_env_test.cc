@@ -53,6 +53,7 @@ TEST(RankEnv, ErrorsNameTheVariable) {
   expect_invalid({{"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "3"}}, "LOCAL_RANK");
   expect_invalid({{"TORUS_RENDEZVOUS_SECRET_FILE", "/nonexistent/secret"}}, "TORUS_RENDEZVOUS_SECRET_FILE");
   expect_invalid({{"TORUS_JOB_NAME", "a/b"}}, "TORUS_JOB_NAME");
+  expect_invalid({{"TORUS_RUN_ID", "../other"}}, "TORUS_RUN_ID");
 }
 
 TEST(RankEnv, ReadsTheSecretFromAFile) {
@@ -125,6 +126,7 @@ RankEnv sample() {
   e.metrics_port = api::kDefaultMetricsPort;
   e.topology_key = "topology.torus.dev/rack";
   e.resume_step = 120;
+  e.run_id = "0d4b1c2e-8f3a-4e5b-9c6d-7e8f9a0b1c2d";
   return e;
 }
 
@@ -144,6 +146,7 @@ TEST(RankEnv, WhatTheWriterWritesTheReaderReadsBack) {
   EXPECT_EQ(back.bind_address, "127.0.0.7");
   EXPECT_EQ(back.metrics_port, api::kDefaultMetricsPort);
   EXPECT_EQ(back.resume_step, 120) << "TORUS_RESUME_STEP: the checkpoint the attempt must resume from";
+  EXPECT_EQ(back.run_id, "0d4b1c2e-8f3a-4e5b-9c6d-7e8f9a0b1c2d") << "TORUS_RUN_ID: whose checkpoints are the run's own";
 }
 
 TEST(RankEnv, MissingVariablesTakeTheDocumentedDefaults) {
@@ -156,6 +159,7 @@ TEST(RankEnv, MissingVariablesTakeTheDocumentedDefaults) {
   EXPECT_EQ(e.ns, "default");
   EXPECT_FALSE(e.metrics_port.has_value());
   EXPECT_FALSE(e.resume_step.has_value()) << "no checkpoint to insist on";
+  EXPECT_EQ(e.run_id, "") << "no run: the checkpoint folder itself";
   EXPECT_TRUE(e.bind_address.empty());
 }
 

@@ -157,7 +157,7 @@ std::vector<std::byte> initial_params(const fs::path& dir, const std::string& na
                                           ", everySteps: 1, keep: 8}\n"),
                             {"spec.training.lrSchedule={peak: 0.1, initial: 0, warmupEpochs: 0.5}"});
   EXPECT_EQ(out.exit_code, 0) << out.text();
-  const fs::path first = ckpt / "ckpt-1.torus";
+  const fs::path first = ckpt / out.field("run") / "ckpt-1.torus";  // the run's own folder
   if (!fs::exists(first)) {
     ADD_FAILURE() << "no " << first << "\n" << out.text();
     return {};
@@ -223,7 +223,8 @@ TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
        }) {
     EXPECT_TRUE(has(out, line)) << "rank 0 did not say \"" << line << "\"\n" << out.text();
   }
-  EXPECT_TRUE(has(out, "checkpoints: " + ckpt.string() + ", every 1 epoch(s), keep 1")) << out.text();
+  const fs::path run_dir = ckpt / out.field("run");
+  EXPECT_TRUE(has(out, "checkpoints: " + run_dir.string() + ", every 1 epoch(s), keep 1")) << out.text();
   for (const char* rank : {"[rank 0]", "[rank 1]"}) {
     bool said = false;
     for (const auto& l : out.lines) {
@@ -236,7 +237,7 @@ TEST(Conformance, RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride) {
   EXPECT_EQ(out.field("allreduce_algorithm"), "ring") << out.text();
   // keep: 1 over two epoch checkpoints leaves the newest only.
   std::vector<std::string> kept;
-  for (const auto& e : fs::directory_iterator(ckpt)) kept.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(run_dir)) kept.push_back(e.path().filename().string());
   EXPECT_EQ(kept, (std::vector<std::string>{"ckpt-10.torus"})) << out.text();
 }
 

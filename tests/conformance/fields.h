@@ -118,6 +118,8 @@ inline constexpr auto kFields = std::to_array<FieldRow>({
      "WorkerMain.EveryStepsAloneCheckpointsByStepsOnly"},
     {"spec.training.checkpoint.keep", L::kBoth, E::kBinaries,
      "Conformance.RankZeroSaysWhatItRunsAndEveryRankNamesItsOverride"},
+    {"spec.training.checkpoint.resumeFrom", L::kBoth, E::kBinaries,
+     "TorusRun.TwoRunsInARowBothTrainFromStepZeroAndResumeContinuesARun"},
     {"spec.training.checkpoint.volumeClaimTemplate", L::kOperator, E::kInProcess,
      "CheckpointStorage.AClaimTemplateMakesAClaimOwnedByTheJobMountedOnWorkerZero"},
     {"spec.allReduce.algorithm", L::kBoth, E::kBinaries, "Conformance.AllReduceAlgorithmIsWhatRuns"},

@@ -315,6 +315,11 @@ class PodTrainingE2E : public ::testing::Test {
     auto j = client_->try_get(res::kTrainingJobs, kNs, job);
     return j ? j->value("status", json::object()) : json::object();
   }
+  // The job's uid: its run, whose checkpoints are <dir>/<uid>/ckpt-<step>.torus (common/launch/checkpoint_layout.h).
+  std::string uid_of(const std::string& job) const {
+    auto j = client_->try_get(res::kTrainingJobs, kNs, job);
+    return j ? j->value("metadata", json::object()).value("uid", "") : "";
+  }
   // The folder the process kubelet gave a pod (<root>/<ns>/<name>-<uid>); it outlives the pod, with its log.
   fs::path pod_dir(const json& pod) const {
     return dir_ / "pods" / kNs / (pod["metadata"].value("name", "") + "-" + pod["metadata"].value("uid", ""));

@@ -60,12 +60,13 @@ TEST(Progress, TheLastCheckpointAndTheResumedStepOfTheJobsAttempt) {
 torus_worker_last_checkpoint_epoch{job="j",attempt="1"} 3
 torus_worker_last_checkpoint_timestamp_seconds{job="j",attempt="1"} 1.8e9
 torus_worker_resumed_step{job="j",attempt="1"} 80
+torus_worker_resumed_from_info{job="j",attempt="1",run="uid-1",reason="ThisRun"} 1
 )");
-  const auto ref = checkpoint_from_metrics(s, "/ckpt/");
+  const auto ref = checkpoint_from_metrics(s, "/ckpt/", "uid-1");
   ASSERT_TRUE(ref);
   EXPECT_EQ(ref->step, 120);
   EXPECT_EQ(ref->epoch, 3);
-  EXPECT_EQ(ref->path, "/ckpt/ckpt-120.torus");
+  EXPECT_EQ(ref->path, "/ckpt/uid-1/ckpt-120.torus") << "the job's run's own folder";
   EXPECT_EQ(ref->time, "2027-01-15T08:00:00Z");
   EXPECT_EQ(resumed_step_from_metrics(s, 1), 80);
   EXPECT_EQ(resumed_step_from_metrics(s, 2), std::nullopt) << "another attempt's rank 0";
@@ -73,7 +74,21 @@ torus_worker_resumed_step{job="j",attempt="1"} 80
       "torus_worker_resumed_step{attempt=\"0\"} -1\n"
       "torus_worker_last_checkpoint_step{attempt=\"0\"} 0\n");
   EXPECT_EQ(resumed_step_from_metrics(before, 0), std::nullopt) << "not looked for its checkpoint yet";
-  EXPECT_EQ(checkpoint_from_metrics(before, "/ckpt"), std::nullopt) << "none written yet";
+  EXPECT_EQ(checkpoint_from_metrics(before, "/ckpt", "uid-1"), std::nullopt) << "none written yet";
+  const auto resumed = resumed_from_metrics(s, 1, "/ckpt");
+  ASSERT_TRUE(resumed);
+  EXPECT_EQ(*resumed, (api::ResumePoint{1, 80, "/ckpt/uid-1/ckpt-80.torus", "uid-1", "ThisRun", ""}));
+  EXPECT_EQ(resumed_from_metrics(s, 2, "/ckpt"), std::nullopt);
+}
+
+TEST(Progress, TheResumeEventSaysWhoseCheckpointAndWhy) {
+  EXPECT_EQ(resume_event_message({1, 80, "/ckpt/u/ckpt-80.torus", "u", "ThisRun", ""}),
+            "attempt 1 resumed from step 80 (/ckpt/u/ckpt-80.torus): this job's own checkpoint");
+  EXPECT_EQ(resume_event_message({0, 234, "/ckpt/old/ckpt-234.torus", "old", "ResumeFrom", ""}),
+            "attempt 0 resumed from step 234 (/ckpt/old/ckpt-234.torus): run old's checkpoint, as "
+            "spec.training.checkpoint.resumeFrom asks");
+  EXPECT_EQ(resume_event_message({2, 0, "", "", "Fresh", ""}), "attempt 2 started at step 0: no checkpoint had been written");
+  EXPECT_EQ(resume_event_message({0, 0, "", "", "Fresh", ""}), std::nullopt) << "a new job starting fresh: no event";
 }
 
 }  // namespace

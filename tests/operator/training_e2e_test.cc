@@ -104,6 +104,11 @@ class TrainingE2E : public ::testing::Test {
     return j ? j->value("status", json::object()) : json::object();
   }
   static std::string phase(const std::string& job) { return status_of(job).value("phase", ""); }
+  // The job's uid: its run, whose checkpoints are <dir>/<uid>/ckpt-<step>.torus (common/launch/checkpoint_layout.h).
+  static std::string uid_of(const std::string& job) {
+    auto j = client_->try_get(res::kTrainingJobs, kNs, job);
+    return j ? j->value("metadata", json::object()).value("uid", "") : "";
+  }
 
   void wait_phase(const std::string& name, const std::string& want, std::chrono::seconds timeout = 120s) {
     const CmdResult r = kubectl({"wait", "--for=jsonpath={.status.phase}=" + want, "trainingjob/" + name,
@@ -428,8 +433,10 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
   EXPECT_GT(std::stoi(m[1]), 0) << resumed;
   // The status and the events say it: the step attempt 1 resumed from, the checkpoint on the claim.
   EXPECT_EQ(status["resumedFrom"].value("step", -1), std::stoi(m[1])) << status.dump();
-  EXPECT_EQ(status["resumedFrom"].value("path", ""), "/var/lib/torus/checkpoints/ckpt-" + m[1].str() + ".torus")
-      << status.dump();
+  const std::string path = "/var/lib/torus/checkpoints/" + uid_of("gamma") + "/ckpt-" + m[1].str() + ".torus";
+  EXPECT_EQ(status["resumedFrom"].value("path", ""), path) << status.dump();
+  EXPECT_EQ(status["resumedFrom"].value("run", ""), uid_of("gamma")) << status.dump();
+  EXPECT_EQ(status["resumedFrom"].value("reason", ""), "ThisRun") << status.dump();
   // The lost work is exact: the steps from the checkpoint to the step the survivor reached (its `aborted` event,
   // written to its log and under the reason in its termination message), not to the operator's last reading.
   std::optional<int64_t> reached;
@@ -445,9 +452,81 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
   std::vector<std::string> resumes;
   EXPECT_TRUE(eventually([&] { return !(resumes = events_of("gamma", "ResumedFromStep")).empty(); }, 30s));
   ASSERT_EQ(resumes.size(), 1u);
-  EXPECT_EQ(resumes[0], "attempt " + std::to_string(first_attempt + 1) + " resumed from step " + m[1].str() +
-                            " (/var/lib/torus/checkpoints/ckpt-" + m[1].str() + ".torus)");
+  EXPECT_EQ(resumes[0], "attempt " + std::to_string(first_attempt + 1) + " resumed from step " + m[1].str() + " (" +
+                            path + "): this job's own checkpoint");
   ASSERT_NO_FATAL_FAILURE(delete_job("gamma"));
+}
+
+// Run identity on a cluster: the checkpoints stay on storage that outlives jobs (an NFS export), but a new
+// TrainingJob, even of the same name, is a new run (a new uid) and trains from step 0; with resumeFrom naming the old
+// job's uid it starts from that run's checkpoint, and the status and an event say so.
+TEST_F(TrainingE2E, ANewJobTrainsFromStepZeroUnlessResumeFromNamesAnotherRun) {
+  // Far more epochs than the test waits for: each job is read while it trains, then deleted.
+  auto yaml = [](const std::string& name, const std::string& resume_from) {
+    std::string y = pod_job_yaml(name, {.epochs = 10000, .checkpoint_every_steps = 2, .checkpoint_on_claim = false});
+    const std::string image = "    image: torus-worker:dev\n";
+    y.replace(y.find(image), image.size(),
+              image +
+                  "    template:\n      spec:\n        containers: [{name: worker, volumeMounts: [{name: ckpt, "
+                  "mountPath: /var/lib/torus/checkpoints}]}]\n"
+                  "        volumes: [{name: ckpt, nfs: {server: nfs.test, path: /exports/runs}}]\n");
+    if (!resume_from.empty()) {
+      const std::string every = "      everySteps: 2\n";
+      y.replace(y.find(every), every.size(), every + "      resumeFrom: " + resume_from + "\n");
+    }
+    return y;
+  };
+  // Where an attempt started, once the operator read it.
+  auto resumed_from = [](const std::string& job) {
+    json r;
+    EXPECT_TRUE(eventually(
+        [&] {
+          r = status_of(job).value("resumedFrom", json::object());
+          return !r.value("time", "").empty();
+        },
+        120s))
+        << status_of(job).dump() << "\n"
+        << logs_of(job);
+    return r;
+  };
+  ASSERT_NO_FATAL_FAILURE(apply_yaml("kappa", yaml("kappa", "")));
+  const std::string first = uid_of("kappa");
+  ASSERT_TRUE(
+      eventually([] { return status_of("kappa").value("lastCheckpoint", json::object()).value("step", 0) > 0; }, 120s))
+      << status_of("kappa").dump() << "\n"
+      << logs_of("kappa");
+  EXPECT_EQ(status_of("kappa")["lastCheckpoint"].value("path", "").rfind("/var/lib/torus/checkpoints/" + first + "/", 0),
+            0u)
+      << status_of("kappa").dump();
+  ASSERT_NO_FATAL_FAILURE(delete_job("kappa"));
+
+  // The same name again: a new uid, a new run, step 0; rank 0 names the old run's checkpoints.
+  ASSERT_NO_FATAL_FAILURE(apply_yaml("kappa", yaml("kappa", "")));
+  ASSERT_NE(uid_of("kappa"), first);
+  const json fresh = resumed_from("kappa");
+  EXPECT_EQ(fresh.value("step", -1), 0) << fresh.dump();
+  EXPECT_EQ(fresh.value("reason", ""), "Fresh") << fresh.dump();
+  const std::string again_logs = logs_of("kappa");
+  EXPECT_NE(again_logs.find("run " + uid_of("kappa") + " starts from step 0"), std::string::npos) << again_logs;
+  EXPECT_NE(again_logs.find("/var/lib/torus/checkpoints also holds checkpoints of run "), std::string::npos)
+      << again_logs;
+  ASSERT_NO_FATAL_FAILURE(delete_job("kappa"));
+
+  // resumeFrom: the first job's run, by its uid.
+  ASSERT_NO_FATAL_FAILURE(apply_yaml("lambda", yaml("lambda", first)));
+  const json from = resumed_from("lambda");
+  EXPECT_EQ(from.value("reason", ""), "ResumeFrom") << from.dump();
+  EXPECT_EQ(from.value("run", ""), first) << from.dump();
+  EXPECT_GT(from.value("step", 0), 0) << from.dump();
+  const std::string path = "/var/lib/torus/checkpoints/" + first + "/ckpt-" + std::to_string(from.value("step", 0)) +
+                           ".torus";
+  EXPECT_EQ(from.value("path", ""), path) << from.dump();
+  std::vector<std::string> events;
+  EXPECT_TRUE(eventually([&] { return !(events = events_of("lambda", "ResumedFromStep")).empty(); }, 30s));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0], "attempt 0 resumed from step " + std::to_string(from.value("step", 0)) + " (" + path +
+                           "): run " + first + "'s checkpoint, as spec.training.checkpoint.resumeFrom asks");
+  ASSERT_NO_FATAL_FAILURE(delete_job("lambda"));
 }
 
 // A checkpoint deleted behind the operator's back: the next attempt fails CheckpointLost instead of training again

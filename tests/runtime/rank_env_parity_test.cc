@@ -11,6 +11,7 @@
 
 #include "common/api/defaults.h"
 #include "common/api/validation.h"
+#include "common/launch/checkpoint_layout.h"
 #include "common/launch/rank_env.h"
 #include "operator/controller/children.h"
 #include "operator/runtime/local_run.h"
@@ -103,6 +104,21 @@ TEST_F(RankEnvParity, OnePodOfSeveralProcessesReadsBackExactlyAsTorusRun) {
     EXPECT_EQ(identity(pod), identity(local)) << "rank " << rank;
     EXPECT_EQ(placement(pod), placement(local)) << "rank " << rank;
   }
+}
+
+// The run (whose checkpoints are the attempt's own): a job's uid for every pod of every attempt; one id for every rank
+// of one `torus run`.
+TEST_F(RankEnvParity, EveryRankOfAGangIsOfOneRun) {
+  api::TrainingJob job = job_of(2, 2);
+  job.metadata.uid = "0d4b1c2e-8f3a-4e5b-9c6d-7e8f9a0b1c2d";
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(pod_side(job, rank, secret_file_).run_id, job.metadata.uid) << "rank " << rank;
+    const LocalGang gang{"/tmp/run/job.yaml", "this-host", 40123, kSecret, "20260314-101502-3fa2"};
+    EXPECT_EQ(launch::rank_env_from(launch::to_process_env(torus_run_rank_env(job, rank, kAttempt, gang))).run_id,
+              "20260314-101502-3fa2");
+  }
+  EXPECT_EQ(launch::run_id_problem(new_local_run_id()), "");
+  EXPECT_NE(new_local_run_id(), new_local_run_id()) << "each torus run is a new run";
 }
 
 TEST_F(RankEnvParity, SingleProcessPodsAreOneRankEach) {

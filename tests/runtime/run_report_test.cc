@@ -79,6 +79,39 @@ TEST(RunReport, FailureCarriesTheReason) {
   EXPECT_NE(lines.back().find("reason=BackoffLimitExceeded"), std::string::npos);
 }
 
+// Where the run started, and a run that trained nothing, in words and in the RESULT line.
+TEST(RunReport, SummarySaysWhereTheRunStartedAndWhenNothingWasLeftToTrain) {
+  RunReport r;
+  r.set_run("new-run");
+  r.on_attempt_start(0);
+  r.on_event(0, {{"event", "started"},
+                 {"resumed_step", 234},
+                 {"resumed_from", {{"reason", "ResumeFrom"}, {"run", "old-run"}, {"path", "/ckpt/old-run/ckpt-234.torus"}}},
+                 {"left_to_train", "all epochs done"}});
+  r.on_event(0, {{"event", "finished"}, {"accuracy", 0.8912}, {"left_to_train", "all epochs done"}});
+  const auto lines = r.summary(GangOutcome{api::Phase::kSucceeded, controller::Reason::kNone, "", 1}, 2);
+  EXPECT_NE(std::find(lines.begin(), lines.end(),
+                      "start: run new-run resumed at step 234 from run old-run's checkpoint "
+                      "/ckpt/old-run/ckpt-234.torus (spec.training.checkpoint.resumeFrom)"),
+            lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "nothing left to train: all epochs done (see rank 0's log above)"),
+            lines.end());
+  EXPECT_NE(lines.back().find("accuracy=0.8912"), std::string::npos) << "the checkpoint's, not nan: " << lines.back();
+  EXPECT_NE(lines.back().find(" run=new-run start_step=234 resumed_run=old-run nothing_to_train=all_epochs_done"),
+            std::string::npos)
+      << lines.back();
+
+  RunReport fresh;
+  fresh.set_run("r2");
+  fresh.on_attempt_start(0);
+  fresh.on_event(0, {{"event", "started"}, {"resumed_step", 0}, {"resumed_from", {{"reason", "Fresh"}}}});
+  const auto fresh_lines = fresh.summary(GangOutcome{api::Phase::kSucceeded, controller::Reason::kNone, "", 1}, 2);
+  EXPECT_NE(std::find(fresh_lines.begin(), fresh_lines.end(), "start: run r2 trained from step 0 (a new run)"),
+            fresh_lines.end());
+  EXPECT_NE(fresh_lines.back().find(" run=r2 start_step=0"), std::string::npos) << fresh_lines.back();
+  EXPECT_EQ(fresh_lines.back().find("nothing_to_train"), std::string::npos) << fresh_lines.back();
+}
+
 TEST(FormatDuration, Units) {
   EXPECT_EQ(format_duration(12.4), "12s");
   EXPECT_EQ(format_duration(245), "4m05s");

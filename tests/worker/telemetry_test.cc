@@ -85,7 +85,7 @@ TEST(Telemetry, Fp16StepsSetTheLossScaleAndCountTheSkippedOnes) {
 TEST(Telemetry, TheLedgerSplitsTheRanksTime) {
   Telemetry telemetry(options());
   testing::internal::CaptureStdout();  // the event lines
-  telemetry.started(0, {.startup_s = 1.5, .comm_init_s = 0.5, .restore_s = 0.25});
+  telemetry.started({}, train::LeftToTrain::kSome, {.startup_s = 1.5, .comm_init_s = 0.5, .restore_s = 0.25});
   telemetry.on_event(step_event(1, 64));
   telemetry.on_event(step_event(2, 64));
   ProgressEvent checkpoint;

@@ -110,8 +110,74 @@ TEST_F(TrainerTest, CorruptCheckpointIsSkippedAndTheOlderOneResumed) {
   }
   EXPECT_THROW(checkpoint::CheckpointReader{newest}, CorruptData);
   Trainer resumed(*backend_, config, data, world_);
-  ASSERT_TRUE(resumed.resume_latest());
+  ASSERT_TRUE(resumed.resume().from_checkpoint());
   EXPECT_EQ(resumed.step(), 2);
+}
+
+// A run resumed from the end of its training trains nothing and says so: its checkpoint's evaluation stands, whether
+// the run had done all its epochs or reached its target (the target of the resumed run: a higher one trains on).
+TEST_F(TrainerTest, ARunResumedAtItsEndHasNothingLeftAndKeepsItsEvaluation) {
+  TrainConfig config = small_config();
+  config.epochs = 1;
+  const test::TempDir tmp("torus-trainer-test-nothing-left");
+  config.checkpoint.dir = tmp.str();
+  config.checkpoint.run = "first";
+  const Datasets data = load_datasets(config.data, config.seed);
+  const RunResult first = Trainer(*backend_, config, data, world_).run();
+  ASSERT_GT(first.last_eval.samples, 0);
+
+  config.checkpoint.run = "again";
+  config.checkpoint.resume_from = "first";
+  Trainer again(*backend_, config, data, world_);
+  const Resumed resumed = again.resume();
+  EXPECT_EQ(resumed.reason, launch::ResumeReason::kResumeFrom);
+  EXPECT_EQ(resumed.from_run, "first");
+  EXPECT_EQ(resumed.step, first.steps);
+  EXPECT_EQ(again.left_to_train(), LeftToTrain::kNoneAllEpochsDone);
+  const RunResult nothing = again.run();
+  EXPECT_EQ(nothing.left_at_start, LeftToTrain::kNoneAllEpochsDone);
+  EXPECT_EQ(nothing.epochs_completed, 0);
+  EXPECT_EQ(nothing.steps, first.steps);
+  EXPECT_DOUBLE_EQ(nothing.last_eval.top1, first.last_eval.top1) << "the checkpoint's evaluation, not none";
+
+  // Its target (at or below the accuracy reached) was met at that checkpoint: nothing left either, with more epochs.
+  config.epochs = 3;
+  config.target_accuracy = first.last_eval.top1;
+  Trainer met(*backend_, config, data, world_);
+  met.resume();
+  EXPECT_EQ(met.left_to_train(), LeftToTrain::kNoneTargetReached);
+  // A higher target trains on.
+  config.target_accuracy = first.last_eval.top1 + 0.01;
+  Trainer more(*backend_, config, data, world_);
+  more.resume();
+  EXPECT_EQ(more.left_to_train(), LeftToTrain::kSome);
+  EXPECT_GT(more.run(2).steps, first.steps);
+}
+
+// A new run does not resume another run's checkpoint in the same folder: it starts at step 0 and is told of it.
+TEST_F(TrainerTest, ANewRunStartsFromStepZeroBesideAnotherRunsCheckpoints) {
+  TrainConfig config = small_config();
+  const test::TempDir tmp("torus-trainer-test-new-run");
+  config.checkpoint.dir = tmp.str();
+  config.checkpoint.every_steps = 2;
+  config.checkpoint.run = "first";
+  const Datasets data = load_datasets(config.data, config.seed);
+  Trainer(*backend_, config, data, world_).run(4);
+  config.checkpoint.run = "second";
+  Trainer second(*backend_, config, data, world_);
+  const Resumed resumed = second.resume();
+  EXPECT_EQ(resumed.reason, launch::ResumeReason::kFresh);
+  EXPECT_EQ(second.step(), 0);
+  ASSERT_EQ(resumed.other_runs.size(), 1u);
+  EXPECT_EQ(resumed.other_runs[0].run, "first");
+  EXPECT_EQ(resumed.other_runs[0].newest_step, 4);
+  second.run(2);
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "second" / "ckpt-2.torus")) << "its own folder";
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "first" / "ckpt-4.torus")) << "the other run's kept";
+  // A restart of the second run resumes its own.
+  Trainer restarted(*backend_, config, data, world_);
+  EXPECT_EQ(restarted.resume().reason, launch::ResumeReason::kThisRun);
+  EXPECT_EQ(restarted.step(), 2);
 }
 
 TEST_F(TrainerTest, LearnsTheSyntheticSetAndStopsAtTheTarget) {

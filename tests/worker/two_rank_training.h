@@ -63,7 +63,7 @@ struct TrainedRank {
 // Resumes from the newest checkpoint when asked, trains up to `max_steps` (0: the whole schedule) and records
 // the outcome, parameters and statistics.
 inline void train_and_record(Trainer& t, bool resume, int64_t max_steps, TrainedRank& o) {
-  if (resume) o.resumed = t.resume_latest();
+  if (resume) o.resumed = t.resume().from_checkpoint();
   o.start_step = t.step();
   o.result = t.run(max_steps);
   o.params = nn::export_plain(t.model().context(), t.model().context().params);

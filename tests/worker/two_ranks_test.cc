@@ -27,7 +27,7 @@ struct RankOutcome : testing::TrainedRank {
   bool order_ok = false;
 };
 
-// Runs both ranks (rank 1 on a thread); `resume` makes each call resume_latest() first.
+// Runs both ranks (rank 1 on a thread); `resume` makes each call resume() first.
 std::array<RankOutcome, 2> run_two_ranks(const TrainConfig& c, const Datasets& data, int64_t max_steps, bool resume) {
   Rendezvous rendezvous(2);
   return testing::on_two_ranks<RankOutcome>([&](int rank, RankOutcome& o) {

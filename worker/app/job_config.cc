@@ -105,6 +105,7 @@ TrainConfig to_train_config(const api::TrainingJobSpec& spec, int world_size) {
   c.seed = static_cast<uint64_t>(t.seed.value_or(0));
   c.model.seed = c.seed;  // the weights' initialization as well as the data order
   c.checkpoint.dir = t.checkpoint.dir;
+  c.checkpoint.resume_from = t.checkpoint.resume_from;
   // Unset means never (apply_defaults sets 1 only when everySteps is unset too): everySteps alone must not also
   // checkpoint at every epoch's end.
   c.checkpoint.every_epochs = t.checkpoint.every_epochs.value_or(0);

@@ -85,6 +85,7 @@ TelemetryOptions telemetry_options(const api::TrainingJobSpec& spec, const launc
   o.rank = rank_env.rank;
   o.world_size = rank_env.world_size;
   o.attempt = rank_env.attempt;
+  o.run = rank_env.run_id;
   o.epochs = spec.training.epochs.value_or(0);
   const auto phases = api::resolve_phases(spec);
   if (!phases.empty()) {
@@ -108,6 +109,7 @@ RunOptions run_options(const api::TrainingJobSpec& spec, const launch::RankEnv& 
   r.world_size = rank.world_size;
   r.train = to_train_config(spec, rank.world_size);
   r.train.checkpoint.resume_step = rank.resume_step;
+  r.train.checkpoint.run = rank.run_id;
   Overrider overrider(env, r.overrides);
   r.comm = comm_options(spec.all_reduce, overrider);
   r.engine.device = spec.gang.device.value_or(api::Device::kCpu);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/launch/checkpoint_layout.h"
 #include "common/process/worker_events.h"
 #include "common/util/main_guard.h"
 
@@ -64,19 +65,32 @@ void Telemetry::add_time(process::TimePart part, double seconds) {
   goodput_->add(part, seconds);
 }
 
-void Telemetry::started(int64_t resumed_step, const StartupTimes& times) {
+void Telemetry::started(const train::Resumed& resumed, train::LeftToTrain left, const StartupTimes& times) {
   add_time(process::TimePart::kStartup, times.startup_s);
   add_time(process::TimePart::kRestore, times.restore_s);
   ledger_.comm_init_s = times.comm_init_s;
   goodput_->set_comm_init(times.comm_init_s);
+  const std::string reason(launch::to_string(resumed.reason));
   nlohmann::json e = {{"event", process::event::kStarted}, {"rank", options_.rank},
                       {"world_size", options_.world_size}, {"attempt", options_.attempt},
-                      {"resumed_step", resumed_step},      {"ledger", to_json(ledger_)}};
+                      {"run", options_.run},               {"resumed_step", resumed.step},
+                      {"ledger", to_json(ledger_)}};
+  e["resumed_from"] = {{"reason", reason}, {"run", resumed.from_run}, {"path", resumed.path}};
+  if (left != train::LeftToTrain::kSome) e["left_to_train"] = train::to_string(left);
   if (auto port = metrics_port()) e["metrics_port"] = *port;
   if (options_.target_accuracy > 0) e["target_accuracy"] = options_.target_accuracy;
-  finished_step_.store(resumed_step, std::memory_order_relaxed);
-  metrics_->global_step.set(static_cast<double>(resumed_step));
-  metrics_->resumed_step.set(static_cast<double>(resumed_step));
+  finished_step_.store(resumed.step, std::memory_order_relaxed);
+  metrics_->global_step.set(static_cast<double>(resumed.step));
+  metrics_->resumed_step.set(static_cast<double>(resumed.step));
+  // The run whose checkpoint this attempt started from, and why: the operator's status.resumedFrom.
+  registry_
+      .gauge("torus_worker_resumed_from_info",
+             "Where this attempt started: the run whose checkpoint it resumed (empty: none) and why "
+             "(Fresh, ThisRun, ResumeFrom) (always 1).",
+             {"job", "namespace", "rank", "attempt", "run", "reason"})
+      .labels({options_.job, options_.ns, std::to_string(options_.rank), std::to_string(options_.attempt),
+               resumed.from_run, reason})
+      .set(1);
   process::emit_event(e);
 }
 
@@ -246,6 +260,7 @@ void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::strin
                           {"images_per_s", images_per_second_},
                           {"busbw_gbps", busbw_gbps},
                           {"reached_target", r.reached_target}};
+  if (r.left_at_start != train::LeftToTrain::kSome) event["left_to_train"] = train::to_string(r.left_at_start);
   if (r.last_eval.samples > 0) event["accuracy"] = r.last_eval.top1;  // no evaluation ran: no accuracy to report
   if (!algorithm.empty()) event["allreduce_algorithm"] = algorithm;
   // What the algorithm carried over the whole run (read now: the last periodic sample may be a second old).

@@ -38,6 +38,7 @@ struct TelemetryOptions {
   int rank = 0;
   int world_size = 1;
   int attempt = 0;  // 0-based, as TORUS_ATTEMPT
+  std::string run;  // TORUS_RUN_ID ("": none)
   int64_t epochs = 0;
   int64_t total_steps = 0;   // optimizer steps of the whole run (for progress and ETA)
   int64_t global_batch = 0;  // first phase
@@ -63,8 +64,9 @@ class Telemetry final : public train::TrainObserver {
   Telemetry(const Telemetry&) = delete;
   Telemetry& operator=(const Telemetry&) = delete;
 
-  // Emits the "started" event (rank, world, attempt, metrics port, resumed step, the ledger so far).
-  void started(int64_t resumed_step, const StartupTimes& times);
+  // Emits the "started" event (rank, world, attempt, run, metrics port, where the run starts and why, what is left
+  // to train, the ledger so far) and sets torus_worker_resumed_step and torus_worker_resumed_from_info.
+  void started(const train::Resumed& resumed, train::LeftToTrain left, const StartupTimes& times);
   void on_event(const train::ProgressEvent& event) override;
   // Emits the "aborted" event (the last step this rank finished): its last words when a collective failed or timed
   // out and the process exits at once (comm::Watchdog::set_last_words). Safe from another thread.

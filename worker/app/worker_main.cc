@@ -9,6 +9,7 @@
 
 #include "common/api/resolve.h"
 #include "common/api/validation.h"
+#include "common/launch/checkpoint_layout.h"
 #include "common/launch/exit_codes.h"
 #include "common/launch/rank_env.h"
 #include "common/log/log.h"
@@ -17,6 +18,7 @@
 #include "common/util/tunables.h"
 #include "worker/app/local_ranks.h"
 #include "worker/app/run_options.h"
+#include "worker/app/run_start.h"
 #include "worker/app/telemetry.h"
 #include "worker/backend/cpu/cpu_backend.h"
 
@@ -278,21 +280,24 @@ RunResult train_job(const RunOptions& run, Backend& backend, const RankWiring& w
   if (described != nullptr) *described = lines;
   StartupTimes startup{.startup_s = seconds_since(wiring.started_at), .comm_init_s = wiring.comm_init_seconds};
   const auto restore_start = std::chrono::steady_clock::now();
-  const bool resumed = trainer.resume_latest();
+  const train::Resumed resumed = trainer.resume();
   startup.restore_s = seconds_since(restore_start);
-  if (resumed) {
-    TLOG(Info) << "resuming at step " << trainer.step();
-  } else if (config.checkpoint.resume_step) {
+  if (resumed.reason != launch::ResumeReason::kThisRun && config.checkpoint.resume_step) {
     // Every rank got rank 0's "none found": they all stop alike, and the launcher reports CheckpointLost.
-    throw CheckpointLost("no checkpoint in " + config.checkpoint.dir + ", but one of step " +
-                         std::to_string(*config.checkpoint.resume_step) +
+    throw CheckpointLost("no checkpoint in " + launch::run_checkpoint_dir(config.checkpoint.dir, config.checkpoint.run) +
+                         ", but one of step " + std::to_string(*config.checkpoint.resume_step) +
                          " was written: it was deleted, or the folder is on storage this pod does not mount; "
                          "refusing to train again from step 0");
+  }
+  const train::LeftToTrain left = trainer.left_to_train();
+  if (run.rank == 0) {
+    for (const std::string& line : describe_start(config, resumed, left, trainer.last_evaluation()))
+      TLOG(Info) << line;
   }
   if (wiring.telemetry != nullptr) {
     wiring.telemetry->run_info({std::string(api::to_string(trainer.precision().precision)),
                                 dtype_name(trainer.activation_dtype()), backend.name(), wiring.algorithm});
-    wiring.telemetry->started(trainer.step(), startup);
+    wiring.telemetry->started(resumed, left, startup);
   }
   trainer.set_stop_flag(&g_stop_requested);
   RunResult r = trainer.run();

@@ -1,38 +1,15 @@
 #include "worker/checkpoint/checkpoint_dir.h"
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 
+#include "common/launch/checkpoint_layout.h"
 #include "common/log/log.h"
 #include "common/util/error.h"
 
 namespace torus::worker::checkpoint {
-namespace {
 
 namespace fs = std::filesystem;
-
-constexpr std::string_view kPrefix = "ckpt-";
-constexpr std::string_view kSuffix = ".torus";
-
-// The step in "ckpt-<step>.torus", or nothing for any other name.
-std::optional<int64_t> parse_step(const std::string& name) {
-  if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix)) {
-    return std::nullopt;
-  }
-  const char* first = name.data() + kPrefix.size();
-  const char* last = name.data() + name.size() - kSuffix.size();
-  int64_t step = 0;
-  const auto [ptr, ec] = std::from_chars(first, last, step);
-  if (ec != std::errc() || ptr != last || step < 0) return std::nullopt;
-  return step;
-}
-
-bool is_stale_temp(const std::string& name) {
-  return name.starts_with(kPrefix) && name.find(std::string(kSuffix) + ".tmp-") != std::string::npos;
-}
-
-}  // namespace
 
 CheckpointDir::CheckpointDir(std::string dir, int keep_last) : dir_(std::move(dir)), keep_last_(keep_last) {
   if (keep_last_ < 1) throw InvalidArgument("checkpoint keep_last: must be >= 1, got " + std::to_string(keep_last_));
@@ -42,14 +19,14 @@ CheckpointDir::CheckpointDir(std::string dir, int keep_last) : dir_(std::move(di
 }
 
 std::string CheckpointDir::path_for(int64_t step) const {
-  return (fs::path(dir_) / (std::string(kPrefix) + std::to_string(step) + std::string(kSuffix))).string();
+  return (fs::path(dir_) / launch::checkpoint_file_name(step)).string();
 }
 
 std::vector<int64_t> CheckpointDir::steps() const {
   std::vector<int64_t> found;
   for (const auto& entry : fs::directory_iterator(dir_)) {
     if (!entry.is_regular_file()) continue;
-    if (auto step = parse_step(entry.path().filename().string())) found.push_back(*step);
+    if (auto step = launch::step_of_checkpoint_file(entry.path().filename().string())) found.push_back(*step);
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -86,7 +63,7 @@ void CheckpointDir::prune() const {
   }
   for (const auto& entry : fs::directory_iterator(dir_)) {
     const std::string name = entry.path().filename().string();
-    if (!is_stale_temp(name)) continue;
+    if (!launch::is_checkpoint_temp_file(name)) continue;
     std::error_code ec;
     fs::remove(entry.path(), ec);
   }

@@ -34,6 +34,11 @@ struct DataConfig {
 
 struct CheckpointConfig {
   std::string dir;  // empty: no checkpoints
+  // This run (TORUS_RUN_ID): its checkpoints are in dir/run (common/launch/checkpoint_layout.h); "": dir itself.
+  std::string run;
+  // spec.training.checkpoint.resumeFrom: where the run starts when it has no checkpoint of its own ("latest", a run
+  // id; empty: step 0).
+  std::string resume_from;
   int64_t every_epochs = 1;
   int64_t every_steps = 0;  // 0: only at epoch ends
   int keep = 2;

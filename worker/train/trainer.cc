@@ -189,8 +189,10 @@ void Trainer::start_epoch() {
 RunResult Trainer::run(int64_t max_steps) {
   started_ = Clock::now();
   RunResult result;
+  result.left_at_start = left_to_train();
+  result.last_eval = last_eval_;  // a run with nothing left reports its checkpoint's evaluation
   const int64_t stop_at = max_steps > 0 ? step_ + max_steps : -1;
-  while (epoch_ < config_.epochs) {
+  while (epoch_ < config_.epochs && target_ == Target::kNotYet) {
     start_epoch();
     EpochTally tally;
     tally.batches = loader_->batches_in_epoch();

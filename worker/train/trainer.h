@@ -12,9 +12,12 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/launch/checkpoint_layout.h"
 #include "worker/backend/backend.h"
+#include "worker/checkpoint/resume_choice.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/train/config.h"
@@ -24,10 +27,6 @@
 #include "worker/train/precision.h"
 #include "worker/train/step.h"
 #include "worker/train/sync.h"
-
-namespace torus::worker::checkpoint {
-class CheckpointReader;
-}
 
 namespace torus::worker::train {
 
@@ -47,6 +46,24 @@ struct EvalResult {
   std::vector<data::ImageSize> batch_sizes;
 };
 
+// What a run has left to train when it starts: a resumed run may have finished already.
+enum class LeftToTrain : uint8_t {
+  kSome,
+  kNoneAllEpochsDone,   // its checkpoint is at the end of the last epoch
+  kNoneTargetReached,   // its checkpoint's evaluation reached training.targetAccuracy
+};
+std::string_view to_string(LeftToTrain left);  // "some", "all epochs done", "target reached"
+
+// Where a run starts (resume()): every rank gets the position, rank 0 also where it came from and why.
+struct Resumed {
+  launch::ResumeReason reason = launch::ResumeReason::kFresh;
+  std::string from_run;  // the run that wrote the checkpoint (rank 0)
+  std::string path;      // the checkpoint file (rank 0)
+  int64_t step = 0, epoch = 0;
+  std::vector<checkpoint::RunCheckpoints> other_runs;  // kFresh, rank 0: other runs' checkpoints in the folder
+  bool from_checkpoint() const { return reason != launch::ResumeReason::kFresh; }
+};
+
 struct RunResult {
   int64_t steps = 0;
   int64_t epochs_completed = 0;
@@ -55,6 +72,8 @@ struct RunResult {
   bool stopped = false;  // a stop was requested (SIGTERM): the run checkpointed and ended early
   double seconds = 0;
   double seconds_to_target = 0;  // when reached_target
+  // kNone...: the run trained nothing (last_eval is its checkpoint's evaluation, when it had one).
+  LeftToTrain left_at_start = LeftToTrain::kSome;
 };
 
 class Trainer {
@@ -71,13 +90,18 @@ class Trainer {
   // Evaluates on the whole validation set (this rank's shard; counts summed over ranks).
   EvalResult evaluate();
 
-  // Checkpoints: parameters, BN statistics, momentum (all in plain layouts), step, epoch, data position, seed, and
-  // with fp16 the loss scale (scale, finite steps since its last change, skipped steps).
+  // Checkpoints: parameters, BN statistics, momentum (all in plain layouts), step, epoch, data position, seed, the
+  // run that wrote it, the last evaluation and whether it reached the target, and with fp16 the loss scale (scale,
+  // finite steps since its last change, skipped steps).
   void save_checkpoint(const std::string& path) const;
   void restore_checkpoint(const checkpoint::CheckpointReader& reader);
-  // Rank 0 restores the newest valid checkpoint in config.checkpoint.dir and every rank takes its state and
-  // position; false when there is none.
-  bool resume_latest();
+  // Rank 0 chooses the run's starting point (checkpoint::choose_resume: this run's newest valid checkpoint, else the
+  // one config.checkpoint.resume_from names, else none) and restores it; every rank takes its state and position.
+  Resumed resume();
+  // What is left to train from the current position (kSome before any resume).
+  LeftToTrain left_to_train() const;
+  // The last evaluation: this run's, or the checkpoint's it resumed from (samples 0: none).
+  const EvalResult& last_evaluation() const { return last_eval_; }
   // Identifies the architecture: a checkpoint of another model is refused.
   std::string model_signature() const;
 
@@ -168,6 +192,12 @@ class Trainer {
   void record_loss_scales(std::vector<ProgressEvent>& events);
   // fp16: continues with a checkpoint's loss scale (metadata "loss_scale"); nothing for fp32/bf16.
   void restore_loss_scale(const nlohmann::json& meta, const std::string& file);
+  // The checkpoint's last evaluation (metadata "evaluation"), and whether it reached this run's target there.
+  void restore_evaluation(const nlohmann::json& meta, const std::string& file);
+  // Every rank takes rank 0's position, loss scale, target state and restored arenas (after a restore on rank 0), or
+  // learns that rank 0 refused to start (kRefused on every rank).
+  enum class Refusal : uint8_t { kNone, kRefused };
+  Refusal share_position(Resumed& resumed, Refusal refusal);
   bool stop_requested() const { return stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed); }
   // True on every rank when any rank was asked to stop (one tiny all-reduce per step).
   bool agree_to_stop();
@@ -197,6 +227,8 @@ class Trainer {
   std::vector<ProgressEvent> pending_;  // step events waiting for their loss
   int64_t step_ = 0, epoch_ = 0, batch_ = 0;
   int64_t skipped_steps_ = 0;  // fp16: steps skipped on overflow, as of the last read
+  EvalResult last_eval_;       // the last evaluation, this run's or its checkpoint's
+  Target target_ = Target::kNotYet;
   std::chrono::steady_clock::time_point started_;
   const std::atomic<bool>* stop_flag_ = nullptr;
 };

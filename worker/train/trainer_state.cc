@@ -1,11 +1,14 @@
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <string>
 
+#include "common/launch/checkpoint_layout.h"
 #include "common/log/log.h"
 #include "common/util/error.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/checkpoint_dir.h"
+#include "worker/checkpoint/resume_choice.h"
 #include "worker/train/trainer_internal.h"
 
 namespace torus::worker::train {
@@ -94,7 +97,7 @@ void Trainer::maybe_checkpoint(bool epoch_end) {
 void Trainer::checkpoint_now() {
   const CheckpointConfig& c = config_.checkpoint;
   if (c.dir.empty() || collectives_.rank() != 0) return;
-  checkpoint::CheckpointDir dir(c.dir, c.keep);
+  checkpoint::CheckpointDir dir(launch::run_checkpoint_dir(c.dir, c.run), c.keep);
   const std::string path = dir.path_for(step_);
   const auto start = Clock::now();
   save_checkpoint(path);
@@ -123,9 +126,15 @@ void Trainer::save_checkpoint(const std::string& path) const {
                          {"epoch", epoch_},
                          {"batch_in_epoch", batch_},
                          {"seed", config_.seed},
+                         {checkpoint::kRunMetadataKey, config_.checkpoint.run},
                          {"world_size", collectives_.world_size()},
                          {"rng", "pure function of (seed, epoch, sample index)"},
                          {"parameters", names}};
+  if (last_eval_.samples > 0) {
+    // So a run resumed from the end of its training can say how it ended, and whether the target was reached.
+    meta["evaluation"] = {{"after_epochs", epoch_},   {"top1", last_eval_.top1}, {"top5", last_eval_.top5},
+                          {"loss", last_eval_.loss}, {"samples", last_eval_.samples}};
+  }
   if (precision_.loss_scaling == LossScaling::kDynamic) {
     // A resumed fp16 run continues with the scale it had instead of re-learning it through skipped steps.
     const LossScaleState s = backend_.loss_scale_state();
@@ -168,6 +177,7 @@ void Trainer::restore_checkpoint(const checkpoint::CheckpointReader& reader) {
     throw CorruptData(file + ": metadata lacks the training position: " + e.what());
   }
   restore_loss_scale(meta, file);
+  restore_evaluation(meta, file);
   TLOG(Info) << "resumed from " << file << " at step " << step_ << ", epoch " << epoch_ << ", batch " << batch_;
 }
 
@@ -193,22 +203,82 @@ void Trainer::restore_loss_scale(const nlohmann::json& meta, const std::string& 
   }
 }
 
-bool Trainer::resume_latest() {
-  bool restored = false;
-  if (!config_.checkpoint.dir.empty() && collectives_.rank() == 0) {
-    checkpoint::CheckpointDir dir(config_.checkpoint.dir, config_.checkpoint.keep);
-    if (auto found = dir.latest_valid()) {
-      restore_checkpoint(*found->reader);
-      restored = true;
+void Trainer::restore_evaluation(const nlohmann::json& meta, const std::string& file) {
+  last_eval_ = {};
+  target_ = Target::kNotYet;
+  const auto it = meta.find("evaluation");
+  if (it == meta.end()) return;  // written mid-epoch before any evaluation, or by an older worker
+  try {
+    last_eval_.top1 = it->at("top1").get<double>();
+    last_eval_.top5 = it->at("top5").get<double>();
+    last_eval_.loss = it->at("loss").get<double>();
+    last_eval_.samples = it->at("samples").get<int64_t>();
+    // The target is this run's (a resumed run may ask for more); the evaluation must be of the position restored.
+    const bool of_this_position =
+        meta.at("batch_in_epoch").get<int64_t>() == 0 && it->at("after_epochs").get<int64_t>() == epoch_;
+    if (of_this_position && config_.target_accuracy > 0 && last_eval_.top1 >= config_.target_accuracy)
+      target_ = Target::kReached;
+  } catch (const nlohmann::json::exception& e) {
+    throw CorruptData(file + ": evaluation metadata: " + e.what());
+  }
+}
+
+std::string_view to_string(LeftToTrain left) {
+  switch (left) {
+    case LeftToTrain::kSome:
+      return "some";
+    case LeftToTrain::kNoneAllEpochsDone:
+      return "all epochs done";
+    case LeftToTrain::kNoneTargetReached:
+      return "target reached";
+  }
+  return "some";
+}
+
+LeftToTrain Trainer::left_to_train() const {
+  if (epoch_ >= config_.epochs) return LeftToTrain::kNoneAllEpochsDone;
+  if (target_ == Target::kReached) return LeftToTrain::kNoneTargetReached;
+  return LeftToTrain::kSome;
+}
+
+Resumed Trainer::resume() {
+  Resumed resumed;
+  const CheckpointConfig& c = config_.checkpoint;
+  // Rank 0's refusal (resumeFrom naming no checkpoint, a foreign file, a corrupt one) ends every rank alike: it is
+  // shared before it is thrown, so no peer waits for rank 0 in the collective below.
+  std::exception_ptr refused;
+  if (!c.dir.empty() && collectives_.rank() == 0) {
+    try {
+      checkpoint::ResumeChoice choice = checkpoint::choose_resume(c.dir, c.run, c.resume_from, c.keep);
+      resumed.reason = choice.reason;
+      resumed.other_runs = std::move(choice.other_runs);
+      if (choice.found) {
+        restore_checkpoint(*choice.found->reader);
+        resumed.from_run = choice.from_run;
+        resumed.path = choice.found->path;
+      }
+    } catch (const Error&) {
+      refused = std::current_exception();
     }
   }
-  if (collectives_.world_size() == 1) return restored;
+  if (share_position(resumed, refused ? Refusal::kRefused : Refusal::kNone) == Refusal::kRefused) {
+    if (refused) std::rethrow_exception(refused);
+    throw InvalidArgument("rank 0 could not restore the run's starting point (its log says why)");
+  }
+  resumed.step = step_;
+  resumed.epoch = epoch_;
+  return resumed;
+}
+
+Trainer::Refusal Trainer::share_position(Resumed& resumed, Refusal refusal) {
+  if (collectives_.world_size() == 1) return refusal;
   // Only rank 0 reads (the folder need not be shared); everyone takes rank 0's state and position.
-  // Position, then fp16's loss scale (every rank must scale, and so skip, alike).
+  // Position, fp16's loss scale (every rank must scale, and so skip, alike), whether the target was reached.
   const bool scaled = precision_.loss_scaling == LossScaling::kDynamic;
-  double position[7] = {0, 0, 0, 0, 0, 0, 0};
+  double position[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   if (collectives_.rank() == 0) {
-    position[0] = restored ? 1 : 0;
+    position[8] = refusal == Refusal::kRefused ? 1 : 0;
+    position[0] = resumed.from_checkpoint() ? 1 + static_cast<double>(resumed.reason) : 0;
     position[1] = static_cast<double>(step_);
     position[2] = static_cast<double>(epoch_);
     position[3] = static_cast<double>(batch_);
@@ -218,12 +288,16 @@ bool Trainer::resume_latest() {
       position[5] = s.good_steps;
       position[6] = s.skipped;
     }
+    position[7] = target_ == Target::kReached ? 1 : 0;
   }
-  collectives_.all_reduce_sum(std::span<double>(position, 7));
-  if (position[0] == 0) return false;
+  collectives_.all_reduce_sum(std::span<double>(position, 9));
+  if (position[8] != 0) return Refusal::kRefused;
+  if (position[0] == 0) return Refusal::kNone;
+  resumed.reason = static_cast<launch::ResumeReason>(static_cast<int>(position[0]) - 1);
   step_ = static_cast<int64_t>(position[1]);
   epoch_ = static_cast<int64_t>(position[2]);
   batch_ = static_cast<int64_t>(position[3]);
+  target_ = position[7] != 0 ? Target::kReached : Target::kNotYet;
   if (scaled && collectives_.rank() != 0) {
     LossScaleState s;
     s.scale = static_cast<float>(position[4]);
@@ -237,7 +311,7 @@ bool Trainer::resume_latest() {
   on_arena(ctx.params, ArenaContent::kParameters, from_rank0);
   on_arena(ctx.stats, ArenaContent::kOther, from_rank0);
   on_arena(step_runner_->optimizer().momentum(), ArenaContent::kOther, from_rank0);
-  return true;
+  return Refusal::kNone;
 }
 
 void Trainer::check_layouts_agree() {

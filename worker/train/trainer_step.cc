@@ -123,13 +123,15 @@ Trainer::Target Trainer::end_epoch(const EpochTally& tally, RunResult& result) {
              << static_cast<int64_t>(end.images_per_second) << " img/s; validation top-1 "
              << result.last_eval.top1 * 100 << "%, loss " << result.last_eval.loss << " (" << seconds_since(started_)
              << " s); " << tally.split.str();
+  last_eval_ = result.last_eval;
+  // Before the checkpoint, which records it: a run resumed from it has nothing left to train.
+  if (config_.target_accuracy > 0 && result.last_eval.top1 >= config_.target_accuracy) target_ = Target::kReached;
   maybe_checkpoint(true);
-  if (config_.target_accuracy > 0 && result.last_eval.top1 >= config_.target_accuracy) {
+  if (target_ == Target::kReached) {
     result.reached_target = true;
     result.seconds_to_target = seconds_since(started_);
-    return Target::kReached;
   }
-  return Target::kNotYet;
+  return target_;
 }
 
 void Trainer::record_loss_scale(ProgressEvent& e) {
