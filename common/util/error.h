@@ -36,6 +36,14 @@ class CheckpointLost : public Error {
   using Error::Error;
 };
 
+// A fault of the machine under this process, not of the job: a GPU's uncorrectable memory error, a device the driver
+// lost (worker/backend/cuda/error_class.h). The same job can run on healthy hardware, so run_main exits
+// launch::ExitCode::kRetryable: the gang restarts from its checkpoint.
+class HardwareFault : public Error {
+ public:
+  using Error::Error;
+};
+
 // The operating system refused: sockets, files, processes. Carries errno's text.
 class SystemError : public Error {
  public:

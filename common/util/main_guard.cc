@@ -48,6 +48,9 @@ int run_main(const char* program, const std::function<int()>& body) {
   } catch (const CheckpointLost& e) {
     reason = e.what();
     code = to_int(launch::ExitCode::kCheckpointLost);
+  } catch (const HardwareFault& e) {
+    reason = e.what();
+    code = to_int(launch::ExitCode::kRetryable);
   } catch (const std::exception& e) {
     reason = e.what();
   } catch (...) {

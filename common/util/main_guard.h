@@ -10,6 +10,7 @@ namespace torus {
 
 // Returns body()'s exit code, or for an escaped exception: ExitCode::kCollectiveTimeout for torus::Timeout (a
 // peer that never arrived: worth a gang restart), ExitCode::kCheckpointLost for torus::CheckpointLost,
+// ExitCode::kRetryable for torus::HardwareFault (the machine's fault: a GPU's uncorrectable ECC error),
 // ExitCode::kFailure for anything else. (A peer that dies
 // mid-collective is handled by the comm watchdog, which exits with ExitCode::kRetryable itself.)
 int run_main(const char* program, const std::function<int()>& body);

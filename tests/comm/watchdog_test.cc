@@ -173,6 +173,9 @@ TEST(Watchdog, ADeviceFaultIsPermanentAPeerFailureRetryable) {
             launch::ExitCode::kRetryable);
   EXPECT_EQ(failure_exit_code(std::make_exception_ptr(SystemError("connection reset by peer"))),
             launch::ExitCode::kRetryable);
+  // The machine's fault (worker/backend/cuda/error_class.h: an uncorrectable ECC error), seen in a watched step.
+  EXPECT_EQ(failure_exit_code(std::make_exception_ptr(HardwareFault("CUDA error: uncorrectable ECC error"))),
+            launch::ExitCode::kRetryable);
 }
 
 }  // namespace

@@ -41,6 +41,13 @@ TEST(RunMain, ATimeoutIsACollectiveTimeoutAnythingElseAFailure) {
   EXPECT_EQ(odd_err, "torus-test: error: unknown exception\n");
 }
 
+// The machine's fault (a GPU's uncorrectable ECC error): the same job can run on healthy hardware, so retryable.
+TEST(RunMain, AHardwareFaultIsRetryable) {
+  const auto [code, err] = run_captured([]() -> int { throw HardwareFault("CUDA error: uncorrectable ECC error"); });
+  EXPECT_EQ(code, launch::to_int(launch::ExitCode::kRetryable));
+  EXPECT_EQ(err, "torus-test: error: CUDA error: uncorrectable ECC error\n");
+}
+
 TEST(RunMain, ItsLastLineReadsBackAsTheReason) {
   const auto [code, err] = run_captured([]() -> int { throw std::runtime_error("/data/x.bin: truncated"); });
   ASSERT_EQ(code, 1);

@@ -32,7 +32,7 @@ enum class TimeoutAction {
 
 // The exit code of a rank whose collective failed with `error`: kFailure (permanent) for a fault of this rank's own
 // device (worker::cuda::DeviceFault: a kernel bug restarts into the same fault), kRetryable for anything else (a peer
-// died, the network broke: the gang restarts from its checkpoint).
+// died, the network broke, the GPU's hardware failed, torus::HardwareFault: the gang restarts from its checkpoint).
 launch::ExitCode failure_exit_code(const std::exception_ptr& error);
 
 class Watchdog {

@@ -10,10 +10,11 @@ class CudaError : public Error {
   using Error::Error;
 };
 
-// A CUDA runtime, cuDNN or cuBLAS call failed on this rank's own device: a kernel fault (illegal address, misaligned
-// access), out of memory, a lost device. A restarted gang runs the same code into the same fault, so it is permanent
-// (the comm watchdog exits with ExitCode::kFailure on it). NCCL's own errors (a peer gone, the network) stay plain
-// CudaError: retryable.
+// A CUDA runtime, cuDNN or cuBLAS call failed on this rank's own device by the job's fault: a kernel fault (illegal
+// address, misaligned access), out of memory. A restarted gang runs the same code into the same fault, so it is
+// permanent (the comm watchdog exits with ExitCode::kFailure on it). A CUDA runtime error of the machine's (an
+// uncorrectable ECC error, a lost device) is a torus::HardwareFault instead, retryable (error_class.h). NCCL's own
+// errors (a peer gone, the network) stay plain CudaError: retryable.
 class DeviceFault final : public CudaError {
  public:
   using CudaError::CudaError;

@@ -1,6 +1,7 @@
 #pragma once
 // CUDA_CHECK / CUDNN_CHECK / CUBLAS_CHECK / NCCL_CHECK: throw a typed CudaError carrying the expression,
-// file:line and the library's own message. Only `main` catches (common/util/main_guard.h).
+// file:line and the library's own message (a CUDA runtime error of the machine's, a torus::HardwareFault:
+// error_class.h). Only `main` catches (common/util/main_guard.h).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -16,8 +17,11 @@ namespace torus::worker::cuda {
 [[noreturn]] void throw_cuda_error(const char* library, const char* expr, const char* file, int line,
                                    const std::string& message);
 
+// A failed CUDA runtime call throws DeviceFault, or torus::HardwareFault where the error is the machine's
+// (error_class.h: an uncorrectable ECC error, a lost device; the rank exits retryable).
+[[noreturn]] void throw_cuda_runtime_error(cudaError_t s, const char* expr, const char* file, int line);
 inline void check(cudaError_t s, const char* expr, const char* file, int line) {
-  if (s != cudaSuccess) throw_cuda_error("CUDA", expr, file, line, cudaGetErrorString(s));
+  if (s != cudaSuccess) throw_cuda_runtime_error(s, expr, file, line);
 }
 // cuDNN's status names are terse (CUDNN_STATUS_BAD_PARAM); its last-error string says which argument and why.
 [[noreturn]] void throw_cudnn_error(cudnnStatus_t s, const char* expr, const char* file, int line);
