@@ -1,8 +1,8 @@
 // operator/controller/controller.cc in this process, against the in-process stand-in with the TrainingJob CRD and a
 // simulated kubelet: a job's children are created and its status reaches Running; a status write refused with 409
-// is redone promptly (counted as a conflict, not an error); a forbidden create is one FailedCreate warning however
-// often it is retried; the default worker image fills an empty spec.gang.image; keys the controller does not own
-// cost no request.
+// is redone promptly (counted as a conflict, not an error); a child that already exists is no failure; a forbidden
+// create is one FailedCreate warning however often it is retried; the default worker image fills an empty
+// spec.gang.image; keys the controller does not own cost no request.
 #include "operator/controller/controller.h"
 
 #include <gtest/gtest.h>
@@ -141,6 +141,22 @@ TEST_F(ControllerTest, AForbiddenCreateIsOneFailedCreateWarningAndIsRetried) {
   EXPECT_EQ(warnings[0]["involvedObject"].value("name", ""), "charlie");
   EXPECT_NE(warnings[0].value("message", "").find("403"), std::string::npos) << warnings[0].dump();
   EXPECT_EQ(server_->faults().count("create", "pods"), 4);
+}
+
+// The children's names are deterministic, so a child that exists but that the caches do not show yet (made by a
+// replica killed before its watch delivered it, or by an earlier pass) answers the create with 409 AlreadyExists:
+// that is no failure, the job's other children are made and it runs. Here the Service is made first without the
+// operator's labels, so no informer ever shows it and the operator's create always meets it.
+TEST_F(ControllerTest, AChildThatAlreadyExistsIsNoFailure) {
+  start();
+  client_->create(res::kServices, kNs,
+                  {{"metadata", {{"name", service_name("echo")}}},
+                   {"spec", {{"clusterIP", "None"}, {"selector", {{"app", "echo"}}}}}});
+  client_->create(res::kTrainingJobs, kNs, training_job("echo", 2));
+  ASSERT_TRUE(eventually([&] { return phase("echo") == "Running"; })) << phase("echo");
+  EXPECT_GE(server_->faults().count("create", "services"), 2) << "the operator's create never met the Service";
+  EXPECT_EQ(pods_of("echo").size(), 2u);
+  EXPECT_EQ(metrics_.reconcile_errors.labels({"api"}).value(), 0) << "409 AlreadyExists is not an API error";
 }
 
 TEST_F(ControllerTest, TheDefaultWorkerImageFillsAnEmptyGangImage) {
