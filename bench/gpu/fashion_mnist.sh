@@ -9,6 +9,8 @@
 #   ROUNDS=1 FASHION_MNIST_DIR=/data/fashion-mnist bench/gpu/fashion_mnist.sh
 #   EPOCHS=1 TARGET=0.85 bench/gpu/fashion_mnist.sh       # overrides the example's epochs and target on both sides
 #   bench/gpu/fashion_mnist.sh --print-jobs DIR           # prints each run's `torus run` arguments and runs nothing
+#   SMOKE=1 bench/gpu/fashion_mnist.sh                    # its plumbing (bench/common.sh): nothing built, 1 round,
+#                                                         # 1 epoch, target 5%
 # Data: FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist (package dataset-fashion-mnist), else the copy
 # that scripts/gpu-prefix.sh packs into .gpu-prefix/ (a borrowed GPU machine has no Debian packages). PyTorch: the
 # python3 on PATH, or TORCH_PYTHON. FASHION_MNIST_LOGS=DIR keeps every run's full log there; RUN_TIMEOUT_S (150)
@@ -29,6 +31,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=bench/tta_results.sh
 source "$ROOT/bench/tta_results.sh"  # field, report, median
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"  # SMOKE, bench_build
+if [[ "${SMOKE:-0}" == 1 ]]; then
+  ROUNDS="${ROUNDS:-1}" EPOCHS="${EPOCHS:-1}" TARGET="${TARGET:-0.05}"
+fi
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 # The python3 on PATH: on the borrowed GPU machines that is the one with PyTorch (docs/gpu.md).
 PYTHON="${TORCH_PYTHON:-$(command -v python3 || echo python3)}"
@@ -72,7 +79,7 @@ if [[ "${1:-}" == --print-jobs ]]; then
   exit 0
 fi
 
-cmake --build "$BUILD_DIR" --target torus torus-worker torus_gpu_bench >/dev/null
+bench_build "$BUILD_DIR" torus torus-worker torus_gpu_bench
 TORUS="$BUILD_DIR/bin/torus"
 device_rc=0
 "$BUILD_DIR/bin/torus_gpu_bench" check || device_rc=$?

@@ -5,6 +5,7 @@
 #   MODES="defaults timed" ROUNDS=2 PRECISIONS=bf16 STEPS=40 bench/gpu/gpu.sh
 #   CIFAR10_DIR=/data/cifar-10-batches-bin bench/gpu/gpu.sh    # also ResNet-9 to 94% on CIFAR-10
 #   bench/gpu/gpu.sh --print-jobs DIR      # writes the ResNet-50 job files into DIR, prints torus run's arguments
+#   SMOKE=1 bench/gpu/gpu.sh               # its plumbing (bench/common.sh): nothing built, batch 8, 2 steps, bf16
 # ResNet-50 is measured as users get it: `torus run` of a one-GPU TrainingJob (the real torus-worker) in each mode of
 # MODES: "defaults" (the trainer's: cuDNN's heuristics, the step captured as a CUDA graph) and "timed"
 # (TORUS_CUDNN_BENCHMARK=1: cuDNN's timed algorithm search, what PyTorch's cudnn.benchmark does), next to PyTorch
@@ -21,9 +22,14 @@
 # (the ratio is the defaults' when they ran, else the timed search's).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"  # SMOKE, bench_build
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 # The python3 on PATH: on the borrowed GPU machines that is the one with PyTorch (docs/gpu.md).
 PYTHON="${TORCH_PYTHON:-$(command -v python3 || echo python3)}"
+if [[ "${SMOKE:-0}" == 1 ]]; then
+  BATCH="${BATCH:-8}" STEPS="${STEPS:-2}" PRECISIONS="${PRECISIONS:-bf16}"
+fi
 ROUNDS="${ROUNDS:-1}"
 BATCH="${BATCH:-128}"
 # The measured epoch's steps. Each torus run generates its BATCH x STEPS synthetic 224 px images anew in the worker
@@ -78,7 +84,7 @@ if [[ "${1:-}" == --print-jobs ]]; then
   exit 0
 fi
 
-cmake --build "$BUILD_DIR" --target torus_gpu_bench torus torus-worker >/dev/null
+bench_build "$BUILD_DIR" torus_gpu_bench torus torus-worker
 BENCH="$BUILD_DIR/bin/torus_gpu_bench"
 TORUS="$BUILD_DIR/bin/torus"
 WORK="$(mktemp -d)"

@@ -5,6 +5,7 @@
 #   PRECISION=tf32 STEPS=2 bench/gpu/profile.sh
 #   SEARCH=timed bench/gpu/profile.sh             # with cuDNN's timed algorithm search instead of the heuristics
 #   KEEP=/tmp/prof bench/gpu/profile.sh           # keep the report and the kernel table there
+#   SMOKE=1 bench/gpu/profile.sh                  # its plumbing (bench/common.sh): nothing built, 1 step after 1
 # The steps are torus_gpu_bench resnet50's timed ones (between cudaProfilerStart/Stop, after WARMUP steps), run
 # eagerly with a rank's options (cuda_options_for_rank) and the convolutions' algorithms chosen by SEARCH: heuristic
 # (the default, as the trainer chooses them unless TORUS_CUDNN_BENCHMARK=1) or timed (cuDNN's timed search); the
@@ -13,7 +14,12 @@
 # profiler is installed. Last line: RESULT resnet50_<precision>_gpu_ms_per_step=... resnet50_<precision>_<kind>_ms=...
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"  # SMOKE, bench_build
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+if [[ "${SMOKE:-0}" == 1 ]]; then
+  STEPS="${STEPS:-1}" WARMUP="${WARMUP:-1}"
+fi
 PRECISION="${PRECISION:-bf16}"
 STEPS="${STEPS:-3}"
 WARMUP="${WARMUP:-5}"
@@ -22,7 +28,7 @@ case "$SEARCH" in heuristic | timed) ;; *)
   echo "bench/gpu/profile.sh: SEARCH: expected heuristic or timed, got '$SEARCH'" >&2; exit 2 ;;
 esac
 
-cmake --build "$BUILD_DIR" --target torus_gpu_bench >/dev/null
+bench_build "$BUILD_DIR" torus_gpu_bench
 BENCH="$BUILD_DIR/bin/torus_gpu_bench"
 device_rc=0
 "$BENCH" check >/dev/null || device_rc=$?
