@@ -38,10 +38,12 @@ void close_fd(int& fd) noexcept {
   fd = -1;
 }
 
-// NAME=VALUE strings: the parent's environment with `overrides` applied.
-std::vector<std::string> merged_environment(const std::map<std::string, std::string>& overrides) {
+// NAME=VALUE strings: the parent's environment (unless kExact) with `overrides` applied.
+std::vector<std::string> merged_environment(const std::map<std::string, std::string>& overrides,
+                                            ProcessSpec::Environment environment) {
   std::vector<std::string> out;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+  for (char** e = environment == ProcessSpec::Environment::kExact ? nullptr : environ; e != nullptr && *e != nullptr;
+       ++e) {
     std::string_view kv(*e);
     const auto eq = kv.find('=');
     if (eq != std::string_view::npos && overrides.count(std::string(kv.substr(0, eq)))) continue;
@@ -85,7 +87,7 @@ Supervisor::~Supervisor() {
 size_t Supervisor::start(const ProcessSpec& spec) {
   if (spec.argv.empty()) throw InvalidArgument("process '" + spec.name + "': empty command line");
   std::vector<std::string> args = spec.argv;
-  std::vector<std::string> envs = merged_environment(spec.env);
+  std::vector<std::string> envs = merged_environment(spec.env, spec.environment);
   std::vector<char*> argv = c_strings(args);
   std::vector<char*> envp = c_strings(envs);
 

@@ -22,6 +22,8 @@ struct ProcessSpec {
   std::string name;                        // for messages, e.g. "rank 3"
   std::vector<std::string> argv;           // argv[0] is the program (absolute path, or looked up in PATH)
   std::map<std::string, std::string> env;  // added to (and overriding) the supervisor's environment
+  // kExact: `env` alone, nothing of the supervisor's (a container's environment is its image's and its pod's).
+  enum class Environment { kInherit, kExact } environment = Environment::kInherit;
 };
 
 enum class Stream { kStdout, kStderr };

@@ -58,8 +58,13 @@ KubeletSim::KubeletSim(Store& store, KubeletOptions options)
   create_nodes();
   store_.set_pod_deletion(PodDeletion::kGraceful);
   if (options_.processes) {
-    processes_ = std::make_unique<ProcessKubelet>(store_, *options_.processes,
-                                                  [this](const ProcessKubelet::Exit& e) { on_container_exit(e); });
+    processes_ = std::make_unique<ProcessKubelet>(
+        store_, *options_.processes, [this](const ProcessKubelet::Exit& e) { on_container_exit(e); },
+        [this](const ProcessKubelet::Progress& p) { on_progress(p); });
+    for (const std::string& archive : options_.node_images) load_image(archive);
+    for (const std::string& archive : options_.registry_images) publish_image(archive);
+  } else if (!options_.node_images.empty() || !options_.registry_images.empty()) {
+    throw InvalidArgument("kubelet: images can be loaded only with the process kubelet (KubeletOptions::processes)");
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -329,44 +334,115 @@ void KubeletSim::mark_unschedulable(const json& pod, const std::string& message)
   });
 }
 
-void KubeletSim::start(const std::string& ns, const std::string& name) {
-  bool started = false;
-  update_status(ns, name, [&](json& pod) {
-    std::string node = pod["spec"].value("nodeName", "");
-    if (node.empty() || pod["metadata"].contains("deletionTimestamp")) return false;
-    if (pod["status"].value("phase", "Pending") != "Pending") return false;
-    int index = 0;
-    for (const Node& n : nodes_) {
-      if (n.name == node) index = n.index;
-    }
-    static std::atomic<int> next_ip{2};
-    int host = next_ip++ % 250 + 2;
-    json& status = pod["status"];
-    std::string now = now_rfc3339();
-    status["phase"] = "Running";
-    status["hostIP"] = node_ip(index);
-    status["podIP"] = pod_subnet(index) + "." + std::to_string(host);
-    status["podIPs"] = json::array({{{"ip", status["podIP"]}}});
-    status["startTime"] = now;
-    status["conditions"] = json::array({condition("PodReadyToStartContainers", "True"),
-                                        condition("Initialized", "True"), condition("Ready", "True"),
-                                        condition("ContainersReady", "True"), condition("PodScheduled", "True")});
-    json statuses = json::array();
+void KubeletSim::make_sandbox(json& pod) {
+  int index = 0;
+  const std::string node = pod["spec"].value("nodeName", "");
+  for (const Node& n : nodes_) {
+    if (n.name == node) index = n.index;
+  }
+  static std::atomic<int> next_ip{2};
+  int host = next_ip++ % 250 + 2;
+  json& status = pod["status"];
+  std::string now = now_rfc3339();
+  status["phase"] = "Running";
+  status["hostIP"] = node_ip(index);
+  status["podIP"] = pod_subnet(index) + "." + std::to_string(host);
+  status["podIPs"] = json::array({{{"ip", status["podIP"]}}});
+  status["startTime"] = now;
+  if (processes_) {  // the containers start later: each waits until its image and volumes are there
+    status["phase"] = "Pending";
+    status["conditions"] =
+        json::array({condition("PodReadyToStartContainers", "True"), condition("Initialized", "True"),
+                     condition("Ready", "False", "ContainersNotReady"),
+                     condition("ContainersReady", "False", "ContainersNotReady"), condition("PodScheduled", "True")});
+    json waiting = json::array();
     for (const json& c : pod["spec"].value("containers", json::array())) {
-      statuses.push_back({{"name", c.value("name", "")},
-                          {"image", c.value("image", "")},
-                          {"imageID", "sha256:" + std::string(64, '0')},
-                          {"containerID", container_id()},
-                          {"ready", true},
-                          {"started", true},
-                          {"restartCount", 0},
-                          {"state", {{"running", {{"startedAt", now}}}}}});
+      waiting.push_back({{"name", c.value("name", "")},
+                         {"image", c.value("image", "")},
+                         {"imageID", ""},
+                         {"ready", false},
+                         {"started", false},
+                         {"restartCount", 0},
+                         {"state", {{"waiting", {{"reason", "ContainerCreating"}}}}}});
     }
-    status["containerStatuses"] = statuses;
-    started = true;
+    status["containerStatuses"] = waiting;
+    return;
+  }
+  status["conditions"] = json::array({condition("PodReadyToStartContainers", "True"), condition("Initialized", "True"),
+                                      condition("Ready", "True"), condition("ContainersReady", "True"),
+                                      condition("PodScheduled", "True")});
+  json statuses = json::array();
+  for (const json& c : pod["spec"].value("containers", json::array())) {
+    statuses.push_back({{"name", c.value("name", "")},
+                        {"image", c.value("image", "")},
+                        {"imageID", "sha256:" + std::string(64, '0')},
+                        {"containerID", container_id()},
+                        {"ready", true},
+                        {"started", true},
+                        {"restartCount", 0},
+                        {"state", {{"running", {{"startedAt", now}}}}}});
+  }
+  status["containerStatuses"] = statuses;
+}
+
+void KubeletSim::start(const std::string& ns, const std::string& name) {
+  bool sandboxed = false;
+  update_status(ns, name, [&](json& pod) {
+    if (pod["spec"].value("nodeName", "").empty() || pod["metadata"].contains("deletionTimestamp")) return false;
+    if (pod["status"].value("phase", "Pending") != "Pending") return false;
+    sandboxed = true;
+    if (pod["status"].contains("podIP")) return false;  // made before: its containers are on their way
+    make_sandbox(pod);
     return true;
   });
-  if (started && processes_) processes_->run(*store_.get(pods_, ns, name));
+  if (sandboxed && processes_) processes_->run(*store_.get(pods_, ns, name));
+}
+
+void KubeletSim::on_progress(const ProcessKubelet::Progress& progress) {
+  try {
+    update_status(progress.ns, progress.pod, [&](json& pod) {
+      json& status = pod["status"];
+      if (pod["metadata"].contains("deletionTimestamp") || status.value("phase", "") != "Pending") return false;
+      const std::string now = now_rfc3339();
+      for (json& c : status["containerStatuses"]) {
+        const std::string name = c.value("name", "");
+        if (progress.waiting) {
+          if (!progress.waiting->container.empty() && progress.waiting->container != name) continue;
+          c["state"] = {{"waiting", {{"reason", progress.waiting->reason}}}};
+          if (!progress.waiting->message.empty()) c["state"]["waiting"]["message"] = progress.waiting->message;
+          continue;
+        }
+        const std::string id = progress.image_ids.count(name) ? progress.image_ids.at(name) : "";
+        c["imageID"] = id.empty() ? "sha256:" + std::string(64, '0') : id;
+        c["containerID"] = container_id();
+        c["ready"] = c["started"] = true;
+        c["state"] = {{"running", {{"startedAt", now}}}};
+      }
+      if (progress.waiting) return true;
+      status["phase"] = "Running";
+      for (json& cond : status["conditions"]) {
+        if (cond["type"] == "Ready" || cond["type"] == "ContainersReady") {
+          cond["status"] = "True";
+          cond.erase("reason");
+          cond["lastTransitionTime"] = now;
+        }
+      }
+      return true;
+    });
+  } catch (const ApiError& e) {  // the process kubelet's thread: the pod changed meanwhile, logged
+    TLOG(Warn) << "kubelet: " << progress.ns << "/" << progress.pod << ": " << e.what();
+  }
+}
+
+std::vector<std::string> KubeletSim::load_image(const std::string& archive, std::vector<std::string> nodes) {
+  if (!processes_) throw bad_request("kubelet: loadImage needs the process kubelet (--run-pods)");
+  if (nodes.empty()) nodes = node_names();
+  return processes_->images().load(archive, nodes);
+}
+
+std::vector<std::string> KubeletSim::publish_image(const std::string& archive) {
+  if (!processes_) throw bad_request("kubelet: publishImage needs the process kubelet (--run-pods)");
+  return processes_->images().publish(archive);
 }
 
 void KubeletSim::on_container_exit(const ProcessKubelet::Exit& exit) {
@@ -399,7 +475,9 @@ void KubeletSim::terminate(const std::string& ns, const std::string& pod_name, i
                            const std::string& container, const std::string& reason, const std::string& message) {
   bool found = update_status(ns, pod_name, [&](json& pod) {
     json& status = pod["status"];
-    if (status.value("phase", "") != "Running") {
+    // A container that could not start ends a pod whose sandbox exists (it has a pod IP) but never ran.
+    const bool sandboxed = status.value("phase", "") == "Pending" && status.contains("podIP") && processes_;
+    if (status.value("phase", "") != "Running" && !sandboxed) {
       throw ApiError(
           409, "Conflict",
           "kubelet: pod " + ns + "/" + pod_name + " is not Running (phase " + status.value("phase", "Pending") + ")");
@@ -571,10 +649,14 @@ json KubeletSim::handle_control(const json& request) {
     return {{"nodes", node_names()}};
   } else if (action == "serveScheduler") {
     serve_scheduler(required(request, "name"));
+  } else if (action == "loadImage") {
+    return {{"images", load_image(required(request, "archive"), request.value("nodes", std::vector<std::string>{}))}};
+  } else if (action == "publishImage") {
+    return {{"images", publish_image(required(request, "archive"))}};
   } else {
     throw bad_request(
-        "kubelet: action: expected terminate, holdPending, holdStart, release, nodes or serveScheduler;"
-        " got \"" +
+        "kubelet: action: expected terminate, holdPending, holdStart, release, nodes, serveScheduler, loadImage or "
+        "publishImage; got \"" +
         action + "\"");
   }
   return make_status(200, "", "kubelet: " + action + " done");

@@ -15,6 +15,11 @@
 //   {"action":"release", same fields as holdPending}  (with labelSelector: every hold, start holds included)
 //   {"action":"serveScheduler","name":"volcano"}  pods of that schedulerName are scheduled too (none but
 //    default-scheduler's otherwise: another scheduler's pods stay Pending, as on a cluster without it)
+//   {"action":"loadImage","archive":"/path/x.oci.tar"[,"nodes":["node-0"]]}  `kind load image-archive`
+//   {"action":"publishImage","archive":"/path/x.oci.tar"}  the registry the nodes pull from holds its images
+// With the process kubelet a bound pod first gets its sandbox (pod IP, Pending, containers waiting
+// ContainerCreating), then Running once every container started; a container that cannot start yet shows the
+// kubelet's waiting reason (ErrImagePull, ImagePullBackOff, CreateContainerConfigError) and the pod stays Pending.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -49,6 +54,9 @@ struct KubeletOptions {
   std::chrono::milliseconds start_delay{0};
   // Set: run every started pod's containers as local processes (process_kubelet.h) and report their real exits.
   std::optional<SandboxOptions> processes;
+  // OCI image archives put on every node at the start (`kind load image-archive`), and into the registry the nodes
+  // pull from; with `processes` only.
+  std::vector<std::string> node_images, registry_images;
 };
 
 class KubeletSim {
@@ -79,6 +87,10 @@ class KubeletSim {
   void release_all();  // every hold; pods held at the start are started now
 
   std::vector<std::string> node_names() const;
+  // The archive's images onto `nodes` (every node when empty), or into the registry; returns their references.
+  // Throws ApiError 400 without the process kubelet, CorruptData for a bad archive.
+  std::vector<std::string> load_image(const std::string& archive, std::vector<std::string> nodes = {});
+  std::vector<std::string> publish_image(const std::string& archive);
   nlohmann::json handle_control(const nlohmann::json& request);
 
  private:
@@ -100,6 +112,8 @@ class KubeletSim {
   void stop_and_remove(const json& pod);
   void release_capacity(const json& pod);
   void on_container_exit(const ProcessKubelet::Exit& exit);
+  void on_progress(const ProcessKubelet::Progress& progress);
+  void make_sandbox(json& pod);
   void reschedule_pending();
   // get -> change -> update of the status subresource, retried on conflict; false when the pod is gone.
   template <typename Change>

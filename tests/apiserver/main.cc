@@ -4,14 +4,19 @@
 //   kube-standin [--address 127.0.0.1] [--port 0] [--kubelet] [--nodes 4] [--racks 2] [--gpus-per-node 8]
 //                [--start-delay-ms 0] [--history 50000] [--bookmark-interval-ms 10000] [--crds FILE_OR_DIR]...
 //                [--kubeconfig PATH] [--tls-dir DIR] [--no-auth]
-//                [--run-pods DIR [--pod-command NAME=PATH]... [--pod-image IMAGE=PATH]... [--pod-env NAME=VALUE]...]
+//                [--run-pods DIR [--pod-command NAME=PATH]... [--pod-image IMAGE=PATH]... [--pod-env NAME=VALUE]...
+//                 [--load-image ARCHIVE]... [--registry-image ARCHIVE]... [--image-pull-backoff-ms 10000]]
 //
 // --run-pods runs every pod the kubelet starts as local processes (tests/apiserver/process_kubelet.h), each container
 // in its own mount namespace and private root (pod_root.h; the stand-in must run as root), with a folder
 // per pod under DIR; --pod-command maps a container's command to a program (torus-worker=build/bin/torus-worker),
 // --pod-image maps an image (without its tag) to the program its entrypoint runs, for containers without a command
 // (ghcr.io/torus-dev/torus-operator=build/bin/torus), --pod-env adds a variable to every container; containers get
-// the service-account token projected and KUBERNETES_SERVICE_HOST/PORT pointing here. With --kubelet, the workload
+// the service-account token projected and KUBERNETES_SERVICE_HOST/PORT pointing here. --load-image puts an OCI
+// image archive's images on every node (`kind load image-archive`; scripts/images.sh builds them), --registry-image
+// into the registry the nodes pull from; a container whose command or image is not mapped runs from its image
+// (runtime/image_manager.h: pulled by its imagePullPolicy, ErrImagePull/ImagePullBackOff otherwise, the pull
+// back-off's first period --image-pull-backoff-ms). With --kubelet, the workload
 // controllers run too (workload_controllers.h: Deployments make ReplicaSets make pods, as kube-controller-manager
 // does).
 //
@@ -112,6 +117,12 @@ Flags parse_flags(int argc, char** argv) {
       sandbox(flags).images.insert(assignment(arg, value()));
     } else if (arg == "--pod-env") {
       sandbox(flags).env.insert(assignment(arg, value()));
+    } else if (arg == "--load-image") {
+      flags.kubelet_options.node_images.push_back(value());
+    } else if (arg == "--registry-image") {
+      flags.kubelet_options.registry_images.push_back(value());
+    } else if (arg == "--image-pull-backoff-ms") {
+      sandbox(flags).pull_backoff.initial = std::chrono::milliseconds(int_flag(arg, value()));
     } else if (arg == "--no-auth") {
       no_auth = true;
     } else {
@@ -119,7 +130,11 @@ Flags parse_flags(int argc, char** argv) {
     }
   }
   if (flags.kubelet_options.processes && flags.kubelet_options.processes->root.empty()) {
-    throw InvalidArgument("--pod-command, --pod-image and --pod-env need --run-pods DIR");
+    throw InvalidArgument("--pod-command, --pod-image, --pod-env and --image-pull-backoff-ms need --run-pods DIR");
+  }
+  if ((!flags.kubelet_options.node_images.empty() || !flags.kubelet_options.registry_images.empty()) &&
+      !flags.kubelet_options.processes) {
+    throw InvalidArgument("--load-image and --registry-image need --run-pods DIR");
   }
   if (!flags.tls_dir.empty() && !no_auth) {
     flags.server.authentication = standin::ServerOptions::Authentication::kRequired;

@@ -1,7 +1,10 @@
 #include "tests/apiserver/pod_root.h"
 
+#include <grp.h>
+#include <linux/capability.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -89,6 +92,8 @@ void apply(const fs::path& root, const RootMount& m) {
       return mirror(root, m, at);
     case Kind::kSymlink:
       fs::create_directories(at.parent_path());
+      // An image's own file there (its /etc/hosts) gives way, as a runtime's bind over it would.
+      if (std::error_code ec; fs::exists(fs::symlink_status(at, ec)) && !fs::is_directory(at)) fs::remove(at);
       fs::create_symlink(m.source, at);
       return;
     case Kind::kDirectory:
@@ -129,8 +134,17 @@ nlohmann::json to_json(const RootPlan& plan) {
                       {"readOnly", m.access == Access::kReadOnly},
                       {"sizeBytes", m.size_bytes}});
   }
-  return {
+  nlohmann::json doc = {
       {"root", plan.root.string()}, {"workingDir", plan.working_dir}, {"hostname", plan.hostname}, {"mounts", mounts}};
+  if (!plan.image_rootfs.empty()) {
+    doc["image"] = {{"rootfs", plan.image_rootfs},
+                    {"writableLayer", plan.writable_layer},
+                    {"readOnly", plan.root_access == Access::kReadOnly}};
+  }
+  if (plan.user) doc["user"] = {{"uid", plan.user->uid}, {"gid", plan.user->gid}, {"groups", plan.user->groups}};
+  doc["noNewPrivileges"] = plan.escalation == RootPlan::Escalation::kNoNewPrivileges;
+  if (plan.capabilities) doc["capabilities"] = *plan.capabilities;
+  return doc;
 }
 
 RootPlan root_plan_from_json(const nlohmann::json& doc) {
@@ -150,6 +164,19 @@ RootPlan root_plan_from_json(const nlohmann::json& doc) {
         throw InvalidArgument("pod root plan: mounts[].target: must be absolute, got \"" + mount.target + "\"");
       plan.mounts.push_back(std::move(mount));
     }
+    if (doc.contains("image")) {
+      const auto& image = doc.at("image");
+      plan.image_rootfs = image.at("rootfs").get<std::string>();
+      plan.writable_layer = image.at("writableLayer").get<std::string>();
+      plan.root_access = image.value("readOnly", false) ? Access::kReadOnly : Access::kReadWrite;
+    }
+    if (doc.contains("user")) {
+      const auto& u = doc.at("user");
+      plan.user = ContainerUser{u.at("uid").get<uint32_t>(), u.at("gid").get<uint32_t>(),
+                                u.value("groups", std::vector<uint32_t>{})};
+    }
+    if (doc.value("noNewPrivileges", false)) plan.escalation = RootPlan::Escalation::kNoNewPrivileges;
+    if (doc.contains("capabilities")) plan.capabilities = doc.at("capabilities").get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(std::string("pod root plan: ") + e.what());
   }
@@ -179,6 +206,20 @@ const std::pair<const char*, const char*> kDevLinks[] = {{"/dev/fd", "/proc/self
 
 }  // namespace
 
+std::vector<RootMount> image_base_mounts(uint64_t shm_bytes) {
+  std::vector<RootMount> out;
+  // /dev as a container runtime makes it (runc's default devices): a tmpfs holding the harmless character devices,
+  // the GPUs' when the host has them, and the usual links; not the host's disks, consoles or /dev/termination-log.
+  out.push_back({Kind::kTmpfs, "", "/dev"});
+  for (const fs::path& device : container_devices()) out.push_back({Kind::kBind, device.string(), device.string()});
+  out.push_back({Kind::kDevpts, "", "/dev/pts"});
+  for (const auto& [link, target] : kDevLinks) out.push_back({Kind::kSymlink, target, link});
+  out.push_back({Kind::kBind, "/proc", "/proc"});
+  out.push_back({Kind::kBind, "/sys", "/sys", Access::kReadOnly});
+  out.push_back({Kind::kTmpfs, "", "/dev/shm", Access::kReadWrite, shm_bytes});
+  return out;
+}
+
 std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uint64_t shm_bytes) {
   std::vector<RootMount> out;
   static const char* kSystem[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"};
@@ -197,15 +238,7 @@ std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uin
       out.push_back({Kind::kBind, dir, dir, Access::kReadOnly});
     }
   }
-  // /dev as a container runtime makes it (runc's default devices): a tmpfs holding the harmless character devices,
-  // the GPUs' when the host has them, and the usual links; not the host's disks, consoles or /dev/termination-log.
-  out.push_back({Kind::kTmpfs, "", "/dev"});
-  for (const fs::path& device : container_devices()) out.push_back({Kind::kBind, device.string(), device.string()});
-  out.push_back({Kind::kDevpts, "", "/dev/pts"});
-  for (const auto& [link, target] : kDevLinks) out.push_back({Kind::kSymlink, target, link});
-  out.push_back({Kind::kBind, "/proc", "/proc"});
-  out.push_back({Kind::kBind, "/sys", "/sys", Access::kReadOnly});
-  out.push_back({Kind::kTmpfs, "", "/dev/shm", Access::kReadWrite, shm_bytes});
+  for (RootMount& m : image_base_mounts(shm_bytes)) out.push_back(std::move(m));
   out.push_back({Kind::kTmpfs, "", "/tmp"});
   // After /tmp: a program kept under /tmp (a test's own) stays reachable on top of the private /tmp.
   for (const std::string& program : programs) {
@@ -224,15 +257,124 @@ void enter_root(const RootPlan& plan) {
   // Nothing mounted from here on reaches the host, and nothing the host mounts later reaches us.
   check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), "making / private");
   fs::create_directories(plan.root);
-  check(::mount("tmpfs", plan.root.c_str(), "tmpfs", MS_NOSUID, "mode=0755"), "tmpfs root at " + plan.root.string());
+  if (plan.image_rootfs.empty()) {
+    check(::mount("tmpfs", plan.root.c_str(), "tmpfs", MS_NOSUID, "mode=0755"), "tmpfs root at " + plan.root.string());
+  } else {
+    const fs::path layer = plan.writable_layer;
+    fs::remove_all(layer);  // each run of the container starts from its image again
+    fs::create_directories(layer / "upper");
+    fs::create_directories(layer / "work");
+    const std::string options = "lowerdir=" + plan.image_rootfs + ",upperdir=" + (layer / "upper").string() +
+                                ",workdir=" + (layer / "work").string();
+    check(::mount("overlay", plan.root.c_str(), "overlay", 0, options.c_str()), "overlay root (" + options + ")");
+  }
   for (const RootMount& m : plan.mounts) apply(plan.root, m);
+  // A working folder the image lacks is made, as runc makes the process's cwd.
+  if (!plan.image_rootfs.empty()) fs::create_directories(plan.root / fs::path(plan.working_dir).relative_path());
+  // After the mount points are made in it; what is mounted under it keeps its own access.
+  if (plan.root_access == Access::kReadOnly) {
+    check(::mount(nullptr, plan.root.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr),
+          "read-only remount of the root");
+  }
   check(::chdir(plan.root.c_str()), "chdir " + plan.root.string());
-  fs::create_directories(".host");
-  check(static_cast<int>(::syscall(SYS_pivot_root, ".", ".host")), "pivot_root");
+  // runc's pivot_root(".", "."): the host's root ends up stacked over the new one and is detached at once, with no
+  // folder to put it in (a read-only root has no room for one).
+  check(static_cast<int>(::syscall(SYS_pivot_root, ".", ".")), "pivot_root");
+  check(::umount2(".", MNT_DETACH), "detaching the host's root");
   check(::chdir("/"), "chdir /");
-  check(::umount2("/.host", MNT_DETACH), "detaching the host's root");
-  ::rmdir("/.host");
   check(::chdir(plan.working_dir.c_str()), "chdir " + plan.working_dir);
+}
+
+namespace {
+
+// Linux's capability numbers (linux/capability.h), by the names a pod's securityContext uses.
+constexpr const char* kCapabilityNames[] = {"CHOWN",
+                                            "DAC_OVERRIDE",
+                                            "DAC_READ_SEARCH",
+                                            "FOWNER",
+                                            "FSETID",
+                                            "KILL",
+                                            "SETGID",
+                                            "SETUID",
+                                            "SETPCAP",
+                                            "LINUX_IMMUTABLE",
+                                            "NET_BIND_SERVICE",
+                                            "NET_BROADCAST",
+                                            "NET_ADMIN",
+                                            "NET_RAW",
+                                            "IPC_LOCK",
+                                            "IPC_OWNER",
+                                            "SYS_MODULE",
+                                            "SYS_RAWIO",
+                                            "SYS_CHROOT",
+                                            "SYS_PTRACE",
+                                            "SYS_PACCT",
+                                            "SYS_ADMIN",
+                                            "SYS_BOOT",
+                                            "SYS_NICE",
+                                            "SYS_RESOURCE",
+                                            "SYS_TIME",
+                                            "SYS_TTY_CONFIG",
+                                            "MKNOD",
+                                            "LEASE",
+                                            "AUDIT_WRITE",
+                                            "AUDIT_CONTROL",
+                                            "SETFCAP",
+                                            "MAC_OVERRIDE",
+                                            "MAC_ADMIN",
+                                            "SYSLOG",
+                                            "WAKE_ALARM",
+                                            "BLOCK_SUSPEND",
+                                            "AUDIT_READ",
+                                            "PERFMON",
+                                            "BPF",
+                                            "CHECKPOINT_RESTORE"};
+
+int capability_number(const std::string& name) {
+  const std::string bare = name.rfind("CAP_", 0) == 0 ? name.substr(4) : name;
+  for (size_t i = 0; i < std::size(kCapabilityNames); ++i) {
+    if (bare == kCapabilityNames[i]) return static_cast<int>(i);
+  }
+  throw InvalidArgument("capabilities: unknown capability \"" + name + "\"");
+}
+
+}  // namespace
+
+const std::vector<std::string>& default_capabilities() {
+  static const std::vector<std::string> caps = {
+      "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
+      "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
+      "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+      "CAP_KILL",    "CAP_AUDIT_WRITE"};
+  return caps;
+}
+
+void become_user(const RootPlan& plan) {
+  if (plan.escalation == RootPlan::Escalation::kNoNewPrivileges) {
+    check(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)");
+  }
+  uint64_t kept = 0;
+  if (plan.capabilities) {
+    for (const std::string& name : *plan.capabilities) kept |= uint64_t{1} << capability_number(name);
+    for (int cap = 0; ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) {
+      if (!(kept >> cap & 1)) check(::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "prctl(PR_CAPBSET_DROP)");
+    }
+  }
+  if (plan.user) {
+    const std::vector<gid_t> groups(plan.user->groups.begin(), plan.user->groups.end());
+    check(::setgroups(groups.size(), groups.data()), "setgroups");
+    check(::setgid(plan.user->gid), "setgid " + std::to_string(plan.user->gid));
+    // A non-root uid loses every capability here (no SECBIT_KEEP_CAPS), as in a runtime's container.
+    check(::setuid(plan.user->uid), "setuid " + std::to_string(plan.user->uid));
+  }
+  if (plan.capabilities && (!plan.user || plan.user->uid == 0)) {
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2] = {};
+    for (int i = 0; i < 2; ++i) {
+      data[i].effective = data[i].permitted = data[i].inheritable = static_cast<uint32_t>(kept >> (32 * i));
+    }
+    check(static_cast<int>(::syscall(SYS_capset, &header, data)), "capset");
+  }
 }
 
 uint64_t parse_quantity(const std::string& text, const std::string& field) {

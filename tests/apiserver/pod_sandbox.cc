@@ -10,6 +10,8 @@
 #include "common/util/error.h"
 #include "tests/apiserver/api_error.h"
 #include "tests/apiserver/pod_root.h"
+#include "tests/apiserver/runtime/container_launch.h"
+#include "tests/apiserver/runtime/container_security.h"
 
 namespace torus::standin {
 namespace fs = std::filesystem;
@@ -58,15 +60,6 @@ std::map<std::string, std::string> data_of(const json& object, Encoding encoding
   return out;
 }
 
-// Where a volume's data lives, as the container mounts it.
-struct VolumeSource {
-  RootMount::Kind kind = RootMount::Kind::kBind;
-  fs::path host;            // kBind
-  uint64_t size_bytes = 0;  // kTmpfs
-  RootMount::Access access = RootMount::Access::kReadWrite;
-};
-using Volumes = std::map<std::string, VolumeSource>;
-
 fs::path shared_folder(const fs::path& base, const std::string& path) {
   const fs::path dir = base / fs::path(path).relative_path();
   fs::create_directories(dir);
@@ -86,10 +79,9 @@ VolumeSource empty_dir(const json& e, const fs::path& dir, const std::string& na
     return VolumeSource{RootMount::Kind::kTmpfs, {}, limit.empty() ? 0 : parse_quantity(limit, field)};
   }
   fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::all);  // the kubelet makes an emptyDir 0777: any container user may write it
   return VolumeSource{RootMount::Kind::kBind, dir};
 }
-
-std::string field_value(const json& pod, const std::string& path, const std::string& where);
 
 // A projected volume's files (the service-account token, CA and namespace of kube-api-access-*), or a reason to
 // wait for a ConfigMap or Secret it names.
@@ -181,137 +173,12 @@ std::variant<VolumeSource, Waiting> prepare_volume(const Store& store, const jso
                         "persistentVolumeClaim and nfs volumes");
 }
 
-std::string field_value(const json& pod, const std::string& path, const std::string& where) {
-  const json& meta = pod["metadata"];
-  const json status = pod.value("status", json::object());
-  if (path == "metadata.name") return meta.value("name", "");
-  if (path == "metadata.namespace") return meta.value("namespace", "");
-  if (path == "metadata.uid") return meta.value("uid", "");
-  if (path == "spec.nodeName") return pod["spec"].value("nodeName", "");
-  if (path == "spec.serviceAccountName") return pod["spec"].value("serviceAccountName", "default");
-  if (path == "status.podIP") return status.value("podIP", "");
-  if (path == "status.hostIP") return status.value("hostIP", "");
-  throw InvalidArgument(where + ".valueFrom.fieldRef.fieldPath: \"" + path + "\" is not served by the process kubelet");
-}
-
-// One container's environment. Values stay as written: a DNS name is resolved by the container, through the
-// /etc/hosts its kubelet keeps (cluster_dns.h).
-std::map<std::string, std::string> container_env(const json& pod, const json& container) {
-  std::map<std::string, std::string> env;
-  for (const json& e : container.value("env", json::array())) {
-    const std::string name = e.value("name", "");
-    const std::string where = "spec.containers[" + container.value("name", "") + "].env[" + name + "]";
-    if (e.contains("valueFrom")) {
-      if (!e["valueFrom"].contains("fieldRef"))
-        throw InvalidArgument(where + ".valueFrom: the process kubelet serves fieldRef only");
-      env[name] = field_value(pod, e["valueFrom"]["fieldRef"].value("fieldPath", ""), where);
-      continue;
-    }
-    env[name] = e.value("value", "");
+// The volume types whose plugins manage ownership (fsGroup): hostPath and nfs are left as they are.
+bool owns_its_files(const json& v) {
+  for (const char* kind : {"emptyDir", "configMap", "secret", "projected", "persistentVolumeClaim"}) {
+    if (v.contains(kind)) return true;
   }
-  return env;
-}
-
-// The image without its tag or digest: ghcr.io/torus-dev/torus-operator:0.4.0 -> ghcr.io/torus-dev/torus-operator.
-std::string image_repository(std::string image) {
-  if (const auto at = image.find('@'); at != std::string::npos) image.resize(at);
-  const auto colon = image.rfind(':');
-  if (colon != std::string::npos && image.find('/', colon) == std::string::npos) image.resize(colon);
-  return image;
-}
-
-// $(NAME) in a command or argument becomes the container's variable NAME, as the kubelet expands them; $$(NAME)
-// escapes, and a reference to an unknown variable stays as written.
-std::string expand_references(const std::string& text, const std::map<std::string, std::string>& env) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '$' || i + 1 >= text.size()) {
-      out += text[i];
-    } else if (text[i + 1] == '$') {
-      out += '$';
-      ++i;
-    } else if (const size_t close = text.find(')', i); text[i + 1] == '(' && close != std::string::npos) {
-      const auto it = env.find(text.substr(i + 2, close - i - 2));
-      out += it != env.end() ? it->second : text.substr(i, close - i + 1);
-      i = close;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> container_command(const json& container, const SandboxOptions& options) {
-  std::vector<std::string> argv;
-  for (const json& a : container.value("command", json::array())) argv.push_back(a.get<std::string>());
-  if (argv.empty()) {
-    auto entrypoint = options.images.find(image_repository(container.value("image", "")));
-    if (entrypoint == options.images.end())
-      throw InvalidArgument("spec.containers[" + container.value("name", "") +
-                            "].command: required by the process kubelet unless its image's entrypoint is mapped "
-                            "(--pod-image); image \"" +
-                            container.value("image", "") + "\" is not");
-    argv.push_back(entrypoint->second);
-  }
-  for (const json& a : container.value("args", json::array())) argv.push_back(a.get<std::string>());
-  auto it = options.commands.find(argv[0]);
-  if (it != options.commands.end()) argv[0] = it->second;
-  return argv;
-}
-
-fs::path termination_log(const fs::path& dir, const json& c) {
-  return dir / (c.value("name", "") + ".termination-log");
-}
-
-// Where each container sees its pod's name-service files (written by write_pod_dns into dns_folder).
-constexpr const char* kDnsFolder = "/.standin/dns";
-constexpr const char* kDnsFiles[] = {"hosts", "resolv.conf", "nsswitch.conf", "hostname"};
-
-// Docker's and containerd's default /dev/shm: what a pod gets unless it mounts a volume there.
-constexpr uint64_t kDefaultShmBytes = 64ull << 20;
-
-// The container's root: the base (system folders, the mapped programs, /dev, /proc, /sys, /tmp, /dev/shm), its
-// HOME as an empty folder, then its volume mounts, parents first.
-RootPlan container_root(const json& pod, const json& c, const Volumes& volumes, const SandboxOptions& options,
-                        const fs::path& dir) {
-  const std::string where = "spec.containers[" + c.value("name", "") + "]";
-  std::vector<std::string> programs;
-  for (const auto& [command, program] : options.commands) programs.push_back(program);
-  for (const auto& [image, program] : options.images) programs.push_back(program);
-  RootPlan plan{dir / "root" / c.value("name", ""), base_mounts(programs, kDefaultShmBytes), c.value("workingDir", "/"),
-                pod_hostname(pod)};
-  if (const char* home = std::getenv("HOME"); home != nullptr && fs::path(home).is_absolute())
-    plan.mounts.push_back({RootMount::Kind::kDirectory, "", home});
-  // The pod's name service, as a runtime bind-mounts the kubelet's files; here as links into one folder, so that a
-  // file the kubelet replaces (by rename, atomic for a reader) is the one the container reads next.
-  plan.mounts.push_back({RootMount::Kind::kBind, dns_folder(dir).string(), kDnsFolder, RootMount::Access::kReadOnly});
-  for (const char* file : kDnsFiles) {
-    plan.mounts.push_back(
-        {RootMount::Kind::kSymlink, std::string(kDnsFolder) + "/" + file, std::string("/etc/") + file});
-  }
-  const std::string message_path = c.value("terminationMessagePath", "/dev/termination-log");
-  if (!fs::path(message_path).is_absolute())
-    throw InvalidArgument(where + ".terminationMessagePath: must be absolute, got \"" + message_path + "\"");
-  plan.mounts.push_back({RootMount::Kind::kBind, termination_log(dir, c).string(), message_path});
-  std::vector<json> mounts = c.value("volumeMounts", json::array()).get<std::vector<json>>();
-  std::stable_sort(mounts.begin(), mounts.end(), [](const json& a, const json& b) {
-    return a.value("mountPath", "").size() < b.value("mountPath", "").size();
-  });
-  for (const json& m : mounts) {
-    auto it = volumes.find(m.value("name", ""));
-    if (it == volumes.end())
-      throw InvalidArgument(where + ".volumeMounts[" + m.value("name", "") + "]: no such volume");
-    const std::string target = m.value("mountPath", "");
-    if (!fs::path(target).is_absolute())
-      throw InvalidArgument(where + ".volumeMounts[" + m.value("name", "") + "].mountPath: must be absolute");
-    const VolumeSource& v = it->second;
-    RootMount mount{v.kind, v.host.string(), target, v.access, v.size_bytes};
-    if (m.value("readOnly", false)) mount.access = RootMount::Access::kReadOnly;
-    if (const std::string sub = m.value("subPath", ""); !sub.empty() && v.kind == RootMount::Kind::kBind)
-      mount.source = shared_folder(v.host, sub).string();
-    plan.mounts.push_back(std::move(mount));
-  }
-  return plan;
+  return false;
 }
 
 }  // namespace
@@ -364,7 +231,8 @@ void write_pod_dns(const std::vector<DnsRecord>& records, const json& pod, const
   write_pod_hosts(dir, hosts_file(records, pod));
 }
 
-std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod, const SandboxOptions& options) {
+std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod, const SandboxOptions& options,
+                                             const PodImages& images) {
   PodLaunch launch;
   launch.dir = pod_dir(options.root, pod);
   fs::create_directories(launch.dir);
@@ -372,29 +240,36 @@ std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod
   for (const json& v : pod["spec"].value("volumes", json::array())) {
     auto prepared = prepare_volume(store, pod, v, options, launch.dir);
     if (auto* waiting = std::get_if<Waiting>(&prepared)) return *waiting;
-    volumes[v.value("name", "")] = std::get<VolumeSource>(prepared);
+    const VolumeSource& source = std::get<VolumeSource>(prepared);
+    if (owns_its_files(v) && source.kind == RootMount::Kind::kBind) {
+      apply_fs_group(
+          pod, source.host,
+          source.access == RootMount::Access::kReadOnly ? VolumeAccess::kReadOnly : VolumeAccess::kReadWrite);
+    }
+    volumes[v.value("name", "")] = source;
   }
   write_pod_dns(cluster_dns_records(store), pod, launch.dir);
   for (const json& c : pod["spec"].value("containers", json::array())) {
-    const auto variables = container_env(pod, c);
     const std::string name = c.value("name", "");
+    const auto image = images.find(name);
+    auto made =
+        container_process(pod, c, volumes, options, launch.dir, image == images.end() ? nullptr : &image->second);
+    if (auto* waiting = std::get_if<Waiting>(&made)) return *waiting;
+    ContainerProcess& process = std::get<ContainerProcess>(made);
     const fs::path plan_file = launch.dir / (name + ".root.json");
-    write_file(plan_file, to_json(container_root(pod, c, volumes, options, launch.dir)).dump(2));
+    write_file(plan_file, to_json(process.plan).dump(2));
     std::vector<std::string> argv = {options.exec_helper, plan_file.string(), "--"};
-    for (const std::string& a : container_command(c, options)) argv.push_back(expand_references(a, variables));
+    argv.insert(argv.end(), process.argv.begin(), process.argv.end());
     const fs::path message_file = termination_log(launch.dir, c);
     write_file(message_file, "");
+    // Writable by whichever user the container runs as, as the kubelet makes it.
+    fs::permissions(message_file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                                      fs::perms::group_write | fs::perms::others_read | fs::perms::others_write);
     const auto policy = c.value("terminationMessagePolicy", "File") == "FallbackToLogsOnError"
                             ? ContainerLaunch::MessagePolicy::kFallbackToLogsOnError
                             : ContainerLaunch::MessagePolicy::kFile;
-    ContainerLaunch container{name, message_file, policy, std::move(argv), variables};
-    for (const auto& [k, v] : options.env) container.env.emplace(k, v);
-    if (!options.service_host.empty()) {
-      container.env.emplace("KUBERNETES_SERVICE_HOST", options.service_host);
-      container.env.emplace("KUBERNETES_SERVICE_PORT", std::to_string(options.service_port));
-      container.env.emplace("KUBERNETES_SERVICE_PORT_HTTPS", std::to_string(options.service_port));
-    }
-    launch.containers.push_back(std::move(container));
+    launch.containers.push_back(
+        ContainerLaunch{name, message_file, policy, std::move(argv), std::move(process.env), process.environment});
   }
   return launch;
 }

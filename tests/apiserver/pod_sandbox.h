@@ -26,7 +26,9 @@
 #include <variant>
 #include <vector>
 
+#include "common/process/supervisor.h"
 #include "tests/apiserver/cluster_dns.h"
+#include "tests/apiserver/runtime/image_manager.h"
 #include "tests/apiserver/store.h"
 
 namespace torus::standin {
@@ -41,6 +43,7 @@ struct ContainerLaunch {
   // exec_helper, the root plan's file, "--", then command + args (argv[0] mapped through SandboxOptions::commands)
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
+  process::ProcessSpec::Environment environment = process::ProcessSpec::Environment::kInherit;
 };
 
 struct PodLaunch {
@@ -49,11 +52,20 @@ struct PodLaunch {
   std::vector<ContainerLaunch> containers;
 };
 
-// Not yet: what the pod waits for (a ConfigMap, a Secret, a claim), as a kubelet keeps a pod in
-// ContainerCreating.
+// Not yet: what the pod waits for, as a kubelet keeps its containers waiting: ContainerCreating for a ConfigMap,
+// Secret or claim that is not there yet (no container named), CreateContainerConfigError for a container that cannot
+// start as configured (runAsNonRoot with a root image), or an image's reason (runtime/image_manager.h).
 struct Waiting {
-  std::string reason;
+  std::string message;
+  std::string reason = "ContainerCreating";
+  std::string container;  // empty: every container of the pod
 };
+
+// The images of a pod's containers, resolved on its node (container name -> image). A container with one runs from
+// it: its root is the image's, its command, environment, working folder and user the image's under the pod's own.
+// A container without one runs in the host-folders root (pod_root.h base_mounts), as root, with its command mapped
+// through SandboxOptions::commands.
+using PodImages = std::map<std::string, ImageReady>;
 
 struct SandboxOptions {
   std::filesystem::path root;
@@ -71,6 +83,8 @@ struct SandboxOptions {
   // when empty.
   std::string service_host;
   int service_port = 0;
+  // The image pull back-off (the kubelet's: 10 s doubling to 300 s); tests shorten it.
+  PullBackoff pull_backoff;
 };
 
 // The pod's folder under `root` (also where the runner writes logs and pid files).
@@ -91,6 +105,7 @@ void write_pod_hosts(const std::filesystem::path& pod_dir, const std::string& ho
 
 // Writes the pod's volumes and resolves its containers, or says what it waits for. Throws InvalidArgument naming
 // the field for what no kubelet could run (no command, an unsupported volume or env source).
-std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod, const SandboxOptions& options);
+std::variant<PodLaunch, Waiting> prepare_pod(const Store& store, const json& pod, const SandboxOptions& options,
+                                             const PodImages& images = {});
 
 }  // namespace torus::standin

@@ -28,6 +28,15 @@ constexpr milliseconds kDnsRefresh{250};
 
 std::string key_of(const std::string& ns, const std::string& name) { return ns + "/" + name; }
 
+// A container status's imageID, as containerd reports it: the repository and the manifest's digest.
+std::string image_id(const Image& image) {
+  std::string repository = image.reference.substr(0, image.reference.find('@'));
+  if (const auto colon = repository.rfind(':');
+      colon != std::string::npos && repository.find('/', colon) == std::string::npos)
+    repository.resize(colon);
+  return repository + "@" + image.manifest_digest;
+}
+
 }  // namespace
 
 struct ProcessKubelet::Impl {
@@ -44,7 +53,13 @@ struct ProcessKubelet::Impl {
     Clock::time_point at;
   };
 
-  Impl(const Store& s, SandboxOptions o, ExitHandler h) : store(s), options(std::move(o)), on_exit(std::move(h)) {
+  Impl(const Store& s, SandboxOptions o, ExitHandler h, ProgressHandler p)
+      : store(s),
+        options(std::move(o)),
+        on_exit(std::move(h)),
+        on_progress(std::move(p)),
+        image_store(options.root),
+        image_manager(image_store, options.pull_backoff) {
     if (::pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw_errno("process kubelet: pipe");
     sup.set_wakeup_fd(wake_pipe[0]);
     thread = std::thread([this] { loop(); });
@@ -99,30 +114,75 @@ struct ProcessKubelet::Impl {
     {
       std::lock_guard lock(mu);
       pods.swap(pending);
+      for (const json& pod : pods) in_hand.insert(key_of(namespace_of(pod), name_of(pod)));
     }
     std::vector<json> still;
     for (json& pod : pods) {
       const std::string key = key_of(namespace_of(pod), name_of(pod));
       try {
-        auto prepared = prepare_pod(store, pod, options);
-        if (auto* w = std::get_if<Waiting>(&prepared)) {
-          TLOG(Debug) << "process kubelet: " << key << " waits: " << w->reason;
-          still.push_back(std::move(pod));
-          continue;
+        PodImages images;
+        std::optional<Waiting> waiting = pull_images(pod, images);
+        if (!waiting) {
+          auto prepared = prepare_pod(store, pod, options, images);
+          if (auto* w = std::get_if<Waiting>(&prepared)) {
+            waiting = *w;
+          } else {
+            start(pod, std::get<PodLaunch>(prepared), images);
+            continue;
+          }
         }
-        start(pod, std::get<PodLaunch>(prepared));
+        TLOG(Debug) << "process kubelet: " << key << " waits: " << waiting->reason << ": " << waiting->message;
+        report_waiting(pod, *waiting);
+        still.push_back(std::move(pod));
       } catch (const Error& e) {
         cannot_run(pod, e.what());
       }
     }
     std::lock_guard lock(mu);
+    in_hand.clear();
     for (json& pod : still) {
       if (!cancelled.erase(key_of(namespace_of(pod), name_of(pod)))) pending.push_back(std::move(pod));
     }
     return !pending.empty();
   }
 
-  void start(const json& pod, const PodLaunch& launch) {
+  // The images of the pod's containers that run from one (those the test did not map to a host program), pulled
+  // as their policies say; the first container that must wait, if any.
+  std::optional<Waiting> pull_images(const json& pod, PodImages& images) {
+    const std::string node = pod["spec"].value("nodeName", "");
+    const std::string uid = pod["metadata"].value("uid", "");
+    for (const json& c : pod["spec"].value("containers", json::array())) {
+      if (runs_on_host(c)) continue;
+      const std::string image = c.value("image", "");
+      auto ready = image_manager.ensure(node, uid, image, pull_policy(image, c.value("imagePullPolicy", "")));
+      if (auto* w = std::get_if<ImageWaiting>(&ready)) return Waiting{w->message, w->reason, c.value("name", "")};
+      images.emplace(c.value("name", ""), std::get<ImageReady>(ready));
+    }
+    return std::nullopt;
+  }
+
+  // A container the test maps to a host program: by its command (SandboxOptions::commands) or, without one, by its
+  // image's repository (SandboxOptions::images).
+  bool runs_on_host(const json& c) const {
+    const json command = c.value("command", json::array());
+    if (!command.empty()) return options.commands.count(command[0].get<std::string>()) > 0;
+    std::string image = c.value("image", "");
+    if (const auto at = image.find('@'); at != std::string::npos) image.resize(at);
+    if (const auto colon = image.rfind(':'); colon != std::string::npos && image.find('/', colon) == std::string::npos)
+      image.resize(colon);
+    return options.images.count(image) > 0;
+  }
+
+  // Tells the kubelet what the pod waits for, once per change (a pod retried every 100 ms writes nothing new).
+  void report_waiting(const json& pod, const Waiting& w) {
+    const std::string key = key_of(namespace_of(pod), name_of(pod));
+    const std::string said = w.container + "\n" + w.reason + "\n" + w.message;
+    if (last_waiting[key] == said) return;
+    last_waiting[key] = said;
+    on_progress(Progress{namespace_of(pod), name_of(pod), w, {}});
+  }
+
+  void start(const json& pod, const PodLaunch& launch, const PodImages& images) {
     const std::string ns = namespace_of(pod);
     const std::string name = name_of(pod);
     const std::string key = key_of(ns, name);
@@ -131,11 +191,16 @@ struct ProcessKubelet::Impl {
       if (cancelled.erase(key)) return;  // deleted while it waited
       running[key] += static_cast<int>(launch.containers.size());
     }
+    last_waiting.erase(key);
     started_pods[key] = {pod, launch.dir, ""};
+    Progress started{ns, name, std::nullopt, {}};
     for (const ContainerLaunch& c : launch.containers) {
       launches[key + "/" + c.name] = {launch.dir, c};
       start_container(ns, name, launch.dir, c);
+      const auto image = images.find(c.name);
+      started.image_ids[c.name] = image == images.end() ? "" : image_id(image->second.image);
     }
+    on_progress(started);
   }
 
   void start_container(const std::string& ns, const std::string& name, const std::filesystem::path& dir,
@@ -143,7 +208,7 @@ struct ProcessKubelet::Impl {
     const std::string key = key_of(ns, name);
     auto log = std::make_unique<std::ofstream>(dir / (c.name + ".log"), std::ios::app);
     std::ofstream(c.termination_log, std::ios::trunc);  // each run of the container has last words of its own
-    const size_t index = sup.start({key + "/" + c.name, c.argv, c.env});
+    const size_t index = sup.start({key + "/" + c.name, c.argv, c.env, c.environment});
     if (procs.size() <= index) procs.resize(index + 1);
     procs[index] = Proc{ns, name, c.name, std::move(log)};
     std::ofstream(dir / (c.name + ".pid")) << sup.pid(index) << "\n";
@@ -283,6 +348,9 @@ struct ProcessKubelet::Impl {
   const Store& store;
   SandboxOptions options;
   ExitHandler on_exit;
+  ProgressHandler on_progress;
+  ImageStore image_store;
+  ImageManager image_manager;
   int wake_pipe[2] = {-1, -1};
   std::atomic<bool> stopping{false};
 
@@ -291,6 +359,7 @@ struct ProcessKubelet::Impl {
   std::vector<StopRequest> stops;      // pods to stop
   std::map<std::string, int> running;  // pod key -> containers running
   std::set<std::string> cancelled;     // deleted while waiting to start
+  std::set<std::string> in_hand;       // taken from pending by the thread, not yet started or put back
   std::vector<Restart> restarts;       // containers to start again, when due
 
   // The thread's own.
@@ -305,12 +374,16 @@ struct ProcessKubelet::Impl {
     std::string hosts;  // its /etc/hosts as last written here ("": as prepare_pod wrote it)
   };
   std::map<std::string, StartedPod> started_pods;
+  std::map<std::string, std::string> last_waiting;  // pod key -> what report_waiting last said
   process::Supervisor sup{[this](size_t i, process::Stream, std::string_view line) { on_line(i, line); }};
   std::thread thread;
 };
 
-ProcessKubelet::ProcessKubelet(const Store& store, SandboxOptions options, ExitHandler on_exit)
-    : impl_(std::make_unique<Impl>(store, std::move(options), std::move(on_exit))) {}
+ProcessKubelet::ProcessKubelet(const Store& store, SandboxOptions options, ExitHandler on_exit,
+                               ProgressHandler on_progress)
+    : impl_(std::make_unique<Impl>(store, std::move(options), std::move(on_exit), std::move(on_progress))) {}
+
+ImageStore& ProcessKubelet::images() { return impl_->image_store; }
 
 ProcessKubelet::~ProcessKubelet() = default;
 
@@ -318,7 +391,7 @@ void ProcessKubelet::run(const json& pod) {
   const std::string key = key_of(namespace_of(pod), name_of(pod));
   {
     std::lock_guard lock(impl_->mu);
-    if (impl_->running.count(key)) return;
+    if (impl_->running.count(key) || impl_->in_hand.count(key)) return;
     for (const json& p : impl_->pending) {
       if (key_of(namespace_of(p), name_of(p)) == key) return;
     }

@@ -296,13 +296,20 @@ TEST_F(ProcessKubeletTest, DevHoldsOnlyARuntimesDevices) {
   ::close(host_terminal);
 }
 
-TEST_F(ProcessKubeletTest, APodWithoutACommandCannotRun) {
+// A container neither mapped to a host program nor from an image a node has or the registry serves waits for its
+// image: ErrImagePull, then ImagePullBackOff with containerd's message naming the normalised reference.
+TEST_F(ProcessKubeletTest, APodWhoseImageNoRegistryServesBacksOffPullingIt) {
   ok({"apply", "-f",
       write_file("p.yaml",
-                 "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nocmd\nspec:\n  restartPolicy: Never\n"
+                 "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nosuch\nspec:\n  restartPolicy: Never\n"
                  "  containers: [{name: main, image: busybox}]\n")});
-  ok({"wait", "--for=jsonpath={.status.phase}=Failed", "pod/nocmd", "--timeout=30s"});
-  EXPECT_EQ(pod("nocmd")["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "ContainerCannotRun");
+  ok({"wait", "--for=jsonpath={.status.containerStatuses[0].state.waiting.reason}=ImagePullBackOff", "pod/nosuch",
+      "--timeout=30s"});
+  const json status = pod("nosuch")["status"];
+  EXPECT_EQ(status["phase"], "Pending");
+  EXPECT_THAT(status["containerStatuses"][0]["state"]["waiting"]["message"].get<std::string>(),
+              HasSubstr("Back-off pulling image \"busybox\": ErrImagePull: rpc error: code = NotFound desc = failed "
+                        "to pull and unpack image \"docker.io/library/busybox:latest\""));
 }
 
 // A container without a command runs its image's mapped entrypoint with its args, $(VAR) expanded as the kubelet
@@ -389,7 +396,11 @@ TEST_F(ProcessKubeletTest, AHostPathIsTheNodesFolderAndAPodWaitsForItsClaim) {
   ok({"apply", "-f",
       write_file("w.yaml",
                  pod_yaml("waits", "echo started", claim, "    volumeMounts: [{name: c, mountPath: /c}]\n"))});
-  ok({"wait", "--for=condition=Ready", "pod/waits", "--timeout=30s"});
+  ok({"wait", "--for=jsonpath={.status.containerStatuses[0].state.waiting.message}=persistentvolumeclaim \"later\" "
+      "not found (volume c)",
+      "pod/waits", "--timeout=30s"});
+  EXPECT_EQ(pod("waits")["status"]["phase"], "Pending");
+  EXPECT_EQ(pod("waits")["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating");
   EXPECT_THAT(log_of("waits"), ::testing::Not(HasSubstr("started")));
   ok({"apply", "-f",
       write_file("later.yaml",
