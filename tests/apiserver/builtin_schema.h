@@ -1,6 +1,6 @@
 #pragma once
 // The fields of built-in kinds (Pod, Service, ConfigMap, Secret, ServiceAccount, PersistentVolumeClaim, Namespace,
-// Deployment, PodDisruptionBudget, Role, RoleBinding, ClusterRole, ClusterRoleBinding), checked as the apiserver
+// Deployment, PodDisruptionBudget, Role, RoleBinding, ClusterRole, ClusterRoleBinding, PriorityClass), checked as the apiserver
 // decodes them, against a schema the stand-in did not write: the Kubernetes models the official Python client ships
 // (tests/apiserver/schemas/builtin-kinds.json, extracted from PyPI kubernetes 37.0.2 by extract_builtin_schema.py).
 // Internal to tests/apiserver.

@@ -7,6 +7,7 @@
 #include "tests/apiserver/api_error.h"
 #include "tests/apiserver/builtin_schema.h"
 #include "tests/apiserver/object_rules.h"
+#include "tests/apiserver/priority.h"
 #include "tests/support/openapi_schema.h"
 
 namespace torus::standin {
@@ -78,6 +79,8 @@ Store::Store(StoreOptions options) : options_(options) {
   for (const char* name : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
     create(ns_type, "", json{{"metadata", {{"name", name}}}});
   }
+  const ResourceType& priority_class = *registry_.find("scheduling.k8s.io", "v1", "priorityclasses");
+  for (json& system_class : system_priority_classes()) create(priority_class, "", std::move(system_class));
 }
 
 Store::~Store() { close(); }
@@ -255,7 +258,8 @@ WriteResult Store::create_locked(const ResourceType& type, const std::string& ns
                       std::string("metadata.") + field}});
     }
   }
-  if (m.value("name", "").empty()) {
+  const bool name_generated = m.value("name", "").empty();
+  if (name_generated) {
     std::string prefix = m.value("generateName", "");
     if (prefix.empty()) {
       throw invalid(type.qualified_kind(), type.group, "",
@@ -298,6 +302,7 @@ WriteResult Store::create_locked(const ResourceType& type, const std::string& ns
     if (causes.empty()) {
       default_pod(object);
       admit_service_account_locked(ns, object);
+      admit_priority_locked(object, name_generated ? m.value("generateName", "") : name);
     }
   } else if (gr == "services") {
     json& spec = object["spec"];
@@ -328,9 +333,13 @@ WriteResult Store::create_locked(const ResourceType& type, const std::string& ns
     m["labels"]["kubernetes.io/metadata.name"] = name;
   } else if (gr == "customresourcedefinitions.apiextensions.k8s.io") {
     causes = validate_crd(object);
+  } else if (gr == "priorityclasses.scheduling.k8s.io") {
+    default_priority_class(object);
+    causes = validate_priority_class(object, nullptr);
   }
   if (!causes.empty()) throw invalid(type.qualified_kind(), type.group, name, causes);
   admit_custom(type, object, options, warnings);
+  admit_validating_locked(type, ns, object, nullptr, Subresource::kMain, warnings);
   if (gr == "customresourcedefinitions.apiextensions.k8s.io") {
     const json& names = object["spec"]["names"];
     object["status"] = {{"acceptedNames", names},
@@ -490,6 +499,7 @@ WriteResult Store::update_locked(const ResourceType& type, const std::string& ns
 
   std::vector<std::string> warnings;
   if (gr == "pods" && subresource == Subresource::kMain) {
+    keep_pod_priority(before, after);
     if (auto cause = forbidden_pod_update(before, after)) throw invalid(type.qualified_kind(), "", name, {*cause});
   }
   if (gr == "secrets") default_secret(after);
@@ -497,7 +507,13 @@ WriteResult Store::update_locked(const ResourceType& type, const std::string& ns
     std::vector<Cause> causes = validate_crd(after);
     if (!causes.empty()) throw invalid(type.qualified_kind(), type.group, name, causes);
   }
+  if (gr == "priorityclasses.scheduling.k8s.io") {
+    default_priority_class(after);
+    std::vector<Cause> causes = validate_priority_class(after, &before);
+    if (!causes.empty()) throw invalid(type.qualified_kind(), type.group, name, causes);
+  }
   admit_custom(type, after, options, warnings);
+  admit_validating_locked(type, ns, after, &before, subresource, warnings);
   if (being_deleted(before)) {
     const json empty = json::array();
     const json& old_list = before["metadata"].value("finalizers", empty);

@@ -217,6 +217,13 @@ class Store {
   ObjectPtr require_locked(const ResourceType& type, const std::string& ns, const std::string& name) const;
   void check_namespace_locked(const ResourceType& type, const std::string& ns) const;
   void admit_service_account_locked(const std::string& ns, json& pod);
+  // The other admission plugins (store_admission.cc), in kube-apiserver's order: Priority's mutation of a new pod after
+  // the ServiceAccount plugin's; after decoding and validation, PodSecurity's (pods, pod templates, namespace labels)
+  // and Priority's (PriorityClasses) validation.
+  void admit_priority_locked(json& pod, const std::string& name) const;
+  void admit_validating_locked(const ResourceType& type, const std::string& ns, const json& object, const json* before,
+                               Subresource subresource, std::vector<std::string>& warnings) const;
+  std::vector<const json*> objects_locked(const std::string& group_resource, const std::string& ns) const;
   void create_namespace_defaults_locked(const std::string& ns);
   void admit_builtin(const ResourceType& type, json& object, const WriteOptions& options,
                      std::vector<std::string>& warnings) const;

@@ -34,6 +34,7 @@ KINDS = {
     "rbac.authorization.k8s.io/v1 RoleBinding": "V1RoleBinding",
     "rbac.authorization.k8s.io/v1 ClusterRole": "V1ClusterRole",
     "rbac.authorization.k8s.io/v1 ClusterRoleBinding": "V1ClusterRoleBinding",
+    "scheduling.k8s.io/v1 PriorityClass": "V1PriorityClass",
 }
 
 
