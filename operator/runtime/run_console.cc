@@ -32,6 +32,15 @@ std::string rank_prefix(int rank) { return "[rank " + std::to_string(rank) + "] 
 
 }  // namespace
 
+std::string console_line(int rank, std::string_view line) {
+  const std::string prefix = rank_prefix(rank);
+  std::string out = prefix + std::string(line);
+  // The rank's own log tag (common/log: "... I [rank 0] file:line] ...") repeats the prefix: shown once.
+  const size_t own = out.find(prefix, prefix.size());
+  if (own != std::string::npos) out.erase(own, prefix.size());
+  return out;
+}
+
 std::string describe_exit(const process::Termination& how) {
   if (how.signal != 0) {
     const char* abbrev = ::sigabbrev_np(how.signal);
@@ -102,7 +111,7 @@ void Console::on_line(int rank, process::Stream, std::string_view line) {
   auto& tail = tails_.at(static_cast<size_t>(rank));
   tail.emplace_back(line);
   if (tail.size() > kTailLines) tail.pop_front();
-  if (echoes(rank, line)) say(rank_prefix(rank) + std::string(line));
+  if (echoes(rank, line)) say(console_line(rank, line));
 }
 
 // Rank 0 speaks for the gang: a pipe (a CI log, kept when the machine is gone) gets all its lines; a terminal its
@@ -127,7 +136,7 @@ void Console::on_worker_exit(int rank, const process::Termination& how) {
                            : tail.size() == 1 ? "the last line of its log"
                                               : "the last " + std::to_string(tail.size()) + " lines of its log";
   say(who + "; " + what + ", " + logs_.path(rank) + (tail.empty() ? "" : ":"));
-  for (const auto& l : tail) say(rank_prefix(rank) + l);
+  for (const auto& l : tail) say(console_line(rank, l));
 }
 
 void Console::on_interrupt(int count) {

@@ -22,6 +22,10 @@
 
 namespace torus::runtime {
 
+// A rank's log line as the console shows it: "[rank N] " first, and the rank's own log tag ("[rank N] ", after the
+// time and level) taken out, so each tag is said once: "[rank 0] 2026-... I worker/app/worker_main.cc:295] ...".
+std::string console_line(int rank, std::string_view line);
+
 // "exited with code 43 (collective timeout)", "killed by SIGKILL (signal 9)".
 std::string describe_exit(const process::Termination& how);
 

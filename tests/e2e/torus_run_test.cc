@@ -165,6 +165,8 @@ TEST(TorusRun, TwoRunsInARowBothTrainFromStepZeroAndResumeContinuesARun) {
     EXPECT_NE(out.field("time_to_target_s"), "nan") << out.text();
     EXPECT_NE(std::stod(out.field("images_per_s")), 0) << out.text();
     EXPECT_NE(out.text().find("run " + out.field("run") + " starts from step 0"), std::string::npos) << out.text();
+    for (const std::string& line : out.lines)  // the console's prefix and the rank's own log tag: said once
+      EXPECT_EQ(line.find("[rank 0]", 1), std::string::npos) << line;
   }
   const std::string first = firsts[0].field("run"), second = firsts[1].field("run");
   ASSERT_NE(first, second);

@@ -249,6 +249,20 @@ TEST(Console, VerboseShowsEveryRanksLines) {
   EXPECT_NE(rig.text().find("[rank 1] rank one starts\n"), std::string::npos) << rig.text();
 }
 
+// A worker tags its log lines with its rank (common/log); the console's prefix says it already: each tag once.
+TEST(Console, ARanksOwnTagIsNotRepeated) {
+  EXPECT_EQ(console_line(0, "2026-01-01T00:00:00.000Z I [rank 0] worker/x.cc:1] starts"),
+            "[rank 0] 2026-01-01T00:00:00.000Z I worker/x.cc:1] starts");
+  EXPECT_EQ(console_line(1, "plain line"), "[rank 1] plain line");
+  EXPECT_EQ(console_line(1, "W [rank 10] x.cc:1] not this rank's tag"), "[rank 1] W [rank 10] x.cc:1] not this rank's tag");
+  ConsoleRig rig(/*terminal=*/false, /*all_ranks=*/true);
+  rig.log(1, "2026-01-01T00:00:00.000Z W [rank 1] x.cc:1] slow disk");
+  EXPECT_NE(rig.text().find("[rank 1] 2026-01-01T00:00:00.000Z W x.cc:1] slow disk\n"), std::string::npos)
+      << rig.text();
+  EXPECT_EQ(ConsoleRig::file(rig.logs.path(1)), "2026-01-01T00:00:00.000Z W [rank 1] x.cc:1] slow disk\n")
+      << "the log file keeps the line as written";
+}
+
 TEST(Console, TheFirstFailureShowsItsRankSignalAndLastLinesTheNextItsLogPath) {
   ConsoleRig rig(/*terminal=*/false);
   for (int i = 0; i < 15; ++i) rig.log(1, "line " + std::to_string(i));
