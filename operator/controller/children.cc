@@ -7,11 +7,10 @@
 #include "operator/controller/labels.h"
 #include "operator/controller/spec_edits.h"
 #include "operator/controller/termination_grace.h"
+#include "operator/controller/worker_security.h"
 
 namespace torus::controller {
 namespace {
-
-std::string str(std::string_view s) { return std::string(s); }
 
 json env_var(const std::string& name, const std::string& value) { return {{"name", name}, {"value", value}}; }
 
@@ -292,6 +291,7 @@ json build_worker_pod(const api::TrainingJob& job, int index, int attempt, const
   // the gang contract depends on, ours win.
   pod["spec"] = merge_objects(user.value("spec", json::object()), ours);
   mount_checkpoint_claim(job, index, pod["spec"]);
+  apply_worker_security(job, pod);
   return pod;
 }
 

@@ -6,6 +6,9 @@
 
 namespace torus::controller {
 
+// The names below as strings, for JSON keys and concatenation.
+inline std::string str(std::string_view s) { return std::string(s); }
+
 inline constexpr std::string_view kLabelJobName = "torus.dev/job-name";
 inline constexpr std::string_view kLabelAttempt = "torus.dev/attempt";
 inline constexpr std::string_view kLabelWorkerIndex = "torus.dev/worker-index";

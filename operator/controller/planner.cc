@@ -18,8 +18,6 @@ namespace {
 using api::ConditionStatus;
 using api::Phase;
 
-std::string str(std::string_view s) { return std::string(s); }
-
 // The metadata fields the API model knows; the server adds others (managedFields...) that are not ours to read.
 std::string label(const json& obj, std::string_view key) {
   const json& labels = member(member(obj, "metadata"), "labels");
