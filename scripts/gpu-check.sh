@@ -206,6 +206,9 @@ if [[ "${GPUS:-0}" -ge 2 ]]; then
     gpu_job fashion-mnist 2 "$FASHION_MNIST_DIR" "$RUN_DIR-2/checkpoints"
     TORUS_NCCL_GRAPHS=$graphs "$BIN/torus" run "${JOB_ARGS[@]}"
   done
+else
+  echo "gpu-check: NOT RUN with ${GPUS:-0} GPU: two GPU workers training with NCCL gradients, eager and captured" \
+    "(TORUS_NCCL_GRAPHS=1): they need two"
 fi
 
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
