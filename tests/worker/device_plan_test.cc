@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "worker/backend/cuda/kernel_math.h"
 #include "worker/data/image.h"
 #include "worker/data/synthetic.h"
 

@@ -9,6 +9,7 @@
 #include "common/util/error.h"
 #include "tests/worker/recording_backend.h"
 #include "worker/backend/cpu/cpu_backend.h"
+#include "worker/backend/cuda/kernel_math.h"
 
 namespace torus::worker::train {
 namespace {

@@ -14,6 +14,7 @@
 
 #include "worker/backend/backend.h"
 #include "worker/backend/cpu/cpu_backend.h"
+#include "worker/backend/cuda/kernel_math.h"
 
 namespace torus::worker::testing {
 

@@ -22,7 +22,6 @@
 #include <string>
 #include <utility>
 
-#include "worker/backend/cuda/kernel_math.h"
 #include "worker/backend/math.h"
 #include "worker/tensor/tensor.h"
 
@@ -84,13 +83,13 @@ struct LinearGeometry {
 // them to a device-capable collective) instead.
 enum class MemorySpace : uint8_t { kHost, kDevice };
 
-// Dynamic loss scaling (fp16): the GPU's state machine and its knobs (kernel_math.h: host and device run the same
-// formula).
-using LossScaleConfig = cuda::kmath::LossScaleConfig;
-using LossScaleState = cuda::kmath::LossScaleState;
+// Dynamic loss scaling (fp16): the state machine's knobs and state (math.h; cuda/kernel_math.h runs the formula, on
+// host and device alike).
+using LossScaleConfig = math::LossScaleConfig;
+using LossScaleState = math::LossScaleState;
 
-// Device-side augmentation (cropPadding, flip, normalization): kernel_math.h's formula, on host and device alike.
-using AugmentSpec = cuda::kmath::AugmentSpec;
+// Device-side augmentation (cropPadding, flip, normalization): cuda/kernel_math.h's formula, on host and device alike.
+using AugmentSpec = math::AugmentSpec;
 
 struct SgdHyper {
   float lr = 0, momentum = 0, weight_decay = 0;
@@ -103,7 +102,7 @@ struct SgdHyper {
 };
 
 // A tensor of an arena for the fused optimizer update (offset and elements in the arena, its weight decay).
-using SgdSegment = cuda::kmath::SgdSegment;
+using SgdSegment = math::SgdSegment;
 
 // Pinned host slots whose upload to backend memory overlaps the compute of the previous step (a device backend's
 // offer; see Backend::make_batch_staging). stage() copies into the next slot and starts its upload; acquire() orders

@@ -57,4 +57,41 @@ TORUS_HD inline int64_t classes_above(const float* z, int64_t k, int label) {
   return above;
 }
 
+
+// --- plain data the backend interface and the CUDA kernels share (kernel_math.h runs the formulas on them) -----
+// Dynamic loss scaling (fp16): the knobs and the state of the state machine (kernel_math.h: loss_scale_update).
+struct LossScaleConfig {
+  float init_scale = 65536.0f;
+  float growth_factor = 2.0f;
+  float backoff_factor = 0.5f;
+  int32_t growth_interval = 2000;  // finite steps in a row before the scale grows
+  float min_scale = 1.0f;
+  float max_scale = 16777216.0f;  // 2^24
+};
+
+struct LossScaleState {
+  float scale = 65536.0f;
+  int32_t good_steps = 0;  // finite steps since the last change
+  int32_t found_inf = 0;   // set by the unscale pass of this step; read by the optimizer (skip the step)
+  int32_t skipped = 0;     // steps skipped since the start
+};
+
+// Fused SGD: a tensor of the parameter arena: its elements [offset, offset + elements) and its weight decay (0 for BN and
+// biases). Gradients and momentum mirror the arena, so one offset addresses all three.
+struct SgdSegment {
+  int64_t offset = 0, elements = 0;
+  float weight_decay = 0;
+};
+
+// What the device-side augmentation does: spec.training.augmentation's cropPadding (a random translation of up to
+// max_shift pixels) and flip, then the per-channel normalization.
+struct AugmentSpec {
+  static constexpr int kMaxChannels = 4;
+  float mean[kMaxChannels] = {0, 0, 0, 0};
+  float inv_std[kMaxChannels] = {1, 1, 1, 1};
+  int32_t max_shift = 0;  // random translation of up to this many pixels, padded with pixel value 0
+  bool flip = false;      // random horizontal flip
+  uint64_t seed = 0;
+};
+
 }  // namespace torus::worker::math

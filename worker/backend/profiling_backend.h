@@ -1,11 +1,16 @@
 #pragma once
 // A Backend that forwards every call to another one and accumulates wall time per op, so a benchmark can say
 // where a training step's time goes. It synchronizes after each op (so GPU time is attributed correctly).
+// Every virtual of Backend is overridden here, so a profiled run runs what the inner backend would (its fused and
+// optional ops included); tests/worker/profiling_backend_test.cc fails when Backend gains one this class does not
+// override. The one call not passed on is kNotForwarded's, with its reason.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "worker/backend/backend.h"
@@ -18,6 +23,10 @@ enum class ProfileDetail { kPerOp, kPerShape };
 
 class ProfilingBackend final : public Backend {
  public:
+  // capture_step: a profile synchronizes after every op, which a captured step (CUDA Graph) cannot record; so
+  // training_offers() says capture is not offered and the trainer runs every step eagerly, each op timed.
+  static constexpr std::array<std::string_view, 1> kNotForwarded = {"capture_step"};
+
   struct OpStats {
     double seconds = 0;
     int64_t calls = 0;
@@ -45,6 +54,7 @@ class ProfilingBackend final : public Backend {
   }
 
   std::string name() const override { return "profiled-" + inner_.name(); }
+  std::string describe() const override { return inner_.describe() + ", profiled (every op timed, then synchronized)"; }
   int threads() const override { return inner_.threads(); }
   MemorySpace memory_space() const override { return inner_.memory_space(); }
   Buffer allocate(size_t bytes) override { return inner_.allocate(bytes); }
@@ -117,6 +127,23 @@ class ProfilingBackend final : public Backend {
     timed(keyed("norm_max_pool_backward", g),
           [&] { inner_.norm_max_pool_backward(g, x, dy, gamma, beta, save_mean, save_var, dx, dgamma, dbeta); });
   }
+  bool has_norm_add_relu(const NormGeometry& g) override { return inner_.has_norm_add_relu(g); }
+  void norm_add_relu_forward_training(const NormGeometry& g, Tensor x, Tensor residual, Tensor gamma, Tensor beta,
+                                      Tensor y, Tensor save_mean, Tensor save_var, Tensor running_mean,
+                                      Tensor running_var, float momentum, Tensor workspace) override {
+    timed(keyed("norm_add_relu_forward", g), [&] {
+      inner_.norm_add_relu_forward_training(g, x, residual, gamma, beta, y, save_mean, save_var, running_mean,
+                                            running_var, momentum, workspace);
+    });
+  }
+  void norm_add_relu_backward(const NormGeometry& g, Tensor x, Tensor y, Tensor dy, Tensor gamma, Tensor beta,
+                              Tensor save_mean, Tensor save_var, Tensor workspace, Tensor dx, Tensor dresidual,
+                              Tensor dgamma, Tensor dbeta) override {
+    timed(keyed("norm_add_relu_backward", g), [&] {
+      inner_.norm_add_relu_backward(g, x, y, dy, gamma, beta, save_mean, save_var, workspace, dx, dresidual, dgamma,
+                                    dbeta);
+    });
+  }
   void relu_forward(Tensor x, Tensor y) override {
     timed("relu_forward", [&] { inner_.relu_forward(x, y); });
   }
@@ -151,6 +178,10 @@ class ProfilingBackend final : public Backend {
   void sgd_update(Tensor param, Tensor grad, Tensor momentum, const SgdHyper& h) override {
     timed("sgd_update", [&] { inner_.sgd_update(param, grad, momentum, h); });
   }
+  void sgd_update_segments(Tensor params, Tensor grads, Tensor momentum, std::span<const SgdSegment> segments,
+                           const SgdHyper& h) override {
+    timed("sgd_update_segments", [&] { inner_.sgd_update_segments(params, grads, momentum, segments, h); });
+  }
   bool supports_activations(DType dtype) const override { return inner_.supports_activations(dtype); }
   void enable_loss_scaling(const LossScaleConfig& config) override { inner_.enable_loss_scaling(config); }
   void unscale_gradients(Tensor grads) override {
@@ -159,6 +190,23 @@ class ProfilingBackend final : public Backend {
   void update_loss_scale() override { inner_.update_loss_scale(); }
   LossScaleState loss_scale_state() override { return inner_.loss_scale_state(); }
   void set_loss_scale_state(const LossScaleState& state) override { inner_.set_loss_scale_state(state); }
+  void softmax_cross_entropy_async(Tensor logits, Tensor labels, float smoothing, Tensor dlogits,
+                                   Tensor loss) override {
+    timed("softmax_cross_entropy",
+          [&] { inner_.softmax_cross_entropy_async(logits, labels, smoothing, dlogits, loss); });
+  }
+  TrainingOffers training_offers() const override {
+    TrainingOffers offers = inner_.training_offers();
+    offers.capture = false;  // kNotForwarded
+    return offers;
+  }
+  std::unique_ptr<BatchStaging> make_batch_staging(size_t image_bytes, size_t label_bytes) override {
+    return inner_.make_batch_staging(image_bytes, label_bytes);
+  }
+  void augment(const void* images_u8, Tensor out, const AugmentSpec& spec, uint64_t first_sample) override {
+    timed("augment", [&] { inner_.augment(images_u8, out, spec, first_sample); });
+  }
+  std::unique_ptr<CapturedStep> capture_step(const std::function<void()>& /*step*/) override { return nullptr; }
 
  private:
   template <typename F>

@@ -108,21 +108,9 @@ TORUS_HD inline float xent_grad(float lp, int k, int label, float smoothing, int
 TORUS_HD inline float mean_of(float sum, int64_t n) { return sum / static_cast<float>(n); }
 
 // --- dynamic loss scaling (fp16): a pure state machine; on the GPU one thread runs it, so no host sync ------
-struct LossScaleConfig {
-  float init_scale = 65536.0f;
-  float growth_factor = 2.0f;
-  float backoff_factor = 0.5f;
-  int32_t growth_interval = 2000;  // finite steps in a row before the scale grows
-  float min_scale = 1.0f;
-  float max_scale = 16777216.0f;  // 2^24
-};
-
-struct LossScaleState {
-  float scale = 65536.0f;
-  int32_t good_steps = 0;  // finite steps since the last change
-  int32_t found_inf = 0;   // set by the unscale pass of this step; read by the optimizer (skip the step)
-  int32_t skipped = 0;     // steps skipped since the start
-};
+// The state machine's data (math.h: the backend interface names them too).
+using math::LossScaleConfig;
+using math::LossScaleState;
 
 TORUS_HD inline LossScaleState loss_scale_initial(const LossScaleConfig& c) { return {c.init_scale, 0, 0, 0}; }
 
@@ -149,12 +137,7 @@ TORUS_HD inline void loss_scale_update(LossScaleState& s, const LossScaleConfig&
 }
 
 // --- fused SGD: one launch updates every tensor of an arena -------------------------------------------------------
-// A tensor of the parameter arena: its elements [offset, offset + elements) and its weight decay (0 for BN and
-// biases). Gradients and momentum mirror the arena, so one offset addresses all three.
-struct SgdSegment {
-  int64_t offset = 0, elements = 0;
-  float weight_decay = 0;
-};
+using math::SgdSegment;  // math.h: the backend interface names it too
 // One block's share: at most kSgdChunkElements elements of one segment.
 struct SgdChunk {
   int64_t offset = 0;
@@ -226,16 +209,7 @@ TORUS_HD inline float normalize_pixel(uint8_t v, float mean, float inv_std) {
   return (static_cast<float>(v) * (1.0f / 255.0f) - mean) * inv_std;
 }
 
-// What the device-side augmentation does: spec.training.augmentation's cropPadding (a random translation of up to
-// max_shift pixels) and flip, then the per-channel normalization.
-struct AugmentSpec {
-  static constexpr int kMaxChannels = 4;
-  float mean[kMaxChannels] = {0, 0, 0, 0};
-  float inv_std[kMaxChannels] = {1, 1, 1, 1};
-  int32_t max_shift = 0;  // random translation of up to this many pixels, padded with pixel value 0
-  bool flip = false;      // random horizontal flip
-  uint64_t seed = 0;
-};
+using math::AugmentSpec;  // math.h: the backend interface names it too
 
 // Output element (y, x, ch) of one augmented sample, `image` its u8 (h, w, c) pixels. Padding reads pixel value 0,
 // as the host loader's pad-and-crop does (data/image.cc), so both paths normalize padding to -mean / std.
