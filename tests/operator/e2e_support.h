@@ -15,6 +15,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -27,6 +28,7 @@
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
 #include "tests/support/eventually.h"
+#include "tests/support/product_images.h"
 #include "tests/support/temp_dir.h"
 #include "worker/comm/socket.h"
 
@@ -196,19 +198,26 @@ inline std::string chart_service_account_kubeconfig(const fs::path& dir, const s
 // Why a suite that trains through pods cannot run here (no kubectl, a binary not built); nullopt when it can.
 inline std::optional<std::string> missing_for_training_pods() {
   if (!fs::exists(kKubectl)) return "no kubectl at " + kKubectl;
-  for (const char* bin : {"kube-standin", "torus", "torus-worker"}) {
+  for (const char* bin : {"kube-standin", "torus"}) {
     if (!fs::exists(kBin + bin)) return std::string(bin) + " not built";
   }
   return std::nullopt;
 }
 
-// A stand-in whose process kubelet runs the pods' `torus-worker` as the built binary (`topology`: --nodes N
-// [--racks R]), each pod in <dir>/pods.
+// The worker image scripts/images.sh built (the product_images fixture): what every worker pod runs from.
+inline const test::ProductImage& worker_image() {
+  static const test::ProductImage image = test::product_image("torus-worker");
+  return image;
+}
+// The line of pod_job_yaml's spec.gang that names it (tests insert a pod template after it).
+inline std::string worker_image_line() { return "    image: " + worker_image().reference + "\n"; }
+
+// A stand-in whose process kubelet runs each pod from its image (`topology`: --nodes N [--racks R]), the worker
+// image loaded on every node as `kind load image-archive` does, each pod in <dir>/pods.
 inline std::unique_ptr<Daemon> start_training_standin(const fs::path& dir, const std::string& kubeconfig,
                                                       std::vector<std::string> topology) {
-  const std::vector<std::string> pods = {"--run-pods",    (dir / "pods").string(),
-                                         "--pod-command", "torus-worker=" + kBin + "torus-worker",
-                                         "--pod-env",     "OMP_WAIT_POLICY=passive"};
+  const std::vector<std::string> pods = {"--run-pods",   (dir / "pods").string(),  "--load-image",
+                                         worker_image().archive, "--pod-env", "OMP_WAIT_POLICY=passive"};
   topology.insert(topology.end(), pods.begin(), pods.end());
   return start_standin(dir, kubeconfig, topology);
 }
@@ -263,7 +272,7 @@ inline std::string pod_job_yaml(const std::string& name, const PodJob& j) {
          "\nspec:\n  rendezvousPort: " + std::to_string(free_port()) +
          "\n  metricsPort: " + std::to_string(free_port()) + "\n  gang:\n    workers: " + std::to_string(j.workers) +
          "\n    processesPerWorker: " + std::to_string(j.processes) +
-         "\n    device: cpu\n    threadsPerProcess: 1\n    image: torus-worker:dev\n" + env +
+         "\n    device: cpu\n    threadsPerProcess: 1\n" + worker_image_line() + env +
          "  model:\n    arch: resnet9\n    widths: [8, 8, 16, 32]\n    numClasses: 4\n"
          "  data:\n    dataset: synthetic\n    imageSize: 16\n    loaderThreads: 1\n"
          "    synthetic:\n      trainImages: " +
@@ -408,14 +417,38 @@ class OperatorE2E : public ::testing::Test {
     tmp_.reset();
   }
 
-  static void start_operator(const std::string& id) {
-    std::vector<std::string> argv{kBin + "torus", "operator", "--kubeconfig", operator_kubeconfig_, "--metrics-addr",
-                                  "127.0.0.1:0", "--leader-elect", "--id", id, "--lease-namespace", kNs,
-                                  // Short enough that a SIGKILLed leader is replaced within seconds, long enough
-                                  // that a leader starved of CPU for a few seconds on a 2-core CI machine keeps it.
-                                  "--lease-duration", "5", "--renew-deadline", "4", "--retry-period", "0.5"};
+  // The default lease is short enough that a SIGKILLed leader is replaced within seconds, long enough that a leader
+  // starved of CPU for a few seconds on a 2-core CI machine keeps it.
+  static void start_operator(const std::string& id, std::chrono::seconds lease_duration = 5s) {
+    std::vector<std::string> argv{kBin + "torus", "operator", "--kubeconfig", operator_kubeconfig_};
+    argv.insert(argv.end(), {"--metrics-addr", "127.0.0.1:0", "--leader-elect", "--id", id, "--lease-namespace", kNs});
+    argv.insert(argv.end(), {"--lease-duration", std::to_string(lease_duration.count()), "--renew-deadline", "4",
+                             "--retry-period", "0.5"});
     argv.insert(argv.end(), operator_flags_.begin(), operator_flags_.end());
     operators_[id] = std::make_unique<Daemon>(id, argv, (dir_ / (id + ".log")).string());
+  }
+
+  // The sum of the samples of `name` on operator `id`'s /metrics whose labels include every one of `labels`
+  // (`code="500"`), as the operator counts what it saw; -1 when its metrics cannot be read.
+  static double operator_metric(const std::string& id, const std::string& name,
+                                const std::vector<std::string>& labels) {
+    std::smatch m;
+    const std::string log = read_file(dir_ / (id + ".log"));
+    if (!std::regex_search(log, m, std::regex("metrics on (http://[0-9.]+:[0-9]+)/metrics"))) return -1;
+    kube::ClusterConfig target;
+    target.server = m[1];
+    const kube::HttpResponse r = kube::make_http_transport(target, {})->send({"GET", "/metrics", "", "text/plain", {}});
+    if (r.status != 200) return -1;
+    double sum = 0;
+    std::istringstream lines(r.body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(name + "{", 0) != 0) continue;
+      const std::string labelset = line.substr(0, line.find('}'));
+      bool all = true;
+      for (const std::string& l : labels) all = all && labelset.find(l) != std::string::npos;
+      if (all) sum += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+    return sum;
   }
 
   static CmdResult kubectl(std::vector<std::string> args) {
