@@ -45,7 +45,7 @@ if bench_has_peer; then
   for world in $(printf '%s\n' "${SHAPES[@]}" | awk '{print $1}' | sort -un); do
     echo "# torch.distributed gloo: world=$world"
     "$PYTHON" "$ROOT/bench/allreduce/torch_allreduce.py" --world "$world" "${SIZES[@]}" "${POINT[@]}" \
-      --port $((20000 + RANDOM % 20000)) | tee -a "$OUT/torch.txt"
+      --port "$(bench_free_port)" | tee -a "$OUT/torch.txt"
   done
 fi
 

@@ -50,3 +50,9 @@ for split, n in (("train", train), ("t10k", test)):
             f.write(head + body)
 PY
 }
+
+# bench_free_port: a TCP port free on this host now, for a peer's rendezvous (a random one is taken by some other
+# process often enough on a busy machine to fail a run: 1 in 12 here).
+bench_free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
+}

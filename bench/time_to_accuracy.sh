@@ -82,7 +82,7 @@ run_pytorch() {  # run_pytorch LOG
   local ckpt
   ckpt="$(mktemp -d -p "$WORK")"
   if ! "$PYTHON" "$PEER" --world 2 --threads 1 --epochs "$EPOCHS" --target "$TARGET" --checkpoint-dir "$ckpt" \
-    --data "$DATA" --port $((20000 + RANDOM % 20000)) >"$1" 2>&1; then
+    --data "$DATA" --port "$(bench_free_port)" >"$1" 2>&1; then
     tail -20 "$1" >&2
     echo "PyTorch peer failed (log above)" >&2
     exit 1

@@ -128,7 +128,7 @@ ddp_pytorch() {  # ddp_pytorch ARCH WIDTHS STEM POOL CHANNELS IMAGE GLOBAL_BATCH
   bench_has_peer || { echo skipped; return; }
   if ! "$PYTHON" "$DDP_PEER" --synthetic $(($8 * $7)) --epochs 2 --batch "$7" --arch "$1" --widths "$2" \
     --stem "$3" --pool "$4" --in-channels "$5" --image "$6" --lr-peak 0.01 --warmup-epochs 0 --flip 0 --target 0 \
-    --world 2 --threads 1 --port $((20000 + RANDOM % 20000)) >"$log" 2>&1; then
+    --world 2 --threads 1 --port "$(bench_free_port)" >"$log" 2>&1; then
     tail -20 "$log" >&2
     echo "PyTorch DDP peer failed (log above)" >&2
     exit 1

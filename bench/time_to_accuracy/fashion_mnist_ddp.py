@@ -206,6 +206,12 @@ def run(rank, a):
               f"epochs={done}", flush=True)
     if distributed:
         dist.destroy_process_group()
+        # Leave without the interpreter's teardown: there torch 1.13 destroys the DDP module's Reducer, which joins the
+        # Gloo process group's worker threads while holding the GIL, and a worker freeing a tensor waits for the GIL
+        # (a deadlock at exit, seen in 1 run of 4 of bench/time_to_accuracy.sh's smoke). Everything is written by now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def main():
