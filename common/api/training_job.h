@@ -338,6 +338,8 @@ inline constexpr std::string_view kFailed = "Failed";
 inline constexpr std::string_view kSuspended = "Suspended";
 // Jobs with runPolicy.topology.key: whether the workers get the node -> block map that orders the ring by rack.
 inline constexpr std::string_view kRackOrdering = "RackOrdering";
+// Workers that cannot start until something is fixed (an image the nodes cannot pull, a setting the kubelet refuses).
+inline constexpr std::string_view kPodsWaiting = "PodsWaiting";
 }  // namespace condition
 
 struct WorkerCounts {

@@ -342,13 +342,17 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   if (!plan.creates.empty() && acted_on && !still_exists(*job, ns, name)) return std::nullopt;
   observe_metrics(*job, plan);
   if (auto refused = apply(*job, plan, ns)) {
-    TLOG(Warn) << "reconcile " << key << ": " << to_string(refused->kind) << " " << refused->name
-               << " refused for good (" << refused->code << "): " << refused->message << "; the job fails";
+    const bool for_good = refused->refusal == RefusedChild::Refusal::kForGood;
+    TLOG(Warn) << "reconcile " << key << ": " << to_string(refused->kind) << " " << refused->name << " refused ("
+               << refused->code << "): " << refused->message
+               << (for_good ? "; the job fails" : "; the job waits, retried with backoff");
     input.refused_child = std::move(refused);
-    Plan failed = controller::plan(input);
-    observe_metrics(*job, failed);
-    apply(*job, failed, ns);
-    return failed.requeue_after;
+    Plan next = controller::plan(input);
+    observe_metrics(*job, next);
+    apply(*job, next, ns);
+    // Admission may say yes later (a namespace label, a PriorityClass, a fixed template): the work queue's backoff.
+    if (!for_good) throw kube::ApiError(input.refused_child->code, "Forbidden", input.refused_child->message);
+    return next.requeue_after;
   }
   std::optional<std::chrono::seconds> requeue = plan.requeue_after;
   if (deferred) requeue = requeue ? std::min(*requeue, *deferred) : *deferred;
@@ -457,6 +461,11 @@ std::optional<RefusedChild> Controller::create_children(const json& job, const s
     } catch (const kube::ApiError& e) {
       if (refused_for_good(e))
         return RefusedChild{c.kind, c.object["metadata"].value("name", ""), e.status(), e.what()};
+      if (e.status() == 403) {
+        warn_failed_create(job, c, e);
+        return RefusedChild{c.kind, c.object["metadata"].value("name", ""), e.status(), e.what(),
+                            RefusedChild::Refusal::kByAdmission};
+      }
       if (e.status() / 100 == 4 && e.status() != 409 && e.status() != 429) warn_failed_create(job, c, e);
       throw;
     }

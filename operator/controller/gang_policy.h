@@ -63,6 +63,10 @@ struct Disruption {
   std::optional<TimePoint> since;  // the condition's lastTransitionTime
 };
 
+struct ContainerWaiting {
+  std::string reason, message;
+};
+
 // One worker as observed (a pod's main container, or a local process).
 struct WorkerState {
   std::string name;  // pod or process name, used in messages
@@ -73,6 +77,9 @@ struct WorkerState {
   std::optional<int64_t> last_step;      // the last global step it finished, from its last words (parse_last_words)
   std::optional<Disruption> disruption;  // the platform took it away (as last seen, for a pod already gone)
   std::optional<TimePoint> finished_at;  // when it exited (the container's finishedAt), when known
+  // A pending pod whose container the kubelet cannot start yet, and why (its waiting reason and message:
+  // ImagePullBackOff, CreateContainerConfigError...; pods_waiting.h).
+  std::optional<ContainerWaiting> waiting;
 };
 
 // A worker's termination message: the reason's first line (at most `max_chars`: what conditions quote) and the step

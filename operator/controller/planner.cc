@@ -9,6 +9,7 @@
 #include "operator/controller/children.h"
 #include "operator/controller/goodput_status.h"
 #include "operator/controller/labels.h"
+#include "operator/controller/pods_waiting.h"
 #include "operator/controller/spec_edits.h"
 #include "operator/controller/time_util.h"
 
@@ -370,6 +371,13 @@ void run_gang(Pass& p, const Objects& current) {
   } else if (p.status.phase != Phase::kRestarting) {
     p.status.phase = Phase::kPending;
   }
+  // Cleared once every worker's pod exists and none waits for a fix (a create that admission refuses leaves a pod
+  // missing: its condition stays until the pod is made).
+  if (const auto why = why_waiting(g)) {
+    p.set(api::condition::kPodsWaiting, ConditionStatus::kTrue, why->reason, why->message);
+  } else if (static_cast<int>(g.workers.size()) >= g.expected_workers) {
+    p.clear(api::condition::kPodsWaiting, "PodsStarted");
+  }
 }
 
 // Pods of the current attempt, in any state (being deleted included).
@@ -503,6 +511,13 @@ void reconcile_active(Pass& p) {
   run_gang(p, current);
 }
 
+// A child admission refused: nothing more is made this pass, and the condition says which and why.
+void wait_for_admission(Pass& p, const RefusedChild& refused) {
+  p.plan.creates.clear();
+  p.set(api::condition::kPodsWaiting, ConditionStatus::kTrue, "FailedCreate",
+        std::string(to_string(refused.kind)) + " " + refused.name + ": " + refused.message);
+}
+
 void fail_refused(Pass& p, const RefusedChild& refused) {
   finish(p, Phase::kFailed, api::condition::kFailed, "InvalidSpec",
          "the API server refused to create " + std::string(to_string(refused.kind)) + " " + refused.name + " (" +
@@ -571,6 +586,11 @@ WorkerState worker_state(const json& pod) {
     w.detail = status.value("reason", "pod failed without a container exit code");
   }
   if (w.phase == PodPhase::kPending) {
+    for (const auto& cs : member(status, "containerStatuses")) {
+      const json& waiting = member(member(cs, "state"), "waiting");
+      if (cs.value("name", "") == kWorkerContainer && waiting.contains("reason"))
+        w.waiting = ContainerWaiting{waiting.value("reason", ""), waiting.value("message", "")};
+    }
     for (const auto& c : member(status, "conditions")) {
       if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") {
         w.detail = c.value("reason", "Unschedulable");
@@ -612,10 +632,12 @@ Plan plan(const PlanInput& in) {
   const api::FieldErrors& errors = view->errors;
   if (!errors.empty()) {
     fail_invalid(p, errors);
-  } else if (in.refused_child && !finished(p.status.phase)) {
+  } else if (in.refused_child && in.refused_child->refusal == RefusedChild::Refusal::kForGood &&
+             !finished(p.status.phase)) {
     fail_refused(p, *in.refused_child);
   } else if (!finished(p.status.phase)) {
     reconcile_active(p);
+    if (in.refused_child) wait_for_admission(p, *in.refused_child);
   }
   if (finished(p.status.phase)) {
     clean_pods(p);

@@ -29,6 +29,10 @@ struct RefusedChild {
   std::string name;
   int code = 0;         // the HTTP status
   std::string message;  // the server's, which names the field
+  // kForGood (400, 422): the object as built is wrong, and the same spec builds it again: the job fails.
+  // kByAdmission (403): the namespace's policy refuses it (Pod Security, Priority, a missing ServiceAccount...): the
+  // job stays Pending with PodsWaiting=True FailedCreate and is retried with backoff, as the Job controller retries.
+  enum class Refusal { kForGood, kByAdmission } refusal = Refusal::kForGood;
 };
 
 struct CreateAction {

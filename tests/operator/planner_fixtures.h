@@ -147,6 +147,13 @@ class PodBuilder {
         {{"name", "worker"}, {"state", {{"terminated", {{"exitCode", code}, {"reason", reason}}}}}}};
     return *this;
   }
+  // Bound, its worker container waiting as the kubelet reports it (ImagePullBackOff, CreateContainerConfigError...).
+  PodBuilder& waiting(const std::string& reason, const std::string& message) {
+    pod_["spec"]["nodeName"] = "node-0";
+    pod_["status"]["containerStatuses"] = {
+        {{"name", "worker"}, {"state", {{"waiting", {{"reason", reason}, {"message", message}}}}}}};
+    return *this;
+  }
   PodBuilder& unschedulable(const std::string& message) {
     pod_["status"]["conditions"] = {
         {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}, {"message", message}}};
@@ -232,6 +239,29 @@ inline std::map<std::string, std::string> env_of(const json& pod) {
                                          : "<" + e["valueFrom"]["fieldRef"]["fieldPath"].get<std::string>() + ">";
   }
   return env;
+}
+
+// The pods a plan creates and deletes, by name.
+inline std::vector<std::string> created_pods(const Plan& p) {
+  std::vector<std::string> names;
+  for (const auto& c : p.creates) {
+    if (c.kind == ChildKind::kPod) names.push_back(c.object["metadata"]["name"]);
+  }
+  return names;
+}
+
+inline std::vector<std::string> deleted_pods(const Plan& p) {
+  std::vector<std::string> names;
+  for (const auto& d : p.deletes) {
+    if (d.kind == ChildKind::kPod) names.push_back(d.name);
+  }
+  return names;
+}
+
+// The phase after the pass: the new status's, else the job's as it was.
+inline std::string phase_of(const Plan& p, const PlanInput& in) {
+  if (p.status) return p.status->value("phase", "");
+  return in.job.contains("status") ? in.job["status"].value("phase", "<none>") : "<none>";
 }
 
 // The shared children of a job (service, config map, secret) as if they exist.

@@ -15,28 +15,6 @@ namespace {
 
 using namespace torus::controller::testing;
 
-std::vector<std::string> created_pods(const Plan& p) {
-  std::vector<std::string> names;
-  for (const auto& c : p.creates) {
-    if (c.kind == ChildKind::kPod) names.push_back(c.object["metadata"]["name"]);
-  }
-  return names;
-}
-
-std::vector<std::string> deleted_pods(const Plan& p) {
-  std::vector<std::string> names;
-  for (const auto& d : p.deletes) {
-    if (d.kind == ChildKind::kPod) names.push_back(d.name);
-  }
-  return names;
-}
-
-// The phase after the pass: the new status's, else the job's as it was.
-std::string phase_of(const Plan& p, const PlanInput& in) {
-  if (p.status) return p.status->value("phase", "");
-  return in.job.contains("status") ? in.job["status"].value("phase", "<none>") : "<none>";
-}
-
 struct Case {
   const char* name;
   PlanInput input;
