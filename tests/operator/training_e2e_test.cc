@@ -64,7 +64,7 @@ class TrainingE2E : public ::testing::Test {
 
   // `yaml` with `variable`=`value` in the worker container's environment, through the job's pod template.
   static std::string with_worker_env(std::string yaml, const std::string& variable, const std::string& value) {
-    const std::string image = "    image: torus-worker:dev\n";
+    const std::string image = worker_image_line();
     yaml.replace(yaml.find(image), image.size(),
                  image +
                      "    template:\n      spec:\n        containers:\n        - name: worker\n          env:\n"
@@ -464,7 +464,7 @@ TEST_F(TrainingE2E, ANewJobTrainsFromStepZeroUnlessResumeFromNamesAnotherRun) {
   // Far more epochs than the test waits for: each job is read while it trains, then deleted.
   auto yaml = [](const std::string& name, const std::string& resume_from) {
     std::string y = pod_job_yaml(name, {.epochs = 10000, .checkpoint_every_steps = 2, .checkpoint_on_claim = false});
-    const std::string image = "    image: torus-worker:dev\n";
+    const std::string image = worker_image_line();
     y.replace(y.find(image), image.size(),
               image +
                   "    template:\n      spec:\n        containers: [{name: worker, volumeMounts: [{name: ckpt, "

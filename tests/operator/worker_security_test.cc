@@ -56,10 +56,9 @@ TEST(WorkerSecurity, TheTemplateOverridesFieldByField) {
   const json tmpl = {
       {"spec",
        {{"securityContext", {{"runAsUser", 1000}, {"fsGroupChangePolicy", "Always"}}},
-        {"containers",
-         json::array({{{"name", "worker"},
-                       {"securityContext", {{"readOnlyRootFilesystem", false}}},
-                       {"volumeMounts", json::array({{{"name", "scratch"}, {"mountPath", "/tmp"}}})}}})},
+        {"containers", json::array({{{"name", "worker"},
+                                     {"securityContext", {{"readOnlyRootFilesystem", false}}},
+                                     {"volumeMounts", json::array({{{"name", "scratch"}, {"mountPath", "/tmp"}}})}}})},
         {"volumes", json::array({{{"name", "scratch"}, {"emptyDir", {{"medium", "Memory"}}}}})}}}};
   const json pod = build_worker_pod(job_with(tmpl), 0, 0);
   const json& sc = pod["spec"]["securityContext"];
