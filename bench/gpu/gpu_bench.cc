@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics/rates.h"
 #include "common/util/error.h"
 #include "common/util/main_guard.h"
 #include "worker/backend/cuda/cuda_backend.h"
@@ -320,7 +321,7 @@ int nccl(const Args& args) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(iters);
     const double algbw = static_cast<double>(bytes) / s / 1e9;
-    busbw = algbw * 2.0 * (n - 1) / n;
+    busbw = torus::metrics::bus_bandwidth(static_cast<double>(bytes), s, n) / 1e9;
     std::printf("# %lld bytes: %.1f us, algbw %.2f GB/s, busbw %.2f GB/s\n", static_cast<long long>(bytes), s * 1e6,
                 algbw, busbw);
   }

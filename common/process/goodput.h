@@ -1,11 +1,11 @@
 #pragma once
 // Where one rank's time went in one attempt (its goodput ledger), as the worker measures it and its events carry it
-// (`"ledger": {...}` in the started, progress, checkpoint and finished events; common/process/worker_events.h).
+// (`"ledger": {...}` in the started, progress, checkpoint and finished events; common/process/worker_events.h holds
+// its field list).
 // The launchers add what a rank cannot see (scheduling, restarts, lost work) to make a job's ledger
 // (operator/runtime/goodput.h).
 #include <array>
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string_view>
 
 namespace torus::process {
@@ -42,10 +42,8 @@ struct RankLedger {
   double step_time() const { return recent_step_s > 0 ? recent_step_s : mean_step_seconds(); }
   // Adds one step: its wall time and the waits inside it (data_wait + comm_wait <= step).
   void add_step(double step_s, double data_wait_s, double comm_wait_s);
+  bool operator==(const RankLedger&) const = default;
 };
 
-nlohmann::json to_json(const RankLedger& ledger);
-// Missing or malformed fields read as 0: a ledger from an older worker is an empty one.
-RankLedger rank_ledger_from_json(const nlohmann::json& j);
 
 }  // namespace torus::process

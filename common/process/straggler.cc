@@ -43,9 +43,10 @@ std::optional<StragglerWindow> StragglerWatch::on_sample(int rank, int64_t steps
   return StragglerWindow{*slowest, straggling, threshold_};
 }
 
-std::optional<Straggler> StragglerWatch::on_event(int rank, const nlohmann::json& e) {
-  if (e.value("event", "") != event::kProgress || !e.contains("ledger")) return std::nullopt;
-  const RankLedger l = rank_ledger_from_json(e["ledger"]);
+std::optional<Straggler> StragglerWatch::on_event(int rank, const WorkerEvent& e) {
+  const auto* progress = std::get_if<ProgressEvent>(&e);
+  if (progress == nullptr) return std::nullopt;
+  const RankLedger& l = progress->ledger;
   const auto window = on_sample(rank, l.steps, l[TimePart::kDataWait] + l[TimePart::kTraining]);
   if (!window || !window->straggling) return std::nullopt;
   // Said once per rank, and again only when its slowdown moved by a fifth or more.

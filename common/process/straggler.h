@@ -8,8 +8,9 @@
 // is named. Pure: fed samples or events, it judges; the launchers say it.
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
+
+#include "common/process/worker_events.h"
 
 namespace torus::process {
 
@@ -38,7 +39,7 @@ class StragglerWatch {
   std::optional<StragglerWindow> on_sample(int rank, int64_t steps, double arrival_offset_s);
   // A worker event (its ledger is a sample); returns a straggler when this event closes a window in which one stood
   // out and it is news (another rank, or its slowdown moved by 0.2 or more).
-  std::optional<Straggler> on_event(int rank, const nlohmann::json& event);
+  std::optional<Straggler> on_event(int rank, const WorkerEvent& event);
   void on_attempt_start() { windows_.clear(); }
   // The slowest straggler named so far (the summary's).
   const std::optional<Straggler>& worst() const { return worst_; }

@@ -181,8 +181,7 @@ LastWords parse_last_words(const std::string& message, size_t max_chars) {
   std::istringstream lines(message);
   for (std::string line; std::getline(lines, line);) {
     const auto event = process::parse_event(line);
-    if (event && event->value("event", "") == process::event::kAborted && (*event)["step"].is_number_integer())
-      words.step = (*event)["step"].get<int64_t>();
+    if (const auto* aborted = event ? std::get_if<process::AbortedEvent>(&*event) : nullptr) words.step = aborted->step;
   }
   return words;
 }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/launch/checkpoint_layout.h"
+#include "common/metrics/rates.h"
 #include "operator/controller/time_util.h"
 
 namespace torus::controller {
@@ -73,14 +74,16 @@ std::optional<api::Progress> progress_from_metrics(const std::map<std::string, d
   p.step = static_cast<int64_t>(step.value_or(0));
   p.loss = sample(s, "torus_worker_loss").value_or(0);
   p.accuracy = sample(s, "torus_worker_validation_accuracy").value_or(0);
-  double rank_ips = sample(s, "torus_worker_images_per_second").value_or(0);
-  p.images_per_second = rank_ips * std::max(world_size, 1);
+  p.images_per_second =
+      metrics::gang_images_per_second(sample(s, "torus_worker_images_per_second").value_or(0), world_size);
   p.bus_bandwidth_gbps = sample(s, "torus_worker_allreduce_bus_bandwidth_bytes_per_second").value_or(0) / 1e9;
   p.allreduce_algorithm = busiest_algorithm(s);
   auto planned = sample(s, "torus_worker_planned_steps");
   auto global_batch = sample(s, "torus_worker_global_batch_size");
-  if (planned && global_batch && p.images_per_second > 0 && *planned >= p.step) {
-    p.eta_seconds = static_cast<int64_t>(std::ceil((*planned - p.step) * *global_batch / p.images_per_second));
+  if (planned && global_batch) {
+    const double per_step = metrics::seconds_per_step(static_cast<int64_t>(*global_batch), p.images_per_second);
+    if (auto eta = metrics::eta_seconds(p.step, static_cast<int64_t>(*planned), per_step))
+      p.eta_seconds = static_cast<int64_t>(std::ceil(*eta));
   }
   p.update_time = now_rfc3339;
   return p;

@@ -12,10 +12,17 @@ double seconds_between(LedgerClock::time_point a, LedgerClock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-int64_t step_of(const nlohmann::json& e, int64_t fallback) {
-  auto it = e.find("step");
-  if (it == e.end()) it = e.find("resumed_step");
-  return it != e.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+// The rank's ledger an event carries (started, progress, checkpoint, finished), else null.
+const process::RankLedger* ledger_of(const process::WorkerEvent& e) {
+  return std::visit(
+      [](const auto& x) -> const process::RankLedger* {
+        if constexpr (requires { x.ledger; }) {
+          return &x.ledger;
+        } else {
+          return nullptr;
+        }
+      },
+      e);
 }
 
 // Steps a gang that was last heard of `quiet_s` ago may have made since: progress events come at most every 0.5 s,
@@ -28,35 +35,36 @@ void GoodputLedger::on_attempt_start(int attempt, LedgerClock::time_point now) {
   attempts_.push_back(Attempt{.number = attempt, .start = now, .heard_at = now});
 }
 
-void GoodputLedger::on_event(int rank, const nlohmann::json& e, LedgerClock::time_point now) {
+void GoodputLedger::on_event(int rank, const process::WorkerEvent& e, LedgerClock::time_point now) {
   if (attempts_.empty()) on_attempt_start(0, now);
   Attempt& a = *current();
-  const std::string type = e.value("event", "");
-  if (type == process::event::kAborted) {  // a survivor's last words: exactly where the gang was
-    a.aborted_step = std::max(a.aborted_step.value_or(0), step_of(e, 0));
+  if (const auto* aborted = std::get_if<process::AbortedEvent>(&e)) {  // a survivor's last words: where the gang was
+    a.aborted_step = std::max(a.aborted_step.value_or(0), aborted->step);
     return;
   }
   if (a.failed_at) return;  // what a dying gang says after its first failure changes nothing else
-  if (type == process::event::kProgress || type == process::event::kCheckpoint) {
-    const int64_t step = step_of(e, a.heard_step);
+  const auto* progress = std::get_if<process::ProgressEvent>(&e);
+  const auto* checkpoint = std::get_if<process::CheckpointEvent>(&e);
+  if (progress || checkpoint) {
+    const int64_t step = progress ? progress->step : checkpoint->step;
     if (step >= a.heard_step) {
       a.heard_step = step;
       a.heard_at = now;
     }
   }
   if (rank != 0) return;
-  if (e.contains("ledger")) a.latest = process::rank_ledger_from_json(e["ledger"]);
-  if (type == process::event::kStarted) {
-    a.saved_step = a.heard_step = step_of(e, 0);
+  if (const process::RankLedger* ledger = ledger_of(e)) a.latest = *ledger;
+  if (const auto* started = std::get_if<process::StartedEvent>(&e)) {
+    a.saved_step = a.heard_step = started->resumed_step;
     a.saved_at = a.heard_at = now;
     a.at_checkpoint = a.latest;
     if (!first_training_) first_training_ = now;
-  } else if (type == process::event::kCheckpoint) {
-    a.saved_step = step_of(e, a.saved_step);
+  } else if (checkpoint) {
+    a.saved_step = checkpoint->step;
     a.saved_at = now;
     a.at_checkpoint = a.latest;
-  } else if (type == process::event::kEvaluated && !time_to_target_s_ && e.contains("time_to_target_s") &&
-             first_training_) {
+  } else if (const auto* evaluated = std::get_if<process::EvaluatedEvent>(&e);
+             evaluated && !time_to_target_s_ && evaluated->time_to_target_s && first_training_) {
     time_to_target_s_ = seconds_between(*first_training_, now);
   }
 }

@@ -3,12 +3,12 @@
 // its events), the launcher's own clock for when attempts start, when one fails and when the job ends, and the work
 // each failure lost. Pure: fed events and times, it computes; tests drive it with made-up clocks.
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/process/goodput.h"
+#include "common/process/worker_events.h"
 
 namespace torus::runtime {
 
@@ -39,7 +39,7 @@ class GoodputLedger {
  public:
   void on_attempt_start(int attempt, LedgerClock::time_point now);
   // A worker event (common/process/worker_events.h); rank 0's ledger speaks for the gang.
-  void on_event(int rank, const nlohmann::json& event, LedgerClock::time_point now);
+  void on_event(int rank, const process::WorkerEvent& event, LedgerClock::time_point now);
   // A rank of the current attempt exited with a failure: the first one ends the attempt's useful work.
   void on_failure(LedgerClock::time_point now);
   JobGoodput totals(LedgerClock::time_point end) const;

@@ -351,7 +351,6 @@ int run_local(const LocalRunOptions& options) {
   Console console(console_options(options), logs);
   console.say("torus run: job " + job.metadata.name + ", run " + run_id + ", " + std::to_string(world) +
               " rank(s), worker " + binary);
-  console.report().set_run(run_id);
   for (const std::string& line : log_path_lines(logs.dir(), world, options.verbosity == Verbosity::kAllRanks))
     console.say(line);
   const auto t0 = std::chrono::steady_clock::now();

@@ -103,9 +103,16 @@ void Console::on_attempt_start(int attempt) {
 }
 
 void Console::on_line(int rank, process::Stream, std::string_view line) {
-  if (auto event = process::parse_event(line)) {
+  std::string unreadable;
+  if (auto event = process::parse_event(line, &unreadable)) {
     on_event(rank, *event);
     return;
+  }
+  if (!unreadable.empty() && !event_warning_shown_) {
+    // A worker of another build, most likely: its figures would be missing from the summary, so say why.
+    event_warning_shown_ = true;
+    say("torus run: rank " + std::to_string(rank) + " wrote an event this torus cannot read (" + unreadable +
+        "); is torus-worker from the same build?");
   }
   logs_.write(rank, line);
   auto& tail = tails_.at(static_cast<size_t>(rank));
@@ -153,19 +160,20 @@ void Console::say(const std::string& text) {
   if (options_.terminal && rank0_training_) draw_progress();
 }
 
-void Console::on_event(int rank, const nlohmann::json& event) {
+void Console::on_event(int rank, const process::WorkerEvent& event) {
   if (auto straggler = report_.on_event(rank, event)) say(straggler_line(*straggler));
-  const std::string type = event.value("event", "");
-  if (type == process::event::kStarted && event.contains("metrics_port")) {
-    say("rank " + std::to_string(rank) +
-        " metrics: http://127.0.0.1:" + std::to_string(event["metrics_port"].get<int>()) + "/metrics");
-  } else if (type == process::event::kProgress && rank == 0) {
+  if (const auto* started = std::get_if<process::StartedEvent>(&event); started && started->metrics_port) {
+    say("rank " + std::to_string(rank) + " metrics: http://127.0.0.1:" + std::to_string(*started->metrics_port) +
+        "/metrics");
+  }
+  if (rank != 0) return;
+  if (std::holds_alternative<process::ProgressEvent>(event)) {
     rank0_training_ = true;
     show_progress(true);
-  } else if (type == process::event::kEvaluated && rank == 0) {
+  } else if (std::holds_alternative<process::EvaluatedEvent>(event)) {
     print_new_epoch_rows();
-  } else if (type == process::event::kCheckpoint && rank == 0) {
-    say("checkpoint: " + event.value("path", std::string()));
+  } else if (const auto* checkpoint = std::get_if<process::CheckpointEvent>(&event)) {
+    say("checkpoint: " + checkpoint->path);
   }
 }
 

@@ -76,7 +76,7 @@ class Console : public GangListener {
   static constexpr size_t kTailLines = 10;
 
   bool echoes(int rank, std::string_view line) const;
-  void on_event(int rank, const nlohmann::json& event);
+  void on_event(int rank, const process::WorkerEvent& event);
   void show_progress(bool fresh_figures);
   void print_new_epoch_rows();
   void draw_progress();
@@ -92,6 +92,7 @@ class Console : public GangListener {
   bool failure_shown_ = false;   // this attempt's first failure was shown with its log's tail
   bool progress_shown_ = false;
   bool interrupted_ = false;
+  bool event_warning_shown_ = false;  // an event line that did not read was said once
   size_t rows_printed_ = 0;
 };
 

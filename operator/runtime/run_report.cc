@@ -10,17 +10,6 @@
 namespace torus::runtime {
 namespace {
 
-template <typename T>
-T value_or(const nlohmann::json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    return fallback;
-  }
-}
-
 // "all epochs done" -> "all_epochs_done": one RESULT token.
 std::string underscored(std::string text) {
   for (char& c : text)
@@ -69,75 +58,78 @@ void RunReport::on_attempt_start(int attempt, LedgerClock::time_point now) {
   goodput_.on_attempt_start(attempt, now);
 }
 
-std::optional<Straggler> RunReport::on_event(int rank, const nlohmann::json& e, LedgerClock::time_point now) {
+std::optional<Straggler> RunReport::on_event(int rank, const process::WorkerEvent& e, LedgerClock::time_point now) {
   goodput_.on_event(rank, e, now);
-  const std::string type = value_or<std::string>(e, "event", "");
-  if (!stragglers_ && type == process::event::kStarted) stragglers_.emplace(value_or<int>(e, "world_size", 1));
+  if (const auto* started = std::get_if<process::StartedEvent>(&e); started && !stragglers_)
+    stragglers_.emplace(started->world_size);
   std::optional<Straggler> straggler = stragglers_ ? stragglers_->on_event(rank, e) : std::nullopt;
-  if (type == process::event::kStarted) {
-    const int port = value_or<int>(e, "metrics_port", 0);
-    if (port > 0) metrics_ports_.push_back(port);
-    if (rank == 0 && value_or<int64_t>(e, "resumed_step", 0) > 0)
-      resumed_step_ = value_or<int64_t>(e, "resumed_step", 0);
-    if (rank == 0 && !start_) {
-      const nlohmann::json from = e.value("resumed_from", nlohmann::json::object());
-      start_ = Start{value_or<int64_t>(e, "resumed_step", 0), value_or<std::string>(from, "reason", "Fresh"),
-                     value_or<std::string>(from, "run", ""), value_or<std::string>(from, "path", "")};
-    }
-    if (rank == 0) left_to_train_ = value_or<std::string>(e, "left_to_train", "");
-    if (rank == 0 && e.contains("target_accuracy")) target_ = value_or<double>(e, "target_accuracy", 0);
-    return straggler;
-  }
-  if (rank != 0) return straggler;
-  if (type == process::event::kProgress) {
-    progress_.epoch = value_or<int>(e, "epoch", progress_.epoch);
-    progress_.epochs = value_or<int>(e, "epochs", progress_.epochs);
-    progress_.step = value_or<int64_t>(e, "step", progress_.step);
-    progress_.steps_total = value_or<int64_t>(e, "steps_total", progress_.steps_total);
-    progress_.loss = value_or<double>(e, "loss", progress_.loss);
-    progress_.lr = value_or<double>(e, "lr", progress_.lr);
-    progress_.images_per_s = value_or<double>(e, "images_per_s", progress_.images_per_s);
-    progress_.eta_s = value_or<double>(e, "eta_s", progress_.eta_s);
-    busbw_gbps_ = value_or<double>(e, "busbw_gbps", busbw_gbps_);
-    images_per_s_ = progress_.images_per_s;
-    if (samples_.epoch != progress_.epoch) samples_ = {progress_.epoch, 0, 0, 0};
-    ++samples_.count;
-    samples_.loss_sum += progress_.loss;
-    samples_.last_images_per_s = progress_.images_per_s;
-  } else if (type == process::event::kEvaluated) {
-    add_epoch_row(e);
-    progress_.accuracy = value_or<double>(e, "accuracy", 0);
-    final_accuracy_ = progress_.accuracy;
-    if (!time_to_target_s_ && e.contains("time_to_target_s")) {
-      time_to_target_s_ = value_or<double>(e, "time_to_target_s", 0);
-    }
-  } else if (type == process::event::kFinished) {
-    if (e.contains("accuracy")) final_accuracy_ = value_or<double>(e, "accuracy", 0);
-    if (e.contains("time_to_target_s")) time_to_target_s_ = value_or<double>(e, "time_to_target_s", 0);
-    images_per_s_ = value_or<double>(e, "images_per_s", images_per_s_);
-    busbw_gbps_ = value_or<double>(e, "busbw_gbps", busbw_gbps_);
-    algorithm_ = value_or<std::string>(e, "allreduce_algorithm", algorithm_);
-    allreduce_calls_ = value_or<uint64_t>(e, "allreduce_calls", allreduce_calls_);
-    allreduce_bytes_ = value_or<uint64_t>(e, "allreduce_bytes", allreduce_bytes_);
+  if (const auto* started = std::get_if<process::StartedEvent>(&e)) {
+    on_started(rank, *started);
+  } else if (rank == 0) {
+    std::visit([this](const auto& x) { on_rank0(x); }, e);
   }
   return straggler;
 }
 
-void RunReport::add_epoch_row(const nlohmann::json& e) {
+void RunReport::on_started(int rank, const process::StartedEvent& e) {
+  if (e.metrics_port.value_or(0) > 0) metrics_ports_.push_back(*e.metrics_port);
+  if (rank != 0) return;
+  run_ = e.run;
+  if (e.resumed_step > 0) resumed_step_ = e.resumed_step;
+  if (!start_) start_ = Start{e.resumed_step, e.resumed_from};
+  left_to_train_ = e.left_to_train.value_or("");
+  if (e.target_accuracy) target_ = *e.target_accuracy;
+}
+
+void RunReport::on_rank0(const process::ProgressEvent& e) {
+  progress_.epoch = e.epoch;
+  progress_.epochs = e.epochs;
+  progress_.step = e.step;
+  progress_.steps_total = e.steps_total;
+  progress_.loss = e.loss;
+  progress_.lr = e.lr;
+  progress_.images_per_s = e.images_per_s;
+  progress_.eta_s = e.eta_s;
+  busbw_gbps_ = e.busbw_gbps;
+  images_per_s_ = progress_.images_per_s;
+  if (samples_.epoch != progress_.epoch) samples_ = {progress_.epoch, 0, 0, 0};
+  ++samples_.count;
+  samples_.loss_sum += progress_.loss;
+  samples_.last_images_per_s = progress_.images_per_s;
+}
+
+void RunReport::on_rank0(const process::EvaluatedEvent& e) {
+  add_epoch_row(e);
+  progress_.accuracy = e.accuracy;
+  final_accuracy_ = progress_.accuracy;
+  if (!time_to_target_s_ && e.time_to_target_s) time_to_target_s_ = *e.time_to_target_s;
+}
+
+void RunReport::on_rank0(const process::FinishedEvent& e) {
+  if (e.accuracy) final_accuracy_ = *e.accuracy;
+  if (e.time_to_target_s) time_to_target_s_ = *e.time_to_target_s;
+  images_per_s_ = e.images_per_s;
+  busbw_gbps_ = e.busbw_gbps;
+  if (e.left_to_train) left_to_train_ = *e.left_to_train;
+  algorithm_ = e.allreduce_algorithm.value_or(algorithm_);
+  allreduce_calls_ = e.allreduce_calls.value_or(allreduce_calls_);
+  allreduce_bytes_ = e.allreduce_bytes.value_or(allreduce_bytes_);
+}
+
+void RunReport::add_epoch_row(const process::EvaluatedEvent& e) {
   EpochRow row;
-  row.epoch = value_or<int>(e, "epoch", 0);
-  if (e.contains("train_loss") && e.contains("images_per_s")) {  // the trainer's own figures for the epoch
-    row.train_loss = value_or<double>(e, "train_loss", 0);
-    row.images_per_s = value_or<double>(e, "images_per_s", 0);
-  } else if (samples_.epoch == row.epoch && samples_.count > 0) {  // an older worker: rank 0's progress samples
+  row.epoch = e.epoch;
+  if (e.train_loss && e.images_per_s) {  // the trainer's own figures for the epoch
+    row.train_loss = e.train_loss;
+    row.images_per_s = e.images_per_s;
+  } else if (samples_.epoch == row.epoch && samples_.count > 0) {  // rank 0's progress samples
     row.train_loss = samples_.loss_sum / samples_.count;
     row.images_per_s = samples_.last_images_per_s;
   }
-  row.val_loss = value_or<double>(e, "loss", 0);
-  row.accuracy = value_or<double>(e, "accuracy", 0);
-  const double elapsed = value_or<double>(e, "elapsed_s", last_evaluation_s_);
-  row.seconds = std::max(elapsed - last_evaluation_s_, 0.0);
-  last_evaluation_s_ = elapsed;
+  row.val_loss = e.loss;
+  row.accuracy = e.accuracy;
+  row.seconds = std::max(e.elapsed_s - last_evaluation_s_, 0.0);
+  last_evaluation_s_ = e.elapsed_s;
   samples_ = {};
   epochs_.push_back(row);
 }
@@ -160,7 +152,7 @@ std::string RunReport::progress_line(BarStyle style) const {
   os << " · loss " << fixed(progress_.loss, 3);
   if (progress_.accuracy) os << " · acc " << fixed(*progress_.accuracy * 100, 2) << "%";
   os << " · " << fixed(progress_.images_per_s, 0) << " img/s";
-  if (progress_.eta_s >= 0) os << " · ETA " << format_duration(progress_.eta_s);
+  if (progress_.eta_s) os << " · ETA " << format_duration(*progress_.eta_s);
   if (attempt_ > 0) os << " · attempt " << attempt_;
   return os.str();
 }
@@ -277,7 +269,7 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
     lines.push_back("all-reduce: " + algorithm_ + ", " + std::to_string(allreduce_calls_) + " calls, " +
                     std::to_string(allreduce_bytes_ / allreduce_calls_) + " bytes per call");
   }
-  if (start_) lines.push_back(start_line(run_, start_->reason, start_->step, start_->from_run, start_->path));
+  if (start_) lines.push_back(start_line(run_, start_->from.reason, start_->step, start_->from.run, start_->from.path));
   if (!left_to_train_.empty()) lines.push_back("nothing left to train: " + left_to_train_ + " (see rank 0's log above)");
   lines.push_back("restarts: " + std::to_string(std::max(outcome.attempts - 1, 0)) +
                   (resumed_step_ && outcome.attempts > 1 ? ", the last resumed at step " + std::to_string(*resumed_step_)
@@ -306,7 +298,7 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
   if (outcome.reason != controller::Reason::kNone) result << " reason=" << controller::to_string(outcome.reason);
   if (!run_.empty()) result << " run=" << run_;
   if (start_) result << " start_step=" << start_->step;
-  if (start_ && start_->reason == "ResumeFrom") result << " resumed_run=" << start_->from_run;
+  if (start_ && start_->from.reason == "ResumeFrom") result << " resumed_run=" << start_->from.run;
   if (!left_to_train_.empty()) result << " nothing_to_train=" << underscored(left_to_train_);
   lines.push_back(result.str());
   return lines;

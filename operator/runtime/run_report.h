@@ -2,7 +2,6 @@
 // What `torus run` tells a person: a live progress line while the gang trains, and a summary at the end whose
 // last line is machine-readable (`RESULT phase=Succeeded accuracy=0.931 ...`). Pure: fed worker events
 // (common/process/worker_events.h) and the gang's outcome, it formats text; it never touches a terminal.
-#include <nlohmann/json.hpp>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -11,6 +10,7 @@
 #include "operator/runtime/goodput.h"
 #include "operator/runtime/local_gang.h"
 #include "common/process/straggler.h"
+#include "common/process/worker_events.h"
 
 namespace torus::runtime {
 
@@ -20,7 +20,8 @@ using process::StragglerWatch;
 struct Progress {
   int epoch = 0, epochs = 0;
   int64_t step = 0, steps_total = 0;
-  double loss = 0, lr = 0, images_per_s = 0, eta_s = -1;
+  double loss = 0, lr = 0, images_per_s = 0;
+  std::optional<double> eta_s;
   std::optional<double> accuracy;  // last validation top-1
 };
 
@@ -43,7 +44,7 @@ class RunReport {
   // An event from `rank`. Rank 0 speaks for the gang (its figures are global); other ranks' starts are counted.
   // `now`: when it arrived, on the launcher's clock (the goodput ledger's clock).
   // Returns a straggler when this event closes a window of steps in which one stood out (straggler.h).
-  std::optional<Straggler> on_event(int rank, const nlohmann::json& event,
+  std::optional<Straggler> on_event(int rank, const process::WorkerEvent& event,
                                     LedgerClock::time_point now = LedgerClock::now());
   void on_attempt_start(int attempt, LedgerClock::time_point now = LedgerClock::now());
   // A rank of the current attempt failed: the first failure is when the attempt's unsaved work was lost.
@@ -62,8 +63,6 @@ class RunReport {
                                    LedgerClock::time_point end = LedgerClock::now()) const;
   const GoodputLedger& goodput() const { return goodput_; }
   std::vector<int> metrics_ports() const { return metrics_ports_; }
-  // This invocation's run id (new_local_run_id), for the summary and the RESULT line.
-  void set_run(std::string run) { run_ = std::move(run); }
 
  private:
   // Rank 0's progress events of the epoch under way, for its row.
@@ -71,7 +70,13 @@ class RunReport {
     int epoch = 0, count = 0;
     double loss_sum = 0, last_images_per_s = 0;
   };
-  void add_epoch_row(const nlohmann::json& evaluated);
+  void add_epoch_row(const process::EvaluatedEvent& evaluated);
+  void on_started(int rank, const process::StartedEvent& e);
+  void on_rank0(const process::ProgressEvent& e);
+  void on_rank0(const process::EvaluatedEvent& e);
+  void on_rank0(const process::FinishedEvent& e);
+  template <class Other>
+  void on_rank0(const Other& /*checkpoint, aborted, started: nothing for the summary*/) {}
 
   Progress progress_;
   EpochSamples samples_;
@@ -86,11 +91,11 @@ class RunReport {
   uint64_t allreduce_calls_ = 0;  // rank 0's all-reduces with algorithm_, and their bytes
   uint64_t allreduce_bytes_ = 0;
   int attempt_ = 0;  // 0-based
-  std::string run_;
+  std::string run_;  // rank 0's started event's: the run the workers trained as
   // Where rank 0 of the first attempt started: its step, the checkpoint, whose and why (the started event).
   struct Start {
     int64_t step = 0;
-    std::string reason = "Fresh", from_run, path;
+    process::ResumedFrom from;
   };
   std::optional<Start> start_;
   std::optional<int64_t> resumed_step_;  // the last attempt's, when it resumed from a checkpoint

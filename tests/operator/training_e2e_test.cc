@@ -153,20 +153,11 @@ class TrainingE2E : public ::testing::Test {
     std::istringstream logs(logs_of(job));
     for (std::string line; std::getline(logs, line);) {
       const auto e = process::parse_event(line);
-      if (e && e->value("event", "") == process::event::kStarted && e->value("world_size", 0) == world &&
-          (attempt < 0 || e->value("attempt", -1) == attempt))
-        ranks.insert(e->value("rank", -1));
+      const auto* started = e ? std::get_if<process::StartedEvent>(&*e) : nullptr;
+      if (started && started->world_size == world && (attempt < 0 || started->attempt == attempt))
+        ranks.insert(started->rank);
     }
     return ranks;
-  }
-  // What rank `rank`'s `finished` event says, from the pods' logs (empty when it has not finished).
-  static json finished_event(const std::string& job, int rank) {
-    std::istringstream logs(logs_of(job));
-    for (std::string line; std::getline(logs, line);) {
-      const auto e = process::parse_event(line);
-      if (e && e->value("event", "") == process::event::kFinished && e->value("rank", -1) == rank) return *e;
-    }
-    return json::object();
   }
   // The ranks whose /metrics answer on the ports the chart's PodMonitor keeps: every container port named
   // metrics(-N)?, at the pod's IP (a real Prometheus is not installed here; this is its target list).
@@ -443,8 +434,8 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
   std::istringstream logs(logs_of("gamma"));
   for (std::string line; std::getline(logs, line);) {
     const auto e = process::parse_event(line);
-    if (e && e->value("event", "") == process::event::kAborted)
-      reached = std::max(reached.value_or(0), (*e)["step"].get<int64_t>());
+    if (const auto* aborted = e ? std::get_if<process::AbortedEvent>(&*e) : nullptr)
+      reached = std::max(reached.value_or(0), aborted->step);
   }
   ASSERT_TRUE(reached) << logs_of("gamma");
   EXPECT_EQ(status["goodput"].value("lostSteps", int64_t{-1}), *reached - std::stoi(m[1])) << status.dump();
@@ -457,9 +448,9 @@ TEST_F(TrainingE2E, ASigkilledWorkerRestartsTheGangFromItsCheckpoint) {
   ASSERT_NO_FATAL_FAILURE(delete_job("gamma"));
 }
 
-// Run identity on a cluster: the checkpoints stay on storage that outlives jobs (an NFS export), but a new
-// TrainingJob, even of the same name, is a new run (a new uid) and trains from step 0; with resumeFrom naming the old
-// job's uid it starts from that run's checkpoint, and the status and an event say so.
+// Run identity on a cluster: the checkpoints stay on a claim the user made (it outlives the jobs that mount it), but
+// a new TrainingJob, even of the same name, is a new run (a new uid) and trains from step 0; with resumeFrom naming
+// the old job's uid it starts from that run's checkpoint, and the status and an event say so.
 TEST_F(TrainingE2E, ANewJobTrainsFromStepZeroUnlessResumeFromNamesAnotherRun) {
   // Far more epochs than the test waits for: each job is read while it trains, then deleted.
   auto yaml = [](const std::string& name, const std::string& resume_from) {
@@ -469,7 +460,7 @@ TEST_F(TrainingE2E, ANewJobTrainsFromStepZeroUnlessResumeFromNamesAnotherRun) {
               image +
                   "    template:\n      spec:\n        containers: [{name: worker, volumeMounts: [{name: ckpt, "
                   "mountPath: /var/lib/torus/checkpoints}]}]\n"
-                  "        volumes: [{name: ckpt, nfs: {server: nfs.test, path: /exports/runs}}]\n");
+                  "        volumes: [{name: ckpt, persistentVolumeClaim: {claimName: runs}}]\n");
     if (!resume_from.empty()) {
       const std::string every = "      everySteps: 2\n";
       y.replace(y.find(every), every.size(), every + "      resumeFrom: " + resume_from + "\n");
@@ -489,6 +480,10 @@ TEST_F(TrainingE2E, ANewJobTrainsFromStepZeroUnlessResumeFromNamesAnotherRun) {
         << logs_of(job);
     return r;
   };
+  const std::string claim = (dir_ / "runs-claim.yaml").string();
+  std::ofstream(claim) << "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: runs}\n"
+                          "spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n";
+  ASSERT_EQ(kubectl({"apply", "-f", claim}).code, 0);
   ASSERT_NO_FATAL_FAILURE(apply_yaml("kappa", yaml("kappa", "")));
   const std::string first = uid_of("kappa");
   ASSERT_TRUE(
@@ -527,6 +522,7 @@ TEST_F(TrainingE2E, ANewJobTrainsFromStepZeroUnlessResumeFromNamesAnotherRun) {
   EXPECT_EQ(events[0], "attempt 0 resumed from step " + std::to_string(from.value("step", 0)) + " (" + path +
                            "): run " + first + "'s checkpoint, as spec.training.checkpoint.resumeFrom asks");
   ASSERT_NO_FATAL_FAILURE(delete_job("lambda"));
+  EXPECT_EQ(kubectl({"delete", "-f", claim}).code, 0);
 }
 
 // A checkpoint deleted behind the operator's back: the next attempt fails CheckpointLost instead of training again

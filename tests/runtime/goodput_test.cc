@@ -11,12 +11,26 @@ namespace {
 
 using process::TimePart;
 
+process::StartedEvent started(int64_t resumed_step, const process::RankLedger& ledger = {}) {
+  return {.resumed_step = resumed_step, .ledger = ledger};
+}
+process::ProgressEvent progress(int64_t step, const process::RankLedger& ledger = {}) {
+  return {.step = step, .ledger = ledger};
+}
+process::CheckpointEvent checkpoint(int64_t step, const process::RankLedger& ledger) {
+  return {.step = step, .ledger = ledger};
+}
+process::FinishedEvent finished(const process::RankLedger& ledger) { return {.ledger = ledger}; }
+process::EvaluatedEvent evaluated(double accuracy, std::optional<double> time_to_target_s = std::nullopt) {
+  return {.accuracy = accuracy, .time_to_target_s = time_to_target_s};
+}
+
 class GoodputLedgerTest : public ::testing::Test {
  protected:
   LedgerClock::time_point at(double s) const {
     return t0_ + std::chrono::duration_cast<LedgerClock::duration>(std::chrono::duration<double>(s));
   }
-  static nlohmann::json ledger(double startup, double comm_init, double restore, double training, double data,
+  static process::RankLedger ledger(double startup, double comm_init, double restore, double training, double data,
                                double comm, double eval, double ckpt, int64_t steps, double step_s) {
     process::RankLedger l;
     l[TimePart::kStartup] = startup;
@@ -29,7 +43,7 @@ class GoodputLedgerTest : public ::testing::Test {
     l.comm_init_s = comm_init;
     l.steps = steps;
     l.step_seconds = step_s;
-    return process::to_json(l);
+    return l;
   }
   LedgerClock::time_point t0_ = LedgerClock::now();
 };
@@ -39,21 +53,21 @@ class GoodputLedgerTest : public ::testing::Test {
 TEST_F(GoodputLedgerTest, AFailedAttemptKeepsItsCheckpointedPartsAndLosesTheRest) {
   GoodputLedger g;
   g.on_attempt_start(0, at(0));
-  g.on_event(0, {{"event", "started"}, {"resumed_step", 0}, {"ledger", ledger(0.8, 0.3, 0, 0, 0, 0, 0, 0, 0, 0)}},
+  g.on_event(0, started(0, ledger(0.8, 0.3, 0, 0, 0, 0, 0, 0, 0, 0)),
              at(1));
   g.on_event(0,
-             {{"event", "checkpoint"}, {"step", 40}, {"ledger", ledger(0.8, 0.3, 0, 1.5, 0.1, 0.4, 0, 0.1, 40, 2.0)}},
+             checkpoint(40, ledger(0.8, 0.3, 0, 1.5, 0.1, 0.4, 0, 0.1, 40, 2.0)),
              at(5));
-  g.on_event(1, {{"event", "progress"}, {"step", 60}}, at(6));
-  g.on_event(0, {{"event", "progress"}, {"step", 60}, {"ledger", ledger(0.8, 0.3, 0, 2.2, 0.2, 0.6, 0, 0.1, 60, 3.0)}},
+  g.on_event(1, progress(60), at(6));
+  g.on_event(0, progress(60, ledger(0.8, 0.3, 0, 2.2, 0.2, 0.6, 0, 0.1, 60, 3.0)),
              at(6));
   g.on_failure(at(6.5));
   g.on_failure(at(7));                                            // the other ranks' exits change nothing
-  g.on_event(0, {{"event", "progress"}, {"step", 90}}, at(6.6));  // nor what a dying gang still reports
+  g.on_event(0, progress(90), at(6.6));  // nor what a dying gang still reports
   g.on_attempt_start(1, at(7));
-  g.on_event(0, {{"event", "started"}, {"resumed_step", 40}, {"ledger", ledger(0.9, 0.2, 0.05, 0, 0, 0, 0, 0, 0, 0)}},
+  g.on_event(0, started(40, ledger(0.9, 0.2, 0.05, 0, 0, 0, 0, 0, 0, 0)),
              at(8));
-  g.on_event(0, {{"event", "finished"}, {"ledger", ledger(0.9, 0.2, 0.05, 10, 0.5, 1, 0.4, 0.1, 100, 11.5)}}, at(20));
+  g.on_event(0, finished(ledger(0.9, 0.2, 0.05, 10, 0.5, 1, 0.4, 0.1, 100, 11.5)), at(20));
   const JobGoodput t = g.totals(at(20.5));
   EXPECT_DOUBLE_EQ(t.wall_s, 20.5);
   EXPECT_EQ(t.lost_steps, 30);
@@ -73,14 +87,14 @@ TEST_F(GoodputLedgerTest, AFailedAttemptKeepsItsCheckpointedPartsAndLosesTheRest
 TEST_F(GoodputLedgerTest, ASurvivorsLastWordsGiveTheLostStepsExactly) {
   GoodputLedger g;
   g.on_attempt_start(0, at(0));
-  g.on_event(0, {{"event", "started"}, {"resumed_step", 0}}, at(1));
+  g.on_event(0, started(0), at(1));
   g.on_event(0,
-             {{"event", "checkpoint"}, {"step", 40}, {"ledger", ledger(0.8, 0.3, 0, 1.5, 0.1, 0.4, 0, 0.1, 40, 2.0)}},
+             checkpoint(40, ledger(0.8, 0.3, 0, 1.5, 0.1, 0.4, 0, 0.1, 40, 2.0)),
              at(5));
-  g.on_event(0, {{"event", "progress"}, {"step", 60}, {"ledger", ledger(0.8, 0.3, 0, 2.2, 0.2, 0.6, 0, 0.1, 60, 3.0)}},
+  g.on_event(0, progress(60, ledger(0.8, 0.3, 0, 2.2, 0.2, 0.6, 0, 0.1, 60, 3.0)),
              at(6));
   g.on_failure(at(6.5));  // the extrapolation would say 70
-  g.on_event(0, {{"event", "aborted"}, {"rank", 0}, {"step", 63}}, at(6.6));
+  g.on_event(0, process::AbortedEvent{.rank = 0, .step = 63}, at(6.6));
   const JobGoodput t = g.totals(at(7));
   EXPECT_EQ(t.lost_steps, 23);
   ASSERT_EQ(t.losses.size(), 1u);
@@ -94,11 +108,11 @@ TEST_F(GoodputLedgerTest, AFailureBeforeTrainingLosesNoWorkAndTimeToTargetSpansT
   g.on_attempt_start(0, at(0));
   g.on_failure(at(3));  // a rank died in start-up: nothing had trained
   g.on_attempt_start(1, at(4));
-  g.on_event(0, {{"event", "started"}, {"resumed_step", 0}}, at(5));
-  g.on_event(0, {{"event", "evaluated"}, {"accuracy", 0.5}}, at(9));
+  g.on_event(0, started(0), at(5));
+  g.on_event(0, evaluated(0.5), at(9));
   EXPECT_FALSE(g.time_to_target_s());
-  g.on_event(0, {{"event", "evaluated"}, {"accuracy", 0.95}, {"time_to_target_s", 7.0}}, at(12));
-  g.on_event(0, {{"event", "evaluated"}, {"accuracy", 0.96}, {"time_to_target_s", 7.0}}, at(13));
+  g.on_event(0, evaluated(0.95, 7.0), at(12));
+  g.on_event(0, evaluated(0.96, 7.0), at(13));
   ASSERT_TRUE(g.time_to_target_s());
   EXPECT_DOUBLE_EQ(*g.time_to_target_s(), 7.0);  // from the first training step, attempt 1's started event
   const JobGoodput t = g.totals(at(14));
@@ -110,9 +124,9 @@ TEST_F(GoodputLedgerTest, AFailureBeforeTrainingLosesNoWorkAndTimeToTargetSpansT
 TEST_F(GoodputLedgerTest, TheSummaryAndResultLineCarryTheLedger) {
   RunReport r;
   r.on_attempt_start(0, at(0));
-  r.on_event(0, {{"event", "started"}, {"resumed_step", 0}, {"ledger", ledger(1, 0.25, 0, 0, 0, 0, 0, 0, 0, 0)}},
+  r.on_event(0, started(0, ledger(1, 0.25, 0, 0, 0, 0, 0, 0, 0, 0)),
              at(1));
-  r.on_event(0, {{"event", "finished"}, {"ledger", ledger(1, 0.25, 0, 8, 0, 0.5, 0.25, 0, 80, 8.8)}}, at(10));
+  r.on_event(0, finished(ledger(1, 0.25, 0, 8, 0, 0.5, 0.25, 0, 80, 8.8)), at(10));
   const auto lines = r.summary({api::Phase::kSucceeded, controller::Reason::kNone, "", 1}, 10, at(10));
   const std::string& result = lines.back();
   EXPECT_NE(

@@ -54,16 +54,16 @@ TEST(EpochRows, ComeFromRankZerosProgressAndEvaluationEvents) {
   RunReport r;
   r.on_attempt_start(0);
   auto progress = [&](int rank, int epoch, double loss, double ips) {
-    r.on_event(rank, {{"event", "progress"}, {"epoch", epoch}, {"loss", loss}, {"images_per_s", ips}});
+    r.on_event(rank, process::ProgressEvent{.rank = rank, .epoch = epoch, .loss = loss, .images_per_s = ips});
   };
   progress(0, 1, 2.0, 100);
   progress(1, 1, 9.0, 900);  // another rank's figures are its own, not the gang's
   progress(0, 1, 1.0, 300);
-  r.on_event(0, {{"event", "evaluated"}, {"epoch", 1}, {"loss", 0.8}, {"accuracy", 0.7}, {"elapsed_s", 10.0}});
-  r.on_event(0, {{"event", "evaluated"}, {"epoch", 2}, {"loss", 0.6}, {"accuracy", 0.8}, {"elapsed_s", 14.5}});
+  r.on_event(0, process::EvaluatedEvent{.epoch = 1, .accuracy = 0.7, .loss = 0.8, .elapsed_s = 10.0});
+  r.on_event(0, process::EvaluatedEvent{.epoch = 2, .accuracy = 0.8, .loss = 0.6, .elapsed_s = 14.5});
   r.on_attempt_start(1);  // the restarted attempt's trainer clock starts again
   progress(0, 3, 0.5, 400);
-  r.on_event(0, {{"event", "evaluated"}, {"epoch", 3}, {"loss", 0.4}, {"accuracy", 0.9}, {"elapsed_s", 3.0}});
+  r.on_event(0, process::EvaluatedEvent{.epoch = 3, .accuracy = 0.9, .loss = 0.4, .elapsed_s = 3.0});
   const auto& rows = r.epochs();
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].epoch, 1);
@@ -82,21 +82,11 @@ TEST(EpochRows, ComeFromRankZerosProgressAndEvaluationEvents) {
 TEST(EpochRows, TheEvaluationsOwnEpochFiguresWin) {
   RunReport r;
   r.on_attempt_start(0);
-  r.on_event(0, {{"event", "progress"}, {"epoch", 1}, {"loss", 2.0}, {"images_per_s", 100}});
-  r.on_event(0, {{"event", "evaluated"},
-                 {"epoch", 1},
-                 {"loss", 0.8},
-                 {"accuracy", 0.7},
-                 {"elapsed_s", 1.0},
-                 {"train_loss", 1.25},
-                 {"images_per_s", 5000.0}});
-  r.on_event(0, {{"event", "evaluated"},
-                 {"epoch", 2},
-                 {"loss", 0.6},
-                 {"accuracy", 0.8},
-                 {"elapsed_s", 1.4},
-                 {"train_loss", 0.75},
-                 {"images_per_s", 6000.0}});
+  r.on_event(0, process::ProgressEvent{.epoch = 1, .loss = 2.0, .images_per_s = 100});
+  r.on_event(0, process::EvaluatedEvent{
+                    .epoch = 1, .accuracy = 0.7, .loss = 0.8, .elapsed_s = 1.0, .train_loss = 1.25, .images_per_s = 5000.0});
+  r.on_event(0, process::EvaluatedEvent{
+                    .epoch = 2, .accuracy = 0.8, .loss = 0.6, .elapsed_s = 1.4, .train_loss = 0.75, .images_per_s = 6000.0});
   const auto& rows = r.epochs();
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_DOUBLE_EQ(*rows[0].train_loss, 1.25);
@@ -189,7 +179,7 @@ struct ConsoleRig {
     std::fflush(out);
     return std::string(buffer, size);
   }
-  void event(int rank, const nlohmann::json& e) {
+  void event(int rank, const process::WorkerEvent& e) {
     console->on_line(rank, process::Stream::kStdout, process::format_event(e));
   }
   void log(int rank, const std::string& line) { console->on_line(rank, process::Stream::kStderr, line); }
@@ -207,8 +197,8 @@ struct ConsoleRig {
   std::optional<Console> console;
 };
 
-const nlohmann::json kProgress = {{"event", "progress"}, {"epoch", 1}, {"epochs", 2}, {"step", 5},
-                                  {"steps_total", 10},   {"loss", 0.5}, {"images_per_s", 100}};
+const process::ProgressEvent kProgress = {
+    .epoch = 1, .epochs = 2, .step = 5, .steps_total = 10, .loss = 0.5, .images_per_s = 100};
 const std::string kWarning = "2026-01-01T00:00:00.000Z W x.cc:1] slow disk";
 
 TEST(Console, APipeGetsRankZerosLogAndEveryRanksWarningsAndEveryLogFileHoldsItsRank) {
@@ -218,7 +208,7 @@ TEST(Console, APipeGetsRankZerosLogAndEveryRanksWarningsAndEveryLogFileHoldsItsR
   rig.log(1, kWarning);
   rig.event(0, kProgress);
   rig.log(0, "rank zero trains");
-  rig.event(0, {{"event", "evaluated"}, {"epoch", 1}, {"loss", 0.4}, {"accuracy", 0.5}, {"elapsed_s", 2.0}});
+  rig.event(0, process::EvaluatedEvent{.epoch = 1, .accuracy = 0.5, .loss = 0.4, .elapsed_s = 2.0});
   const std::string text = rig.text();
   EXPECT_NE(text.find("[rank 0] rank zero starts\n"), std::string::npos) << text;
   EXPECT_NE(text.find("[rank 0] rank zero trains\n"), std::string::npos) << text;
@@ -247,6 +237,17 @@ TEST(Console, VerboseShowsEveryRanksLines) {
   ConsoleRig rig(/*terminal=*/false, /*all_ranks=*/true);
   rig.log(1, "rank one starts");
   EXPECT_NE(rig.text().find("[rank 1] rank one starts\n"), std::string::npos) << rig.text();
+}
+
+// An event line of another build (a field renamed or missing) is not silently dropped: the console says so, once.
+TEST(Console, AnEventLineThatDoesNotReadIsSaidOnce) {
+  ConsoleRig rig(/*terminal=*/false);
+  rig.log(0, "@torus-event {\"event\":\"progress\",\"rank\":0,\"epoch\":1}");
+  rig.log(0, "@torus-event {\"event\":\"progres\",\"rank\":0}");
+  const std::string text = rig.text();
+  const std::string said = "torus run: rank 0 wrote an event this torus cannot read (progress.epochs: missing)";
+  EXPECT_NE(text.find(said), std::string::npos) << text;
+  EXPECT_EQ(text.find("cannot read", text.find(said) + said.size()), std::string::npos) << "said once:\n" << text;
 }
 
 // A worker tags its log lines with its rank (common/log); the console's prefix says it already: each tag once.

@@ -10,16 +10,16 @@ namespace {
 TEST(RunReport, ProgressLineFromRankZeroEvents) {
   RunReport r;
   r.on_attempt_start(0);
-  r.on_event(0, {{"event", "progress"},
-                 {"epoch", 2},
-                 {"epochs", 4},
-                 {"step", 312},
-                 {"steps_total", 940},
-                 {"loss", 0.4123},
-                 {"images_per_s", 1987.4},
-                 {"eta_s", 62.0}});
-  r.on_event(1, {{"event", "progress"}, {"epoch", 9}, {"loss", 9.0}});  // other ranks do not speak for the gang
-  r.on_event(0, {{"event", "evaluated"}, {"epoch", 2}, {"accuracy", 0.912}});
+  r.on_event(0, process::ProgressEvent{.epoch = 2,
+                                       .epochs = 4,
+                                       .step = 312,
+                                       .steps_total = 940,
+                                       .loss = 0.4123,
+                                       .images_per_s = 1987.4,
+                                       .eta_s = 62.0});
+  // other ranks do not speak for the gang
+  r.on_event(1, process::ProgressEvent{.rank = 1, .epoch = 9, .loss = 9.0});
+  r.on_event(0, process::EvaluatedEvent{.epoch = 2, .accuracy = 0.912});
   EXPECT_EQ(r.progress_line(),
             "epoch 2/4 |██████▋             |  33% · step 312/940 · loss 0.412 · acc 91.20% · 1987 img/s · ETA 1m02s");
   EXPECT_EQ(r.progress_line(BarStyle::kAscii),
@@ -33,11 +33,11 @@ TEST(RunReport, SummaryEndsWithMachineReadableResult) {
     return t0 + std::chrono::duration_cast<LedgerClock::duration>(std::chrono::duration<double>(s));
   };
   r.on_attempt_start(0, at(0));
-  r.on_event(0, {{"event", "started"}, {"metrics_port", 9401}, {"target_accuracy", 0.92}}, at(2));
-  r.on_event(1, {{"event", "started"}, {"metrics_port", 9402}}, at(2));
+  r.on_event(0, process::StartedEvent{.world_size = 2, .metrics_port = 9401, .target_accuracy = 0.92}, at(2));
+  r.on_event(1, process::StartedEvent{.rank = 1, .world_size = 2, .metrics_port = 9402}, at(2));
   r.on_attempt_start(1, at(20));
-  r.on_event(0, {{"event", "evaluated"}, {"accuracy", 0.925}, {"time_to_target_s", 101.26}}, at(130));
-  r.on_event(0, {{"event", "finished"}, {"accuracy", 0.931}, {"images_per_s", 2210.0}, {"busbw_gbps", 3.5}}, at(131));
+  r.on_event(0, process::EvaluatedEvent{.accuracy = 0.925, .time_to_target_s = 101.26}, at(130));
+  r.on_event(0, process::FinishedEvent{.images_per_s = 2210.0, .busbw_gbps = 3.5, .accuracy = 0.931}, at(131));
   GangOutcome out{api::Phase::kSucceeded, controller::Reason::kNone, "", 2};
   auto lines = r.summary(out, 132, at(132));
   ASSERT_FALSE(lines.empty());
@@ -58,11 +58,8 @@ TEST(RunReport, SummaryEndsWithMachineReadableResult) {
 TEST(RunReport, SummaryNamesTheAlgorithmThatRanAndItsBytesPerCall) {
   RunReport r;
   r.on_attempt_start(0);
-  r.on_event(0, {{"event", "finished"},
-                 {"busbw_gbps", 1.25},
-                 {"allreduce_algorithm", "ring"},
-                 {"allreduce_calls", 8},
-                 {"allreduce_bytes", 8000}});
+  r.on_event(0, process::FinishedEvent{
+                    .busbw_gbps = 1.25, .allreduce_algorithm = "ring", .allreduce_calls = 8, .allreduce_bytes = 8000});
   const auto lines = r.summary(GangOutcome{api::Phase::kSucceeded, controller::Reason::kNone, "", 1}, 10);
   EXPECT_NE(std::find(lines.begin(), lines.end(), "all-reduce: ring, 8 calls, 1000 bytes per call"), lines.end());
   EXPECT_NE(lines.back().find(" allreduce_algorithm=ring allreduce_bytes_per_call=1000"), std::string::npos)
@@ -82,13 +79,12 @@ TEST(RunReport, FailureCarriesTheReason) {
 // Where the run started, and a run that trained nothing, in words and in the RESULT line.
 TEST(RunReport, SummarySaysWhereTheRunStartedAndWhenNothingWasLeftToTrain) {
   RunReport r;
-  r.set_run("new-run");
   r.on_attempt_start(0);
-  r.on_event(0, {{"event", "started"},
-                 {"resumed_step", 234},
-                 {"resumed_from", {{"reason", "ResumeFrom"}, {"run", "old-run"}, {"path", "/ckpt/old-run/ckpt-234.torus"}}},
-                 {"left_to_train", "all epochs done"}});
-  r.on_event(0, {{"event", "finished"}, {"accuracy", 0.8912}, {"left_to_train", "all epochs done"}});
+  r.on_event(0, process::StartedEvent{.run = "new-run",
+                                      .resumed_step = 234,
+                                      .resumed_from = {"ResumeFrom", "old-run", "/ckpt/old-run/ckpt-234.torus"},
+                                      .left_to_train = "all epochs done"});
+  r.on_event(0, process::FinishedEvent{.accuracy = 0.8912, .left_to_train = "all epochs done"});
   const auto lines = r.summary(GangOutcome{api::Phase::kSucceeded, controller::Reason::kNone, "", 1}, 2);
   EXPECT_NE(std::find(lines.begin(), lines.end(),
                       "start: run new-run resumed at step 234 from run old-run's checkpoint "
@@ -102,9 +98,8 @@ TEST(RunReport, SummarySaysWhereTheRunStartedAndWhenNothingWasLeftToTrain) {
       << lines.back();
 
   RunReport fresh;
-  fresh.set_run("r2");
   fresh.on_attempt_start(0);
-  fresh.on_event(0, {{"event", "started"}, {"resumed_step", 0}, {"resumed_from", {{"reason", "Fresh"}}}});
+  fresh.on_event(0, process::StartedEvent{.run = "r2"});
   const auto fresh_lines = fresh.summary(GangOutcome{api::Phase::kSucceeded, controller::Reason::kNone, "", 1}, 2);
   EXPECT_NE(std::find(fresh_lines.begin(), fresh_lines.end(), "start: run r2 trained from step 0 (a new run)"),
             fresh_lines.end());

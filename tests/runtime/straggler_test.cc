@@ -12,11 +12,11 @@ namespace {
 using process::TimePart;
 
 // A progress event of a rank whose own work took `per_step` seconds in each of `steps` steps.
-nlohmann::json progress(int64_t steps, double per_step) {
+process::ProgressEvent progress(int64_t steps, double per_step) {
   process::RankLedger l;
   l.steps = steps;
   l[TimePart::kTraining] = per_step * static_cast<double>(steps);
-  return {{"event", "progress"}, {"step", steps}, {"ledger", process::to_json(l)}};
+  return {.step = steps, .ledger = l};
 }
 
 TEST(StragglerWatch, TheRankThatArrivesLateOverAWindowIsNamed) {
@@ -70,8 +70,8 @@ TEST(StragglerWatch, EveryClosedWindowSaysItsSlowestRankAndWhetherItStraggles) {
 
 TEST(StragglerWatch, TheSummaryNamesIt) {
   RunReport r;
-  r.on_event(0, {{"event", "started"}, {"world_size", 2}});
-  r.on_event(1, {{"event", "started"}, {"world_size", 2}});
+  r.on_event(0, process::StartedEvent{.rank = 0, .world_size = 2});
+  r.on_event(1, process::StartedEvent{.rank = 1, .world_size = 2});
   r.on_event(0, progress(1, 0.01));
   r.on_event(1, progress(1, 0.02));
   EXPECT_FALSE(r.on_event(0, progress(80, 0.01)));

@@ -90,16 +90,16 @@ class Pods {
 
   pid_t pid(size_t pod) const { return sup_.pid(pod); }
   void signal(size_t pod, int signo) { sup_.signal(pod, signo); }
-  std::vector<nlohmann::json> events(const std::string& type) const {
-    std::vector<nlohmann::json> out;
+  std::vector<process::WorkerEvent> events(std::string_view type) const {
+    std::vector<process::WorkerEvent> out;
     for (const auto& e : events_)
-      if (e.value("event", "") == type) out.push_back(e);
+      if (process::event_name(e) == type) out.push_back(e);
     return out;
   }
   std::string log() const { return log_.str(); }
 
  private:
-  bool seen(const std::string& type) const { return !events(type).empty(); }
+  bool seen(std::string_view type) const { return !events(type).empty(); }
   void on_line(size_t pod, std::string_view line) {
     log_ << "[pod " << pod << "] " << line << "\n";
     if (auto e = process::parse_event(line)) events_.push_back(*e);
@@ -108,7 +108,7 @@ class Pods {
   int world_;
   std::string job_file_;
   int port_ = 0;
-  std::vector<nlohmann::json> events_;
+  std::vector<process::WorkerEvent> events_;
   std::ostringstream log_;
   std::optional<process::Termination> ended_early_;
   process::Supervisor sup_{[this](size_t i, process::Stream, std::string_view line) { on_line(i, line); }};
@@ -138,10 +138,10 @@ TEST_F(LocalRanks, TwoPodsOfTwoProcessesFormAWorldOfFourAndTrain) {
   EXPECT_EQ(codes, (std::map<size_t, int>{{0, 0}, {1, 0}})) << pods.log();
   std::set<int> started, finished;
   for (const auto& e : pods.events("started")) {
-    started.insert(e.value("rank", -1));
-    EXPECT_EQ(e.value("world_size", 0), 4) << e.dump();
+    started.insert(process::event_rank(e));
+    EXPECT_EQ(std::get<process::StartedEvent>(e).world_size, 4) << process::format_event(e);
   }
-  for (const auto& e : pods.events("finished")) finished.insert(e.value("rank", -1));
+  for (const auto& e : pods.events("finished")) finished.insert(process::event_rank(e));
   EXPECT_EQ(started, (std::set<int>{0, 1, 2, 3})) << pods.log();
   EXPECT_EQ(finished, (std::set<int>{0, 1, 2, 3})) << pods.log();
 }

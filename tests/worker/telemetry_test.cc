@@ -126,8 +126,10 @@ TEST(Telemetry, TheLedgerSplitsTheRanksTime) {
   const auto line = events.substr(events.rfind('\n', pos) + 1, events.find('\n', pos) - events.rfind('\n', pos) - 1);
   const auto parsed = process::parse_event(line);
   ASSERT_TRUE(parsed) << line;
-  EXPECT_DOUBLE_EQ(process::rank_ledger_from_json((*parsed)["ledger"])[TimePart::kCheckpoint], 0.125);
-  EXPECT_DOUBLE_EQ((*parsed)["seconds"].get<double>(), 0.125);
+  const auto* written = std::get_if<process::CheckpointEvent>(&*parsed);
+  ASSERT_NE(written, nullptr) << line;
+  EXPECT_DOUBLE_EQ(written->ledger[TimePart::kCheckpoint], 0.125);
+  EXPECT_DOUBLE_EQ(written->seconds, 0.125);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/launch/checkpoint_layout.h"
+#include "common/metrics/rates.h"
 #include "common/process/worker_events.h"
 #include "common/util/main_guard.h"
 
@@ -71,14 +72,16 @@ void Telemetry::started(const train::Resumed& resumed, train::LeftToTrain left, 
   ledger_.comm_init_s = times.comm_init_s;
   goodput_->set_comm_init(times.comm_init_s);
   const std::string reason(launch::to_string(resumed.reason));
-  nlohmann::json e = {{"event", process::event::kStarted}, {"rank", options_.rank},
-                      {"world_size", options_.world_size}, {"attempt", options_.attempt},
-                      {"run", options_.run},               {"resumed_step", resumed.step},
-                      {"ledger", to_json(ledger_)}};
-  e["resumed_from"] = {{"reason", reason}, {"run", resumed.from_run}, {"path", resumed.path}};
-  if (left != train::LeftToTrain::kSome) e["left_to_train"] = train::to_string(left);
-  if (auto port = metrics_port()) e["metrics_port"] = *port;
-  if (options_.target_accuracy > 0) e["target_accuracy"] = options_.target_accuracy;
+  process::StartedEvent e{.rank = options_.rank,
+                          .world_size = options_.world_size,
+                          .attempt = options_.attempt,
+                          .run = options_.run,
+                          .resumed_step = resumed.step,
+                          .resumed_from = {reason, resumed.from_run, resumed.path},
+                          .ledger = ledger_};
+  if (left != train::LeftToTrain::kSome) e.left_to_train = std::string(train::to_string(left));
+  if (auto port = metrics_port()) e.metrics_port = *port;
+  if (options_.target_accuracy > 0) e.target_accuracy = options_.target_accuracy;
   finished_step_.store(resumed.step, std::memory_order_relaxed);
   metrics_->global_step.set(static_cast<double>(resumed.step));
   metrics_->resumed_step.set(static_cast<double>(resumed.step));
@@ -109,17 +112,17 @@ void Telemetry::on_event(const ProgressEvent& e) {
       metrics_->last_checkpoint_step.set(static_cast<double>(e.step));
       metrics_->last_checkpoint_epoch.set(static_cast<double>(e.epoch));
       metrics_->last_checkpoint_timestamp.set_to_current_time();
-      process::emit_event({{"event", process::event::kCheckpoint},
-                           {"rank", options_.rank},
-                           {"path", e.checkpoint_path},
-                           {"step", e.step},
-                           {"epoch", e.epoch},
-                           {"seconds", e.checkpoint_seconds},
-                           {"ledger", to_json(ledger_)}});
+      process::emit_event(process::CheckpointEvent{.rank = options_.rank,
+                                                   .path = e.checkpoint_path,
+                                                   .step = e.step,
+                                                   .epoch = static_cast<int>(e.epoch),
+                                                   .seconds = e.checkpoint_seconds,
+                                                   .ledger = ledger_});
       break;
     case EventKind::kEpochEnd:
       epoch_end_ = std::chrono::steady_clock::now();
-      epoch_summary_ = EpochSummary{e.epoch, e.loss, e.images_per_second * options_.world_size};
+      epoch_summary_ =
+          EpochSummary{e.epoch, e.loss, metrics::gang_images_per_second(e.images_per_second, options_.world_size)};
       metrics_->update_resident_memory();
       break;
     case EventKind::kFinished:
@@ -132,7 +135,6 @@ void Telemetry::sample_collectives() {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_sample_ < std::chrono::seconds(1)) return;
   last_sample_ = now;
-  const double ratio = 2.0 * (options_.world_size - 1) / options_.world_size;
   uint64_t best_bytes = 0;
   double global_bytes = 0, global_seconds = 0;
   for (const CollectiveSample& s : sampler_()) {
@@ -155,9 +157,10 @@ void Telemetry::sample_collectives() {
     const double per_call_seconds = seconds / static_cast<double>(calls);
     const double per_call_bytes = bytes / static_cast<double>(calls);
     metrics::CollectiveMetrics& m = metrics_->collective(s.algorithm, s.level);
-    for (uint64_t i = 0; i < calls; ++i) m.observe(per_call_bytes, per_call_seconds, bytes / seconds * ratio);
+    const double bus = metrics::bus_bandwidth(bytes, seconds, options_.world_size);
+    for (uint64_t i = 0; i < calls; ++i) m.observe(per_call_bytes, per_call_seconds, bus);
   }
-  if (global_seconds > 0) busbw_gbps_ = global_bytes / global_seconds * ratio / 1e9;
+  busbw_gbps_ = metrics::bus_bandwidth(global_bytes, global_seconds, options_.world_size) / 1e9;
 }
 
 void Telemetry::on_step(const ProgressEvent& e) {
@@ -181,8 +184,7 @@ void Telemetry::on_step(const ProgressEvent& e) {
                         e.images);
   last_step_elapsed_ = e.elapsed_seconds;
   last_step_ = e.step;
-  // Synchronous data parallelism: every rank moves at the gang's pace, so the gang's throughput is world x ours.
-  images_per_second_ = e.images_per_second * options_.world_size;
+  images_per_second_ = metrics::gang_images_per_second(e.images_per_second, options_.world_size);
   metrics_->images_per_second.set(e.images_per_second);
   metrics_->global_step.set(static_cast<double>(e.step));
   metrics_->epoch.set(e.fractional_epoch);
@@ -195,21 +197,18 @@ void Telemetry::on_step(const ProgressEvent& e) {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_event_ < options_.event_interval) return;
   last_event_ = now;
-  const double eta = step_seconds_ema_ > 0
-                         ? step_seconds_ema_ * static_cast<double>(std::max<int64_t>(options_.total_steps - e.step, 0))
-                         : -1.0;
-  process::emit_event({{"event", process::event::kProgress},
-                       {"rank", options_.rank},
-                       {"epoch", e.epoch + 1},
-                       {"epochs", options_.epochs},
-                       {"step", e.step},
-                       {"steps_total", options_.total_steps},
-                       {"loss", e.loss},
-                       {"lr", e.lr},
-                       {"images_per_s", images_per_second_},
-                       {"busbw_gbps", busbw_gbps_},
-                       {"eta_s", eta},
-                       {"ledger", to_json(ledger_)}});
+  process::emit_event(process::ProgressEvent{
+      .rank = options_.rank,
+      .epoch = static_cast<int>(e.epoch) + 1,  // the trainer counts from 0; a person from 1
+      .epochs = static_cast<int>(options_.epochs),
+      .step = e.step,
+      .steps_total = options_.total_steps,
+      .loss = e.loss,
+      .lr = e.lr,
+      .images_per_s = images_per_second_,
+      .busbw_gbps = busbw_gbps_,
+      .eta_s = metrics::eta_seconds(e.step, options_.total_steps, step_seconds_ema_),
+      .ledger = ledger_});
 }
 
 void Telemetry::on_evaluation(const ProgressEvent& e) {
@@ -220,31 +219,28 @@ void Telemetry::on_evaluation(const ProgressEvent& e) {
   }
   last_accuracy_ = e.accuracy;
   metrics_->validation_accuracy.set(e.accuracy);
-  nlohmann::json event = {{"event", process::event::kEvaluated},
-                          {"rank", options_.rank},
-                          {"epoch", e.epoch + 1},
-                          {"accuracy", e.accuracy},
-                          {"top5", e.top5},
-                          {"loss", e.loss},
-                          {"elapsed_s", e.elapsed_seconds}};
+  process::EvaluatedEvent event{.rank = options_.rank,
+                                 .epoch = static_cast<int>(e.epoch) + 1,  // the epoch just evaluated, from 1
+                                 .accuracy = e.accuracy,
+                                 .top5 = e.top5,
+                                 .loss = e.loss,
+                                 .elapsed_s = e.elapsed_seconds};
   // The epoch's own figures, from the trainer (its mean step loss, the gang's rate over the whole epoch): the
   // console's epoch row is exact, not a sample of the progress events.
   if (epoch_summary_ && epoch_summary_->epoch == e.epoch) {
-    event["train_loss"] = epoch_summary_->train_loss;
-    event["images_per_s"] = epoch_summary_->images_per_s;
+    event.train_loss = epoch_summary_->train_loss;
+    event.images_per_s = epoch_summary_->images_per_s;
   }
   if (options_.target_accuracy > 0 && e.accuracy >= options_.target_accuracy) {
     if (!time_to_target_) time_to_target_ = e.elapsed_seconds;
     metrics_->target_accuracy_reached.set(1);
   }
-  if (time_to_target_) event["time_to_target_s"] = *time_to_target_;
+  event.time_to_target_s = time_to_target_;
   process::emit_event(event);
 }
 
 void Telemetry::aborted() {
-  const nlohmann::json event = {{"event", process::event::kAborted},
-                                {"rank", options_.rank},
-                                {"step", finished_step_.load(std::memory_order_relaxed)}};
+  const process::AbortedEvent event{.rank = options_.rank, .step = finished_step_.load(std::memory_order_relaxed)};
   process::emit_event(event);
   // Also under the reason in the termination log: the operator reads the step each survivor reached from the pod's
   // status, so the attempt's lost work is counted from it, not from its last progress reading.
@@ -252,17 +248,16 @@ void Telemetry::aborted() {
 }
 
 void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::string& algorithm) {
-  nlohmann::json event = {{"event", process::event::kFinished},
-                          {"rank", options_.rank},
-                          {"steps", r.steps},
-                          {"epochs", r.epochs_completed},
-                          {"elapsed_s", r.seconds},
-                          {"images_per_s", images_per_second_},
-                          {"busbw_gbps", busbw_gbps},
-                          {"reached_target", r.reached_target}};
-  if (r.left_at_start != train::LeftToTrain::kSome) event["left_to_train"] = train::to_string(r.left_at_start);
-  if (r.last_eval.samples > 0) event["accuracy"] = r.last_eval.top1;  // no evaluation ran: no accuracy to report
-  if (!algorithm.empty()) event["allreduce_algorithm"] = algorithm;
+  process::FinishedEvent event{.rank = options_.rank,
+                                .steps = r.steps,
+                                .epochs = static_cast<int>(r.epochs_completed),
+                                .elapsed_s = r.seconds,
+                                .images_per_s = images_per_second_,
+                                .busbw_gbps = busbw_gbps,
+                                .reached_target = r.reached_target};
+  if (r.left_at_start != train::LeftToTrain::kSome) event.left_to_train = std::string(train::to_string(r.left_at_start));
+  if (r.last_eval.samples > 0) event.accuracy = r.last_eval.top1;  // no evaluation ran: no accuracy to report
+  if (!algorithm.empty()) event.allreduce_algorithm = algorithm;
   // What the algorithm carried over the whole run (read now: the last periodic sample may be a second old).
   uint64_t calls = 0, bytes = 0;
   if (sampler_ && !algorithm.empty()) {
@@ -273,11 +268,11 @@ void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::strin
     }
   }
   if (calls > 0) {
-    event["allreduce_calls"] = calls;
-    event["allreduce_bytes"] = bytes;
+    event.allreduce_calls = calls;
+    event.allreduce_bytes = bytes;
   }
-  if (r.reached_target) event["time_to_target_s"] = r.seconds_to_target;
-  event["ledger"] = to_json(ledger_);
+  if (r.reached_target) event.time_to_target_s = r.seconds_to_target;
+  event.ledger = ledger_;
   process::emit_event(event);
 }
 

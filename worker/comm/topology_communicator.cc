@@ -3,13 +3,13 @@
 #include <algorithm>
 
 #include "common/log/log.h"
+#include "common/metrics/rates.h"
 #include "common/util/error.h"
 
 namespace torus::comm {
 
 double bus_bandwidth(size_t bytes, double seconds, int ranks) {
-  if (seconds <= 0 || ranks <= 1) return 0;
-  return static_cast<double>(bytes) / seconds * 2.0 * (ranks - 1) / ranks;
+  return metrics::bus_bandwidth(static_cast<double>(bytes), seconds, ranks);
 }
 
 TopologyCommunicator::TopologyCommunicator(int rank, Planner planner, std::shared_ptr<Store> store,
