@@ -70,7 +70,11 @@ std::optional<api::Progress> progress_from_metrics(const std::map<std::string, d
   auto epoch = sample(s, "torus_worker_epoch");
   if (!step && !epoch) return std::nullopt;
   api::Progress p;
-  p.epoch = static_cast<int32_t>(std::floor(epoch.value_or(0)));
+  // The epoch under way, 1-based, as torus run's console counts it (the metric is epochs done, fractional); the last
+  // one once all are done.
+  p.epoch = static_cast<int32_t>(std::floor(epoch.value_or(0))) + 1;
+  if (auto planned = sample(s, "torus_worker_planned_epochs"); planned && *planned >= 1)
+    p.epoch = std::min(p.epoch, static_cast<int32_t>(*planned));
   p.step = static_cast<int64_t>(step.value_or(0));
   p.loss = sample(s, "torus_worker_loss").value_or(0);
   p.accuracy = sample(s, "torus_worker_validation_accuracy").value_or(0);

@@ -87,7 +87,7 @@ TEST(TorusRun, AlwaysFailingWorkerExhaustsTheBackoffLimit) {
 // What each rank of a run did, from the logs `torus run` keeps per rank (rank-N.log in --log-dir).
 struct RankLog {
   int steps = -1;           // "finished: E epochs, S steps"
-  std::string train_loss;   // "epoch 0 done: train loss L": the mean over the rank's own shard
+  std::string train_loss;   // "epoch 1/1 done: train loss L": the mean over the rank's own shard
 };
 
 std::map<int, RankLog> rank_logs(const fs::path& dir) {
@@ -102,7 +102,7 @@ std::map<int, RankLog> rank_logs(const fs::path& dir) {
     for (std::string line; std::getline(in, line);) {
       std::smatch f;
       if (std::regex_search(line, f, std::regex("finished: [0-9]+ epochs, ([0-9]+) steps"))) log.steps = std::stoi(f[1]);
-      if (std::regex_search(line, f, std::regex("epoch 0 done: train loss ([0-9.]+)"))) log.train_loss = f[1];
+      if (std::regex_search(line, f, std::regex("epoch 1/1 done: train loss ([0-9.]+)"))) log.train_loss = f[1];
     }
   }
   return out;

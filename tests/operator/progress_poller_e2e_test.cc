@@ -69,7 +69,7 @@ TEST_F(ProgressPollerE2E, AQuietRunningJobIsPolledOnThePeriod) {
   rank0.global_step.set(250);
   rank0.epoch.set(1.25);
   ASSERT_TRUE(eventually([] { return progress_step("victor") == 250; }, 20s)) << progress_step("victor");
-  EXPECT_EQ(job("victor")->at("status").at("progress").value("epoch", -1), 1);
+  EXPECT_EQ(job("victor")->at("status").at("progress").value("epoch", -1), 2) << "1.25 done: the 2nd under way";
   // status.goodput (issue 31.2): rank 0's ledger, through the CRD's schema (nothing pruned).
   const json goodput_status = job("victor")->at("status").value("goodput", json::object());
   EXPECT_DOUBLE_EQ(goodput_status.value("seconds", json::object()).value("training", -1.0), 12.25) << goodput_status;

@@ -33,7 +33,7 @@ TEST(Progress, ParsesExposition) {
 TEST(Progress, StatusFieldsAndEta) {
   auto p = progress_from_metrics(parse_prometheus_text(kExposition), 2, "2026-11-22T06:00:00Z");
   ASSERT_TRUE(p);
-  EXPECT_EQ(p->epoch, 1);
+  EXPECT_EQ(p->epoch, 2) << "1.25 epochs done: the second is under way (1-based, as the console counts)";
   EXPECT_EQ(p->step, 250);
   EXPECT_DOUBLE_EQ(p->loss, 0.5);
   EXPECT_DOUBLE_EQ(p->accuracy, 0.91);
@@ -43,6 +43,12 @@ TEST(Progress, StatusFieldsAndEta) {
   EXPECT_DOUBLE_EQ(p->bus_bandwidth_gbps, 2.5);
   // The gang-wide series with the most bytes; a level inside the hierarchy does not count.
   EXPECT_EQ(p->allreduce_algorithm, "hierarchical");
+}
+
+TEST(Progress, TheEpochIsTheOneUnderWayAndTheLastOnceAllAreDone) {
+  EXPECT_EQ(progress_from_metrics(parse_prometheus_text("torus_worker_epoch 0\n"), 1, "")->epoch, 1);
+  const auto done = parse_prometheus_text("torus_worker_epoch 4\ntorus_worker_planned_epochs 4\n");
+  EXPECT_EQ(progress_from_metrics(done, 1, "")->epoch, 4);
 }
 
 TEST(Progress, NoAllReduceYetNamesNoAlgorithm) {

@@ -56,7 +56,7 @@ class LogObserver final : public TrainObserver {
  public:
   void on_event(const ProgressEvent& e) override {
     if (e.kind == EventKind::kEvaluation) {
-      TLOG(Info) << "evaluation after epoch " << e.epoch << ": top-1 " << e.accuracy * 100 << "%, top-5 "
+      TLOG(Info) << "evaluation after epoch " << e.epoch + 1 << ": top-1 " << e.accuracy * 100 << "%, top-5 "
                  << e.top5 * 100 << "%, loss " << e.loss;
     }
     if (e.kind == EventKind::kCheckpoint) {

@@ -93,7 +93,7 @@ Trainer::Stop Trainer::finish_step(const StepWork& work, EpochTally& tally) {
     tally.loss_sum += e.loss;
     deliver(e);
     if (config_.log_every_steps > 0 && step_ % config_.log_every_steps == 0) {
-      TLOG(Info) << "epoch " << epoch_ << " step " << step_ << " loss " << e.loss << " lr " << e.lr << " "
+      TLOG(Info) << "epoch " << epoch_ + 1 << "/" << config_.epochs << " step " << step_ << " loss " << e.loss << " lr " << e.lr << " "
                  << static_cast<int64_t>(e.images_per_second) << " img/s";
     }
   } else {
@@ -119,7 +119,7 @@ Trainer::Target Trainer::end_epoch(const EpochTally& tally, RunResult& result) {
   eval.accuracy = result.last_eval.top1;
   eval.top5 = result.last_eval.top5;
   emit(eval);
-  TLOG(Info) << "epoch " << epoch_ - 1 << " done: train loss " << end.loss << ", "
+  TLOG(Info) << "epoch " << epoch_ << "/" << config_.epochs << " done: train loss " << end.loss << ", "
              << static_cast<int64_t>(end.images_per_second) << " img/s; validation top-1 "
              << result.last_eval.top1 * 100 << "%, loss " << result.last_eval.loss << " (" << seconds_since(started_)
              << " s); " << tally.split.str();
