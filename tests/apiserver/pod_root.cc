@@ -83,7 +83,7 @@ void mirror(const fs::path& root, const RootMount& m, const fs::path& at) {
 }
 
 void apply(const fs::path& root, const RootMount& m) {
-  const fs::path at = root / fs::path(m.target).relative_path();
+  const fs::path at = resolve_in_root(root, m.target);
   // The mirror's link to the host's entry (/etc/hosts -> /.host/etc/hosts) gives way to what the pod mounts there;
   // following it would reach the host's tree, outside the new root.
   if (std::error_code ec; m.kind != Kind::kMirror && fs::is_symlink(fs::symlink_status(at, ec))) fs::remove(at);
@@ -124,6 +124,35 @@ void apply(const fs::path& root, const RootMount& m) {
 }
 
 }  // namespace
+
+fs::path resolve_in_root(const fs::path& root, const fs::path& target) {
+  fs::path at = root;
+  std::vector<fs::path> todo;
+  for (const auto& part : target.relative_path()) todo.insert(todo.begin(), part);
+  int links = 0;
+  while (!todo.empty()) {
+    const fs::path part = todo.back();
+    todo.pop_back();
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      if (at != root) at = at.parent_path();
+      continue;
+    }
+    const fs::path next = at / part;
+    std::error_code ec;
+    if (todo.empty() || !fs::is_symlink(fs::symlink_status(next, ec))) {
+      at = next;
+      continue;
+    }
+    if (++links > 40) throw InvalidArgument("pod root: too many links resolving " + target.string());
+    const fs::path link = fs::read_symlink(next);
+    if (link.is_absolute()) at = root;
+    const fs::path relative = link.relative_path();
+    std::vector<fs::path> parts(relative.begin(), relative.end());
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_back(*it);
+  }
+  return at;
+}
 
 nlohmann::json to_json(const RootPlan& plan) {
   nlohmann::json mounts = nlohmann::json::array();

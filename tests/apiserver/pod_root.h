@@ -70,6 +70,11 @@ RootPlan root_plan_from_json(const nlohmann::json& doc);  // throws InvalidArgum
 // `shm_bytes`: every container's base, before its volumes.
 std::vector<RootMount> base_mounts(const std::vector<std::string>& programs, uint64_t shm_bytes);
 
+// `target` (absolute, as the container names it) inside `root`, each link on the way resolved inside `root` as runc's
+// securejoin does: an image's absolute link (/var/run -> /run) names the image's folder, never the host's. The last
+// component is not followed (a mount or an entry replaces it).
+std::filesystem::path resolve_in_root(const std::filesystem::path& root, const std::filesystem::path& target);
+
 // An image's container base: /dev (runc's devices, devpts, the usual links), /proc, /sys read-only, a /dev/shm of
 // `shm_bytes`. The rest is the image's.
 std::vector<RootMount> image_base_mounts(uint64_t shm_bytes);

@@ -48,8 +48,8 @@ TEST(ChartApply, TheOperatorRunsAsTheChartsPodAndRunsAJob) {
   const std::string bin = std::string(TORUS_BINARY_DIR) + "/bin/";
   const ::torus::test::ShellResult outcome = ::torus::test::run_shell(
       "timeout " + std::to_string(kDeadlineSeconds) + " /usr/bin/python3 " + std::string(TORUS_SOURCE_DIR) +
-      "/tests/chart_apply/operator_pod_test.py --standin " + bin + "kube-standin --torus " + bin +
-      "torus --torus-worker " + bin + "torus-worker --kubectl " + TORUS_KUBECTL + " --helm " + TORUS_HELM);
+      "/tests/chart_apply/operator_pod_test.py --standin " + bin + "kube-standin --images " +
+      std::string(TORUS_BINARY_DIR) + "/images/out --kubectl " + TORUS_KUBECTL + " --helm " + TORUS_HELM);
   EXPECT_EQ(outcome.exit_code, 0) << (outcome.exit_code == 124 ? "past the deadline\n" : "") << outcome.output;
   EXPECT_NE(outcome.output.find("\nOK"), std::string::npos) << outcome.output;
 }

@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "common/util/error.h"
+#include "tests/apiserver/pod_root.h"
 #include "tests/apiserver/runtime/tar_reader.h"
 
 namespace torus::standin {
@@ -74,37 +75,6 @@ std::vector<std::string> strings(const json& doc, const char* key) {
   return out;
 }
 
-// `rel` inside `root`, each link on the way resolved inside `root` as a runtime's securejoin does, so that an
-// absolute link in an image (/lib -> /usr/lib) names the image's folder, never the host's.
-fs::path secure_join(const fs::path& root, const fs::path& rel) {
-  fs::path at = root;
-  std::vector<fs::path> todo(rel.begin(), rel.end());
-  std::reverse(todo.begin(), todo.end());
-  int links = 0;
-  while (!todo.empty()) {
-    const fs::path part = todo.back();
-    todo.pop_back();
-    if (part.empty() || part == "." || part == "/") continue;
-    if (part == "..") {
-      if (at != root) at = at.parent_path();
-      continue;
-    }
-    const fs::path next = at / part;
-    std::error_code ec;
-    if (!fs::is_symlink(fs::symlink_status(next, ec)) || todo.empty()) {
-      at = next;  // the last part itself stays a link (the entry replaces or names it)
-      continue;
-    }
-    if (++links > 40) throw CorruptData("images: too many links resolving " + rel.string());
-    const fs::path target = fs::read_symlink(next);
-    if (target.is_absolute()) at = root;
-    for (auto it = std::make_reverse_iterator(target.end()); it != std::make_reverse_iterator(target.begin()); ++it) {
-      todo.push_back(*it);
-    }
-  }
-  return at;
-}
-
 void check(int rc, const std::string& what) {
   if (rc != 0) throw_errno("images: " + what);
 }
@@ -115,7 +85,7 @@ void apply_entry(const fs::path& root, TarReader& tar, const TarEntry& e) {
     if (part == "..") throw CorruptData("images: " + tar.describe() + ": a path with \"..\"");
   }
   const std::string name = rel.filename().string();
-  const fs::path parent = secure_join(root, rel.parent_path());
+  const fs::path parent = resolve_in_root(root, "/" / rel.parent_path() / ".");
   if (name == ".wh..wh..opq") {  // an opaque folder: what lower layers put in it is gone
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(parent, ec)) fs::remove_all(entry.path());
@@ -152,7 +122,8 @@ void apply_entry(const fs::path& root, TarReader& tar, const TarEntry& e) {
       check(::lchown(target.c_str(), e.uid, e.gid), "chown " + where);
       return;
     case TarEntry::Type::kHardlink:
-      check(::link(secure_join(root, e.link).c_str(), target.c_str()), "link " + where + " to " + e.link);
+      check(::link(resolve_in_root(root, "/" / fs::path(e.link)).c_str(), target.c_str()),
+            "link " + where + " to " + e.link);
       return;
     case TarEntry::Type::kOther:
       return;  // devices and FIFOs: a container gets its /dev from the runtime
