@@ -15,10 +15,17 @@ commit and the same installed packages give the same digests (tests/packaging/im
 The archive holds an OCI image layout (oci-layout, index.json, blobs/sha256/...) and Docker's manifest.json, so
 `kind load image-archive`, `ctr images import`, `skopeo copy oci-archive:...` and `docker load` all read it.
 
+The GPU variant (scripts/images.sh --gpu) adds a layer of NVIDIA's redistributable CUDA libraries taken from their
+PyPI wheels (--wheel FILE.whl:LIB,...: the named libraries, and the wheel's licence files under
+/usr/share/doc/<wheel>/), listed with their versions in /usr/share/doc/torus/packages.txt beside the Debian packages.
+
 usage: images.py --name NAME --tag TAG --binary PATH [--binary PATH...] --entrypoint PATH [--cmd ARG...]
-                 [--extra-lib-dir DIR...] --work DIR --out FILE.tar [--revision REV]
+                 [--extra-lib-dir DIR...] [--wheel FILE.whl:LIB[,LIB...]...] [--env KEY=VALUE...]
+                 [--label KEY=VALUE...] --work DIR --out FILE.tar [--revision REV]
 """
 import argparse
+import email.parser
+import fnmatch
 import gzip
 import hashlib
 import io
@@ -30,6 +37,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 
 ARCH = "amd64"
 NONROOT = 65532
@@ -57,10 +65,10 @@ def run(argv, **kwargs):
 
 # ---- which packages ---------------------------------------------------------------------------------------------
 
-def shared_libraries(binary):
+def shared_libraries(binary, env=None):
     """Every shared library `binary` loads (ldd's resolved paths), the loader included."""
     libs = []
-    for line in run(["ldd", binary]).splitlines():
+    for line in run(["ldd", binary], env=env).splitlines():
         line = line.strip()
         if "not found" in line:
             raise ImageError(f"{binary}: {line}: the image would not start")
@@ -153,7 +161,7 @@ def write(root, rel, text, mode=0o644):
     os.chmod(path, mode)
 
 
-def add_system_files(root, versions):
+def add_system_files(root, versions, wheels=()):
     write(root, "etc/passwd", "root:x:0:0:root:/root:/sbin/nologin\n"
           "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"
           f"nonroot:x:{NONROOT}:{NONROOT}:nonroot:/home/nonroot:/sbin/nologin\n")
@@ -170,7 +178,7 @@ def add_system_files(root, versions):
     lines = [f"{p} {v} /usr/share/doc/{p}/copyright" for p, v in versions.items()]
     write(root, "usr/share/doc/torus/packages.txt",
           "# Debian packages in this image: name, version, licence file (Debian's copyright format)\n" +
-          "\n".join(lines) + "\n")
+          "\n".join(lines) + "\n" + wheel_listing(wheels))
     for d, mode in (("tmp", 0o1777), ("root", 0o700), ("home/nonroot", 0o700)):
         os.makedirs(os.path.join(root, d), exist_ok=True)
         os.chmod(os.path.join(root, d), mode)
@@ -187,6 +195,88 @@ def add_binaries(root, binaries, extra_libs):
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.copyfile(os.path.realpath(lib), dest)
         os.chmod(dest, 0o644)
+
+
+# ---- PyPI wheels: NVIDIA's redistributable CUDA libraries (the GPU variant) ---------------------------------------
+
+# Beside the --extra-lib-dir libraries, on the image's LD_LIBRARY_PATH. The driver's libraries (libcuda.so.1,
+# libnvidia-ml.so.1) are not carried: they must match the node's kernel module, and the NVIDIA container runtime
+# mounts the node's; the CUDA libraries open them at run time (dlopen), so no ldd names them.
+WHEEL_LIB_DIR = "usr/local/lib/torus"
+
+
+class Wheel:
+    """What an image takes from one wheel (`FILE.whl:PATTERN,...`): the libraries whose names match the shell
+    patterns (under the wheel's lib/ folders), its licence files (the dist-info's licenses/), and its name and
+    version (the dist-info's METADATA)."""
+
+    def __init__(self, spec):
+        path, _, patterns = spec.partition(":")
+        if not path.endswith(".whl") or not patterns:
+            raise ImageError(f"--wheel {spec!r}: expected FILE.whl:LIB[,LIB...]")
+        self.path = path
+        try:
+            with zipfile.ZipFile(path) as z:
+                names = z.namelist()
+                infos = sorted({n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info")})
+                if len(infos) != 1:
+                    raise ImageError(f"{path}: expected one *.dist-info folder, found {infos}")
+                metadata = email.parser.Parser().parsestr(z.read(infos[0] + "/METADATA").decode())
+        except (OSError, zipfile.BadZipFile, KeyError) as e:
+            raise ImageError(f"{path}: not a readable wheel ({e})") from e
+        self.name, self.version = metadata["Name"], metadata["Version"]
+        if not self.name or not self.version:
+            raise ImageError(f"{path}: {infos[0]}/METADATA names no Name or Version")
+        licences = infos[0] + "/licenses/"
+        self.licences = {n[len(licences):]: n for n in names if n.startswith(licences) and not n.endswith("/")}
+        if not self.licences:
+            raise ImageError(f"{path}: no licence file in {licences}: the image must carry every licence")
+        libraries = {n.rsplit("/", 1)[1]: n for n in names if n.split("/")[-2:-1] == ["lib"] and ".so" in n}
+        self.libraries = {}
+        for pattern in patterns.split(","):
+            matched = fnmatch.filter(libraries, pattern)
+            if not matched:
+                raise ImageError(f"{path}: no library matches {pattern!r} (it holds {sorted(libraries)})")
+            self.libraries.update((name, libraries[name]) for name in matched)
+
+    def licence_paths(self):
+        return [f"/usr/share/doc/{self.name}/{rel}" for rel in sorted(self.licences)]
+
+
+def unpack_wheels(wheels, root):
+    """The wheels' libraries and licences, written into `root`; returns the libraries' paths there."""
+    owners, paths = {}, []
+    for w in wheels:
+        with zipfile.ZipFile(w.path) as z:
+            for rel, member in sorted(w.licences.items()):
+                extract(z, member, os.path.join(root, "usr/share/doc", w.name, rel))
+            for name, member in sorted(w.libraries.items()):
+                if name in owners:
+                    raise ImageError(f"{name}: in both {owners[name]} and {w.name}")
+                owners[name] = w.name
+                paths.append(os.path.join(root, WHEEL_LIB_DIR, name))
+                extract(z, member, paths[-1])
+    return paths
+
+
+def extract(z, member, dest):
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    with z.open(member) as src, open(dest, "wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    os.chmod(dest, 0o644)
+
+
+def wheel_listing(wheels):
+    """packages.txt's part for the wheels (none in the CPU images): each wheel, and which wheel each library is from."""
+    if not wheels:
+        return ""
+    text = (f"# PyPI wheels in this image (NVIDIA's redistributable CUDA libraries, /{WHEEL_LIB_DIR}): name, version, "
+            "licence files\n")
+    for w in sorted(wheels, key=lambda w: w.name):
+        text += f"{w.name} {w.version} {','.join(w.licence_paths())}\n"
+    text += f"# The libraries in /{WHEEL_LIB_DIR} taken from those wheels: file, wheel\n"
+    rows = sorted((name, w.name) for w in wheels for name in w.libraries)
+    return text + "".join(f"{name} {wheel}\n" for name, wheel in rows)
 
 
 # ---- OCI --------------------------------------------------------------------------------------------------------
@@ -297,13 +387,15 @@ def write_archive(out, name, tag, layers, config_body, epoch):
             "uncompressedBytes": sum(len(d) for _, d in layers)}
 
 
-def build(args):
-    os.umask(0o022)  # the folders made here get the same modes whoever runs it
-    epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "0"))
-    extra_dirs = args.extra_lib_dir or []
+def needed_packages(binaries, extra_dirs, ldd_env, carried):
+    """The Debian packages the binaries (and the wheels' libraries, `carried`) load, and the --extra-lib-dir
+    libraries to copy; a library of `carried` is in the image already."""
     packages, extra_libs = set(BASE_PACKAGES), set()
-    for b in args.binary:
-        for lib in shared_libraries(b):
+    carried_real = {os.path.realpath(c) for c in carried}
+    for b in binaries + carried:
+        for lib in shared_libraries(b, ldd_env):
+            if os.path.realpath(lib) in carried_real:
+                continue
             p = owning_package(lib, extra_dirs)
             if p is None:
                 extra_libs.add(lib)
@@ -313,26 +405,52 @@ def build(args):
         for f in sorted(os.listdir(d)):
             if ".so" in f and os.path.isfile(os.path.join(d, f)):
                 extra_libs.add(os.path.join(d, f))
-    versions = package_versions(packages)
+    return packages, extra_libs
+
+
+def key_values(pairs, option):
+    for pair in pairs or []:
+        if "=" not in pair or pair.startswith("="):
+            raise ImageError(f"{option} {pair!r}: expected KEY=VALUE")
+    return [pair.split("=", 1) for pair in pairs or []]
+
+
+def build(args):
+    os.umask(0o022)  # the folders made here get the same modes whoever runs it
+    epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "0"))
+    extra_dirs = args.extra_lib_dir or []
+    wheels = [Wheel(spec) for spec in args.wheel or []]
     os.makedirs(args.work, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
-        base, app = os.path.join(tmp, "base"), os.path.join(tmp, "app")
-        os.makedirs(base)
-        os.makedirs(app)
+        base, cuda, app = (os.path.join(tmp, d) for d in ("base", "cuda", "app"))
+        for d in (base, cuda, app):
+            os.makedirs(d)
+        # The wheels' libraries first, so that ldd resolves the binary against the very files the image carries
+        # (LD_LIBRARY_PATH comes before the build tree's RUNPATH), never against the toolkit the build linked.
+        carried = unpack_wheels(wheels, cuda)
+        ldd_env = {**os.environ, "LD_LIBRARY_PATH": os.path.join(cuda, WHEEL_LIB_DIR)} if wheels else None
+        packages, extra_libs = needed_packages(args.binary, extra_dirs, ldd_env, carried)
+        versions = package_versions(packages)
         copy_packages(versions, base)
-        add_system_files(base, versions)
+        add_system_files(base, versions, wheels)
         add_binaries(app, args.binary, extra_libs)
-        layers = [(f"scripts/images.py: {len(versions)} Debian bookworm packages", layer_tar(base, epoch)),
-                  (f"scripts/images.py: {', '.join(os.path.basename(b) for b in args.binary)}", layer_tar(app, epoch))]
+        layers = [(f"scripts/images.py: {len(versions)} Debian bookworm packages", layer_tar(base, epoch))]
+        if wheels:  # a layer of its own: a new torus-worker reuses it (a node pulls its gigabyte once)
+            layers.append((f"scripts/images.py: {len(wheels)} PyPI wheels ({', '.join(w.name for w in wheels)})",
+                           layer_tar(cuda, epoch)))
+        layers.append((f"scripts/images.py: {', '.join(os.path.basename(b) for b in args.binary)}",
+                       layer_tar(app, epoch)))
     env = [f"PATH={PATH_ENV}"]
-    if extra_libs:
+    if extra_libs or wheels:
         env.append("LD_LIBRARY_PATH=/usr/local/lib/torus")
+    env += [f"{k}={v}" for k, v in key_values(args.env, "--env")]
     labels = {"org.opencontainers.image.title": os.path.basename(args.name),
               "org.opencontainers.image.version": args.tag,
               "org.opencontainers.image.source": "https://github.com/torus-dev/torus",
               "org.opencontainers.image.created": iso(epoch)}
     if args.revision:
         labels["org.opencontainers.image.revision"] = args.revision
+    labels.update(key_values(args.label, "--label"))
     config = {"User": f"{NONROOT}:{NONROOT}", "Env": env, "Entrypoint": [args.entrypoint], "Cmd": args.cmd or [],
               "WorkingDir": "/", "Labels": labels}
     return write_archive(args.out, args.name, args.tag, layers, config, epoch)
@@ -346,6 +464,10 @@ def main():
     parser.add_argument("--entrypoint", required=True)
     parser.add_argument("--cmd", action="append")
     parser.add_argument("--extra-lib-dir", action="append")
+    parser.add_argument("--wheel", action="append", help="FILE.whl:LIB[,LIB...]: libraries (shell patterns) to take "
+                        "from a wheel into /usr/local/lib/torus, with its licences")
+    parser.add_argument("--env", action="append", help="KEY=VALUE added to the image config's Env")
+    parser.add_argument("--label", action="append", help="KEY=VALUE added to the image config's Labels")
     parser.add_argument("--work", required=True, help="a folder for the staging roots")
     parser.add_argument("--out", required=True)
     parser.add_argument("--revision", default="")

@@ -10,19 +10,37 @@
 #   skopeo copy oci-archive:build-images/out/torus-worker-0.1.0.oci.tar docker://registry.example.com/torus-worker:0.1.0
 #   ctr -n k8s.io images import build-images/out/torus-worker-0.1.0.oci.tar
 #
+#   scripts/images.sh --gpu      -> build-images-gpu/out/torus-worker-<version>-cuda13.oci.tar (the GPU worker:
+#                                   `torus-worker` with the CUDA backend and NVIDIA's CUDA libraries; a GPU job names
+#                                   it in spec.gang.image; docs/building.md, "GPU variant")
+#
 # The binaries come from build-images/ (Release, no CUDA, no tests, a unity build); the libraries from the Debian
 # packages installed here (scripts/images.py). SOURCE_DATE_EPOCH (default: the commit's time) fixes every time in
 # the archives: the same commit builds the same digests. The digests and sizes are written to out/images.json.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+gpu=0
+case "${1:-}" in
+  "") ;;
+  --gpu) gpu=1 ;;
+  *) echo "usage: scripts/images.sh [--gpu]   (docs/building.md, \"Images\")" >&2; exit 2 ;;
+esac
+if ((gpu)); then
+  source "$TORUS_ROOT/scripts/images-gpu.sh"  # the pinned CUDA wheels, the GPU build's flags, its one image
+  TORUS_IMAGES_BUILD="${TORUS_IMAGES_BUILD:-$TORUS_ROOT/build-images-gpu}"
+fi
 TORUS_IMAGES_BUILD="${TORUS_IMAGES_BUILD:-$TORUS_ROOT/build-images}"
 out="${TORUS_IMAGES_OUT:-$TORUS_IMAGES_BUILD/out}"
 
 torus_install_packages "${TORUS_PACKAGES[@]}" libcpprest-dev python3 binutils
 TORUS_BUILD="$TORUS_IMAGES_BUILD"
+if ((gpu)); then
+  torus_gpu_worker_build
+else
 TORUS_CMAKE_ARGS+=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" -DTORUS_BUILD_TESTS=OFF
   -DTORUS_WITH_CUDA=OFF -DCMAKE_UNITY_BUILD=ON)
 torus_build torus torus-worker
+fi
 
 chart="$TORUS_ROOT/charts/torus-operator"
 tag="$(awk -F'"' '/^appVersion:/ {print $2}' "$chart/Chart.yaml")"
@@ -42,6 +60,9 @@ image() {
   /usr/bin/python3 "$TORUS_ROOT/scripts/images.py" --work "$TORUS_IMAGES_BUILD/staging" --tag "$tag" \
     --revision "$revision" "$@"
 }
+if ((gpu)); then
+  torus_gpu_worker_image >"$out/images.json.new"
+else
 {
   echo "["
   image --name "$operator_repo" --binary "$TORUS_BUILD/bin/torus" --entrypoint /usr/local/bin/torus --cmd operator \
@@ -51,6 +72,7 @@ image() {
     --out "$out/torus-worker-$tag.oci.tar"
   echo "]"
 } >"$out/images.json.new"
+fi
 mv "$out/images.json.new" "$out/images.json"
 /usr/bin/python3 - "$out/images.json" <<'PY'
 import json, sys
