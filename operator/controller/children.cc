@@ -299,7 +299,11 @@ json merge_objects(const json& base, const json& overlay) {
   if (base.is_object() && overlay.is_object()) {
     json out = base;
     for (auto it = overlay.begin(); it != overlay.end(); ++it) {
-      out[it.key()] = out.contains(it.key()) ? merge_objects(out[it.key()], it.value()) : it.value();
+      if (it.value().is_null()) {
+        out.erase(it.key());  // RFC 7386: null removes (a template's `fsGroup: null` drops the default)
+      } else {
+        out[it.key()] = out.contains(it.key()) ? merge_objects(out[it.key()], it.value()) : it.value();
+      }
     }
     return out;
   }

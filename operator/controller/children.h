@@ -52,7 +52,8 @@ std::string spec_hash(const api::TrainingJob& job);
 // rank 0's stable DNS name through the headless service: <job>-worker-0.<job>.<ns>.svc
 std::string master_address(const api::TrainingJob& job);
 
-// JSON merge (RFC 7386 semantics for objects; lists of named items merged by "name"), `overlay` wins.
+// JSON merge (RFC 7386 semantics for objects: a null in `overlay` removes the key; lists of named items merged by
+// "name"), `overlay` wins.
 json merge_objects(const json& base, const json& overlay);
 
 }  // namespace torus::controller
