@@ -90,13 +90,13 @@ ApiError still_processed(const std::string& budget) {
 
 // The pod's status with the DisruptionTarget condition (UpdatePodCondition: a new condition, or a change of its
 // status, takes the time now).
-void add_disruption_condition(json& pod) {
+void add_disruption_condition(json& pod, const char* reason, const char* message) {
   json& status = pod["status"];
   if (!status.is_object()) status = json::object();
   json& conditions = status["conditions"];
   if (!conditions.is_array()) conditions = json::array();
-  json condition = {{"type", "DisruptionTarget"},  {"status", "True"},         {"reason", kEvictionReason},
-                    {"message", kEvictionMessage}, {"lastProbeTime", nullptr}, {"lastTransitionTime", now_rfc3339()}};
+  json condition = {{"type", "DisruptionTarget"}, {"status", "True"},         {"reason", reason},
+                    {"message", message},          {"lastProbeTime", nullptr}, {"lastTransitionTime", now_rfc3339()}};
   for (json& c : conditions) {
     if (c.value("type", "") != "DisruptionTarget") continue;
     if (c.value("status", "") == "True" && c.contains("lastTransitionTime")) {
@@ -110,46 +110,6 @@ void add_disruption_condition(json& pod) {
 
 std::string conflict_message(const std::string& name, const std::string& what) {
   return "Operation cannot be fulfilled on Pod \"" + name + "\": " + what;
-}
-
-// addConditionAndDeletePod: the condition on the latest pod (through the status, as the eviction's store is the
-// pods' status store), honouring the preconditions, then the deletion.
-void add_condition_and_delete(Store& store, const ResourceType& pods, const std::string& ns, const std::string& name,
-                              DeleteOptions options) {
-  if (options.dry_run == DryRun::kNo) {
-    for (int attempt = 0;; ++attempt) {
-      json pod = *store.get(pods, ns, name);
-      const json& meta = pod["metadata"];
-      if (!options.precondition_uid.empty() && options.precondition_uid != meta.value("uid", "")) {
-        throw ApiError(409, "Conflict",
-                       conflict_message(name, "the UID in the precondition (" + options.precondition_uid +
-                                                  ") does not match the UID in record (" + meta.value("uid", "") +
-                                                  "). The object might have been deleted and then recreated"),
-                       StatusDetails{name, "", "Pod", {}, 0});
-      }
-      if (!options.precondition_resource_version.empty() &&
-          options.precondition_resource_version != meta.value("resourceVersion", "")) {
-        throw ApiError(
-            409, "Conflict",
-            conflict_message(name, "the ResourceVersion in the precondition (" + options.precondition_resource_version +
-                                       ") does not match the ResourceVersion in record (" +
-                                       meta.value("resourceVersion", "") + "). The object might have been modified"),
-            StatusDetails{name, "", "Pod", {}, 0});
-      }
-      add_disruption_condition(pod);
-      try {
-        const WriteResult written = store.update(pods, ns, name, std::move(pod), Subresource::kStatus);
-        // The deletion's precondition follows our own write.
-        if (!options.precondition_resource_version.empty()) {
-          options.precondition_resource_version = (*written.object)["metadata"].value("resourceVersion", "");
-        }
-        break;
-      } catch (const ApiError& e) {
-        if (e.code() != 409 || attempt + 1 >= kConflictRetries) throw;
-      }
-    }
-  }
-  store.remove(pods, ns, name, options);
 }
 
 // The budgets of the pod's namespace whose selector matches its labels (policy/v1: an empty selector matches every
@@ -202,6 +162,46 @@ void check_and_decrement(Store& store, const std::string& ns, const std::string&
 }
 
 }  // namespace
+
+// addConditionAndDeletePod: the condition on the latest pod (through the status, as the eviction's store is the
+// pods' status store), honouring the preconditions, then the deletion.
+void add_condition_and_delete(Store& store, const ResourceType& pods, const std::string& ns, const std::string& name,
+                              DeleteOptions options, const char* reason, const char* message) {
+  if (options.dry_run == DryRun::kNo) {
+    for (int attempt = 0;; ++attempt) {
+      json pod = *store.get(pods, ns, name);
+      const json& meta = pod["metadata"];
+      if (!options.precondition_uid.empty() && options.precondition_uid != meta.value("uid", "")) {
+        throw ApiError(409, "Conflict",
+                       conflict_message(name, "the UID in the precondition (" + options.precondition_uid +
+                                                  ") does not match the UID in record (" + meta.value("uid", "") +
+                                                  "). The object might have been deleted and then recreated"),
+                       StatusDetails{name, "", "Pod", {}, 0});
+      }
+      if (!options.precondition_resource_version.empty() &&
+          options.precondition_resource_version != meta.value("resourceVersion", "")) {
+        throw ApiError(
+            409, "Conflict",
+            conflict_message(name, "the ResourceVersion in the precondition (" + options.precondition_resource_version +
+                                       ") does not match the ResourceVersion in record (" +
+                                       meta.value("resourceVersion", "") + "). The object might have been modified"),
+            StatusDetails{name, "", "Pod", {}, 0});
+      }
+      add_disruption_condition(pod, reason, message);
+      try {
+        const WriteResult written = store.update(pods, ns, name, std::move(pod), Subresource::kStatus);
+        // The deletion's precondition follows our own write.
+        if (!options.precondition_resource_version.empty()) {
+          options.precondition_resource_version = (*written.object)["metadata"].value("resourceVersion", "");
+        }
+        break;
+      } catch (const ApiError& e) {
+        if (e.code() != 409 || attempt + 1 >= kConflictRetries) throw;
+      }
+    }
+  }
+  store.remove(pods, ns, name, options);
+}
 
 json evict_pod(Store& store, const std::string& ns, const std::string& name, const json& eviction, DryRun dry_run) {
   if (!eviction.is_object()) throw bad_request("the request body is not an Eviction");

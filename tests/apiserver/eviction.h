@@ -33,4 +33,10 @@ json evict_pod(Store& store, const std::string& ns, const std::string& name, con
 inline constexpr const char* kEvictionReason = "EvictionByEvictionAPI";
 inline constexpr const char* kEvictionMessage = "Eviction API: evicting";
 
+// addConditionAndDeletePod: the DisruptionTarget condition (True, `reason`, `message`) on the pod's latest status,
+// honouring the deletion's preconditions, then the deletion; what the eviction subresource and the taint manager do.
+void add_condition_and_delete(Store& store, const ResourceType& pods, const std::string& ns, const std::string& name,
+                              DeleteOptions options, const char* reason = kEvictionReason,
+                              const char* message = kEvictionMessage);
+
 }  // namespace torus::standin

@@ -57,6 +57,7 @@ KubeletSim::KubeletSim(Store& store, KubeletOptions options)
   }
   create_nodes();
   store_.set_pod_deletion(PodDeletion::kGraceful);
+  taint_eviction_ = std::make_unique<TaintEviction>(store_);
   if (options_.processes) {
     processes_ = std::make_unique<ProcessKubelet>(
         store_, *options_.processes, [this](const ProcessKubelet::Exit& e) { on_container_exit(e); },
@@ -97,13 +98,18 @@ void KubeletSim::create_nodes() {
                    {options_.pool.rack_label, "rack-" + std::to_string(i / per_rack)}};
     std::string ip = node_ip(i);
     // An 8-GPU node's size (a p4d's 96 cores, 1152 GiB): what the GPU examples ask for per worker fits one.
+    const bool gpus = options_.pool.gpu_nodes < 0 || i < options_.pool.gpu_nodes;
     json capacity = {{"cpu", "96"},
                      {"memory", "1152Gi"},
                      {"pods", "110"},
-                     {"nvidia.com/gpu", std::to_string(options_.pool.gpus_per_node)}};
+                     {"nvidia.com/gpu", std::to_string(gpus ? options_.pool.gpus_per_node : 0)}};
+    json spec = {{"podCIDR", pod_subnet(i) + ".0/24"}};
+    if (gpus && options_.pool.gpus_per_node > 0 && !options_.pool.gpu_taint.is_null()) {
+      spec["taints"] = json::array({options_.pool.gpu_taint});
+    }
     json object = {
         {"metadata", {{"name", node.name}, {"labels", node.labels}}},
-        {"spec", {{"podCIDR", pod_subnet(i) + ".0/24"}}},
+        {"spec", spec},
         {"status",
          {{"capacity", capacity},
           {"allocatable", capacity},
@@ -243,6 +249,7 @@ void KubeletSim::process(const json& pod) {
     }
     return;
   }
+  taint_eviction_->pod_changed(pod);
   if (phase != "Pending") return;
   std::string key = pod_key(pod);
   {
@@ -268,14 +275,7 @@ void KubeletSim::process(const json& pod) {
 std::vector<NodeView> KubeletSim::node_views() const {
   std::vector<NodeView> views;
   for (const ObjectPtr& node : store_.list(*store_.registry().find("", "v1", "nodes"), "").items) {
-    const json& n = *node;
-    NodeView v{n["metadata"].value("name", ""), n["metadata"].value("labels", json::object()),
-               n.value("spec", json::object()).value("taints", json::array())};
-    const json allocatable = n.value("status", json::object()).value("allocatable", json::object());
-    v.cpu = cpu_cores(allocatable.value("cpu", json("0")));
-    v.gpus = std::atoi(allocatable.value("nvidia.com/gpu", std::string("0")).c_str());
-    v.unschedulable = n.value("spec", json::object()).value("unschedulable", false);
-    views.push_back(std::move(v));
+    views.push_back(node_view(*node));
   }
   return views;
 }
@@ -288,36 +288,21 @@ bool KubeletSim::served(const json& pod) const {
 void KubeletSim::schedule(const json& pod) {
   const std::vector<NodeView> nodes = node_views();
   const std::string key = pod_key(pod);
-  std::string best;
-  std::map<std::string, int> reasons;
+  Placement placement;
   {
     std::lock_guard lock(mutex_);
     if (placed_.count(key)) return;  // being bound by another thread (a release racing the watch)
     std::vector<PlacedPod> placed;
-    std::map<std::string, int> load;
-    for (const auto& [other, at] : placed_) {
-      placed.push_back(at);
-      ++load[at.node];
-    }
-    for (const NodeView& n : nodes) {
-      const std::string reason = unfit_reason(pod, n, nodes, placed);
-      if (!reason.empty()) {
-        ++reasons[reason];
-      } else if (best.empty() || load[n.name] < load[best]) {
-        best = n.name;
-      }
-    }
-    if (!best.empty()) {
-      placed_[key] = PlacedPod{namespace_of(pod), pod["metadata"].value("labels", json::object()), best,
-                               cpu_requested(pod), gpus_requested(pod)};
-    }
+    for (const auto& [other, at] : placed_) placed.push_back(at);
+    placement = choose_node(pod, nodes, placed);
+    if (!placement.node.empty()) placed_[key] = placed_pod(pod, placement.node);
   }
-  if (best.empty()) {
-    mark_unschedulable(pod, unschedulable_message(nodes.size(), reasons));
+  if (placement.node.empty()) {
+    mark_unschedulable(pod, unschedulable_message(nodes.size(), placement.reasons));
     return;
   }
   try {
-    store_.bind(namespace_of(pod), name_of(pod), best);
+    store_.bind(namespace_of(pod), name_of(pod), placement.node);
   } catch (const ApiError&) {
     release_capacity(pod);  // deleted or bound meanwhile
   }

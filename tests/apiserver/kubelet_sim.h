@@ -4,7 +4,8 @@
 // required pod (anti-)affinity; the Node objects as they are now), and moves it Pending -> Running (podIP,
 // Ready conditions, running containerStatuses). On command it terminates a pod's containers with an exit code
 // (-> Succeeded/Failed per restartPolicy, or a container restart), or keeps chosen pods Pending as unschedulable
-// (PodScheduled=False, reason Unschedulable). Pods being deleted are stopped and removed, as a kubelet does.
+// (PodScheduled=False, reason Unschedulable). Pods being deleted are stopped and removed, as a kubelet does; a
+// NoExecute taint deletes the pods that do not tolerate it (taint_eviction.h).
 //
 // Usable in-process (C++ API) and over HTTP: POST /_standin/kubelet with
 //   {"action":"terminate","namespace":"ns","name":"pod","exitCode":137[,"container":"c","reason":"OOMKilled"]}
@@ -38,6 +39,7 @@
 #include "tests/apiserver/selectors.h"
 #include "tests/apiserver/server.h"
 #include "tests/apiserver/store.h"
+#include "tests/apiserver/taint_eviction.h"
 
 namespace torus::standin {
 
@@ -46,6 +48,11 @@ struct NodePool {
   int racks = 2;  // nodes are split evenly: node-0..k-1 in rack-0, ...
   int gpus_per_node = 8;
   std::string rack_label = "topology.torus.dev/rack";
+  // How many nodes (the first ones) carry the GPUs; -1: every node. The others are CPU nodes.
+  int gpu_nodes = -1;
+  // A v1 Taint (parse_taint(kGpuNodeTaint), as GPU clusters have) put on every node with GPUs; null: none, so that
+  // pods without tolerations can use those nodes, as the many CPU tests do.
+  json gpu_taint;
 };
 
 struct KubeletOptions {
@@ -136,6 +143,7 @@ class KubeletSim {
   ApiServer* server_ = nullptr;
   std::thread thread_;
   std::unique_ptr<ProcessKubelet> processes_;  // with KubeletOptions::processes
+  std::unique_ptr<TaintEviction> taint_eviction_;  // NoExecute taints evict the pods on their nodes
 };
 
 }  // namespace torus::standin

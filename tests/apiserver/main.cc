@@ -2,7 +2,7 @@
 // benchmark. Prints its URL on the first line of stdout, then serves until SIGINT or SIGTERM.
 //
 //   kube-standin [--address 127.0.0.1] [--port 0] [--kubelet] [--nodes 4] [--racks 2] [--gpus-per-node 8]
-//                [--start-delay-ms 0] [--history 50000] [--bookmark-interval-ms 10000] [--crds FILE_OR_DIR]...
+//                [--gpu-nodes N] [--gpu-node-taint nvidia.com/gpu=present:NoSchedule] [--start-delay-ms 0] [--history 50000] [--bookmark-interval-ms 10000] [--crds FILE_OR_DIR]...
 //                [--kubeconfig PATH] [--tls-dir DIR] [--no-auth]
 //                [--run-pods DIR [--pod-command NAME=PATH]... [--pod-image IMAGE=PATH]... [--pod-env NAME=VALUE]...
 //                 [--load-image ARCHIVE]... [--registry-image ARCHIVE]... [--image-pull-backoff-ms 10000]]
@@ -19,6 +19,10 @@
 // back-off's first period --image-pull-backoff-ms). With --kubelet, the workload
 // controllers run too (workload_controllers.h: Deployments make ReplicaSets make pods, as kube-controller-manager
 // does).
+//
+// --gpu-nodes N gives the GPUs to the first N nodes only (the others are CPU nodes; default: every node);
+// --gpu-node-taint puts that taint (KEY[=VALUE]:EFFECT) on every node with GPUs, as a GPU cluster's are (default:
+// none, so pods without the toleration run there too).
 //
 // --tls-dir serves HTTPS with a fresh CA and writes ca.crt, client.crt and client.key (CN standin-admin,
 // O system:masters) into DIR, and then authenticates like an apiserver without anonymous access: the bearer token
@@ -98,6 +102,10 @@ Flags parse_flags(int argc, char** argv) {
       flags.kubelet_options.pool.racks = int_flag(arg, value());
     } else if (arg == "--gpus-per-node") {
       flags.kubelet_options.pool.gpus_per_node = int_flag(arg, value());
+    } else if (arg == "--gpu-nodes") {
+      flags.kubelet_options.pool.gpu_nodes = int_flag(arg, value());
+    } else if (arg == "--gpu-node-taint") {
+      flags.kubelet_options.pool.gpu_taint = standin::parse_taint(value(), arg);
     } else if (arg == "--start-delay-ms") {
       flags.kubelet_options.start_delay = std::chrono::milliseconds(int_flag(arg, value()));
     } else if (arg == "--history") {
