@@ -10,6 +10,7 @@ Metric names and meanings: docs/observability.md.
 """
 import json
 import pathlib
+import re
 import sys
 
 SCHEMA_VERSION = 41
@@ -378,8 +379,35 @@ DASHBOARDS = {
 }
 
 
+# The metric names are declared once, in common/metrics/metric_names.h (the worker and the operator register and read
+# them from there); a query of any other name is refused, so a renamed metric cannot leave a panel empty.
+METRIC_NAMES_HEADER = pathlib.Path(__file__).resolve().parent.parent / "common" / "metrics" / "metric_names.h"
+SERIES_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+def declared_metrics():
+    text = METRIC_NAMES_HEADER.read_text()
+    return set(re.findall(r'inline constexpr char k\w+\[\] =\s*"(torus_[a-z0-9_]+)";', text))
+
+
+def undeclared_metrics(text, declared):
+    """The torus_* names `text` reads that metric_names.h does not declare (a histogram's series by its name)."""
+    missing = set()
+    for used in re.findall(r"\btorus_(?:worker|operator)_[a-z0-9_]+", text):
+        base = next((used[: -len(s)] for s in SERIES_SUFFIXES if used.endswith(s) and used[: -len(s)] in declared),
+                    used)
+        if base not in declared:
+            missing.add(used)
+    return sorted(missing)
+
+
 def render(build):
-    return json.dumps(build(), indent=2, sort_keys=False) + "\n"
+    text = json.dumps(build(), indent=2, sort_keys=False) + "\n"
+    missing = undeclared_metrics(text, declared_metrics())
+    if missing:
+        raise SystemExit(f"{build.__name__}: queries metrics {METRIC_NAMES_HEADER} does not declare: "
+                         + ", ".join(missing))
+    return text
 
 
 def main(argv):

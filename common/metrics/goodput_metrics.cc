@@ -1,14 +1,16 @@
 #include "common/metrics/goodput_metrics.h"
 
+#include "common/metrics/metric_names.h"
+
 namespace torus::metrics {
 
 GoodputMetrics::GoodputMetrics(Registry& r, const std::string& job, const std::string& ns, int rank, int attempt)
-    : comm_init_(r.gauge("torus_worker_comm_init_seconds",
+    : comm_init_(r.gauge(name::kWorkerCommInitSeconds,
                          "Time this attempt's communicator took to rendezvous and connect (Gloo, NCCL): part of "
                          "start-up.",
                          {"job", "namespace", "rank", "attempt"})
                      .labels({job, ns, std::to_string(rank), std::to_string(attempt)})) {
-  auto& family = r.counter("torus_worker_goodput_seconds_total",
+  auto& family = r.counter(name::kWorkerGoodputSecondsTotal,
                            "Where this rank's time went, by part: startup, restore, training (the steps' own work), "
                            "data_wait, comm_wait, evaluation, checkpoint.",
                            {"job", "namespace", "rank", "attempt", "part"});

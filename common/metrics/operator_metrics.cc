@@ -1,42 +1,42 @@
 #include "common/metrics/operator_metrics.h"
 
+#include "common/metrics/metric_names.h"
+
 namespace torus::metrics {
 
 std::vector<double> startup_time_buckets() { return exponential_buckets(1.0, 2.0, 15); }
 
 OperatorMetrics::OperatorMetrics(Registry& r, const std::string& version)
-    : reconciles(r.counter("torus_operator_reconciles_total", "Reconcile calls finished.").labels({})),
+    : reconciles(r.counter(name::kOperatorReconcilesTotal, "Reconcile calls finished.").labels({})),
       reconcile_errors(
-          r.counter("torus_operator_reconcile_errors_total", "Reconcile calls that failed, by reason.", {"reason"})),
-      reconcile_seconds(r.histogram("torus_operator_reconcile_seconds", "Duration of one reconcile call.", {},
+          r.counter(name::kOperatorReconcileErrorsTotal, "Reconcile calls that failed, by reason.", {"reason"})),
+      reconcile_seconds(r.histogram(name::kOperatorReconcileSeconds, "Duration of one reconcile call.", {},
                                     exponential_buckets(0.0005, 2.0, 16))
                             .labels({})),
-      jobs(r.gauge("torus_operator_jobs", "TrainingJobs by namespace and phase.", {"namespace", "phase"})),
-      gang_restarts(r.counter("torus_operator_gang_restarts_total", "Gang restarts of a TrainingJob, by reason.",
+      jobs(r.gauge(name::kOperatorJobs, "TrainingJobs by namespace and phase.", {"namespace", "phase"})),
+      gang_restarts(r.counter(name::kOperatorGangRestartsTotal, "Gang restarts of a TrainingJob, by reason.",
                               {"namespace", "job", "reason"})),
-      time_to_running(r.histogram("torus_operator_time_to_running_seconds",
+      time_to_running(r.histogram(name::kOperatorTimeToRunningSeconds,
                                   "Time from a TrainingJob's creation until all its workers run.", {"namespace"},
                                   startup_time_buckets())),
-      time_to_first_step(r.histogram("torus_operator_time_to_first_step_seconds",
+      time_to_first_step(r.histogram(name::kOperatorTimeToFirstStepSeconds,
                                      "Time from a TrainingJob's creation until its first optimizer step.",
                                      {"namespace"}, startup_time_buckets())),
-      straggler_slowdown(r.gauge("torus_operator_straggler_slowdown",
+      straggler_slowdown(r.gauge(name::kOperatorStragglerSlowdown,
                                  "A running job's slowest rank's arrival offset at the all-reduce over the gang's "
                                  "median, over its last window of steps (1: even; the Straggler condition from 1.25).",
                                  {"namespace", "job"})),
-      straggler_rank(r.gauge("torus_operator_straggler_rank", "The rank torus_operator_straggler_slowdown is of.",
+      straggler_rank(r.gauge(name::kOperatorStragglerRank, "The rank torus_operator_straggler_slowdown is of.",
                              {"namespace", "job"})),
-      api_requests(r.counter("torus_operator_api_requests_total", "Kubernetes API requests, by verb and HTTP code.",
+      api_requests(r.counter(name::kOperatorApiRequestsTotal, "Kubernetes API requests, by verb and HTTP code.",
                              {"verb", "code"})),
-      api_request_errors(r.counter("torus_operator_api_request_errors_total",
+      api_request_errors(r.counter(name::kOperatorApiRequestErrorsTotal,
                                    "Kubernetes API requests that failed (non-2xx or transport error).",
                                    {"verb", "code"})),
-      leader(r.gauge("torus_operator_leader", "1 while this replica holds the leader lease, else 0.").labels({})),
-      workqueue_depth(r.gauge("torus_operator_workqueue_depth", "Keys waiting in the reconcile queue.").labels({})) {
+      leader(r.gauge(name::kOperatorLeader, "1 while this replica holds the leader lease, else 0.").labels({})),
+      workqueue_depth(r.gauge(name::kOperatorWorkqueueDepth, "Keys waiting in the reconcile queue.").labels({})) {
   // A constant 1 whose labels say which build is running, the usual Prometheus idiom.
-  r.gauge("torus_operator_build_info", "Build of the running operator (always 1).", {"version"})
-      .labels({version})
-      .set(1);
+  r.gauge(name::kOperatorBuildInfo, "Build of the running operator (always 1).", {"version"}).labels({version}).set(1);
 }
 
 void OperatorMetrics::record_api_request(const std::string& verb, int code) {

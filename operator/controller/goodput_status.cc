@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/metrics/metric_names.h"
 #include "operator/controller/progress.h"
 #include "operator/controller/time_util.h"
 
@@ -33,7 +34,7 @@ api::GoodputSeconds plus(api::GoodputSeconds a, const api::GoodputSeconds& b) {
   return a;
 }
 
-double sample_or_zero(const std::map<std::string, double>& s, const char* name) {
+double sample_or_zero(const std::map<std::string, double>& s, const std::string& name) {
   auto it = s.find(name);
   return it == s.end() || !std::isfinite(it->second) ? 0 : it->second;
 }
@@ -57,7 +58,7 @@ api::GoodputSeconds kept_of_previous(const api::Goodput& before, double lost_s) 
 }  // namespace
 
 double slowest_checkpoint_from_metrics(const std::map<std::string, double>& s, int attempt) {
-  const std::string family = "torus_worker_checkpoint_seconds_";
+  const std::string family = std::string(metrics::name::kWorkerCheckpointSeconds) + "_";
   const std::string of_attempt = std::to_string(attempt);
   double count = 0, sum = 0;
   std::optional<double> bound;  // the smallest `le` whose cumulative count is every save
@@ -81,7 +82,7 @@ double slowest_checkpoint_from_metrics(const std::map<std::string, double>& s, i
 }
 
 std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, double>& s, int attempt) {
-  const std::string family = "torus_worker_goodput_seconds_total{";
+  const std::string family = std::string(metrics::name::kWorkerGoodputSecondsTotal) + "{";
   GoodputReading r{.attempt = attempt};
   bool found = false;
   for (auto it = s.lower_bound(family); it != s.end() && it->first.starts_with(family); ++it) {
@@ -92,10 +93,10 @@ std::optional<GoodputReading> goodput_from_metrics(const std::map<std::string, d
     }
   }
   if (!found) return std::nullopt;
-  r.seconds.comm_init = sample_or_zero(s, "torus_worker_comm_init_seconds");
-  r.global_step = static_cast<int64_t>(sample_or_zero(s, "torus_worker_global_step"));
-  const double count = sample_or_zero(s, "torus_worker_step_seconds_count");
-  if (count > 0) r.step_seconds = sample_or_zero(s, "torus_worker_step_seconds_sum") / count;
+  r.seconds.comm_init = sample_or_zero(s, metrics::name::kWorkerCommInitSeconds);
+  r.global_step = static_cast<int64_t>(sample_or_zero(s, metrics::name::kWorkerGlobalStep));
+  const double count = sample_or_zero(s, std::string(metrics::name::kWorkerStepSeconds) + "_count");
+  if (count > 0) r.step_seconds = sample_or_zero(s, std::string(metrics::name::kWorkerStepSeconds) + "_sum") / count;
   r.slowest_checkpoint_seconds = slowest_checkpoint_from_metrics(s, attempt);
   r.resume_known = resumed_step_from_metrics(s, attempt).has_value();
   return r;

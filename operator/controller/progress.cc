@@ -4,13 +4,14 @@
 #include <sstream>
 
 #include "common/launch/checkpoint_layout.h"
+#include "common/metrics/metric_names.h"
 #include "common/metrics/rates.h"
 #include "operator/controller/time_util.h"
 
 namespace torus::controller {
 namespace {
 
-std::optional<double> sample(const std::map<std::string, double>& s, const char* name) {
+std::optional<double> sample(const std::map<std::string, double>& s, const std::string& name) {
   auto it = s.find(name);
   if (it == s.end() || !std::isfinite(it->second)) return std::nullopt;
   return it->second;
@@ -18,11 +19,11 @@ std::optional<double> sample(const std::map<std::string, double>& s, const char*
 
 // The algorithm of the gang-wide ("global") all-reduce series that carried the most bytes.
 std::string busiest_algorithm(const std::map<std::string, double>& s) {
-  const std::string family = "torus_worker_allreduce_bytes_total{";
+  const std::string family = std::string(metrics::name::kWorkerAllreduceBytesTotal) + "{";
   std::string best;
   double best_bytes = 0;
   for (auto it = s.lower_bound(family); it != s.end() && it->first.starts_with(family); ++it) {
-    if (label_of(it->first, "level") != "global" || !(it->second > best_bytes)) continue;
+    if (label_of(it->first, "level") != metrics::name::kLevelWholeAllReduce || !(it->second > best_bytes)) continue;
     best_bytes = it->second;
     best = label_of(it->first, "algorithm");
   }
@@ -66,24 +67,24 @@ std::map<std::string, double> parse_prometheus_text(const std::string& text) {
 
 std::optional<api::Progress> progress_from_metrics(const std::map<std::string, double>& s, int world_size,
                                                    const std::string& now_rfc3339) {
-  auto step = sample(s, "torus_worker_global_step");
-  auto epoch = sample(s, "torus_worker_epoch");
+  auto step = sample(s, metrics::name::kWorkerGlobalStep);
+  auto epoch = sample(s, metrics::name::kWorkerEpoch);
   if (!step && !epoch) return std::nullopt;
   api::Progress p;
   // The epoch under way, 1-based, as torus run's console counts it (the metric is epochs done, fractional); the last
   // one once all are done.
   p.epoch = static_cast<int32_t>(std::floor(epoch.value_or(0))) + 1;
-  if (auto planned = sample(s, "torus_worker_planned_epochs"); planned && *planned >= 1)
+  if (auto planned = sample(s, metrics::name::kWorkerPlannedEpochs); planned && *planned >= 1)
     p.epoch = std::min(p.epoch, static_cast<int32_t>(*planned));
   p.step = static_cast<int64_t>(step.value_or(0));
-  p.loss = sample(s, "torus_worker_loss").value_or(0);
-  p.accuracy = sample(s, "torus_worker_validation_accuracy").value_or(0);
+  p.loss = sample(s, metrics::name::kWorkerLoss).value_or(0);
+  p.accuracy = sample(s, metrics::name::kWorkerValidationAccuracy).value_or(0);
   p.images_per_second =
-      metrics::gang_images_per_second(sample(s, "torus_worker_images_per_second").value_or(0), world_size);
-  p.bus_bandwidth_gbps = sample(s, "torus_worker_allreduce_bus_bandwidth_bytes_per_second").value_or(0) / 1e9;
+      metrics::gang_images_per_second(sample(s, metrics::name::kWorkerImagesPerSecond).value_or(0), world_size);
+  p.bus_bandwidth_gbps = sample(s, metrics::name::kWorkerAllreduceBusBandwidthBytesPerSecond).value_or(0) / 1e9;
   p.allreduce_algorithm = busiest_algorithm(s);
-  auto planned = sample(s, "torus_worker_planned_steps");
-  auto global_batch = sample(s, "torus_worker_global_batch_size");
+  auto planned = sample(s, metrics::name::kWorkerPlannedSteps);
+  auto global_batch = sample(s, metrics::name::kWorkerGlobalBatchSize);
   if (planned && global_batch) {
     const double per_step = metrics::seconds_per_step(static_cast<int64_t>(*global_batch), p.images_per_second);
     if (auto eta = metrics::eta_seconds(p.step, static_cast<int64_t>(*planned), per_step))
@@ -95,20 +96,20 @@ std::optional<api::Progress> progress_from_metrics(const std::map<std::string, d
 
 std::optional<api::CheckpointRef> checkpoint_from_metrics(const std::map<std::string, double>& s,
                                                           const std::string& checkpoint_dir, const std::string& run) {
-  auto step = sample(s, "torus_worker_last_checkpoint_step");
+  auto step = sample(s, metrics::name::kWorkerLastCheckpointStep);
   if (!step || *step <= 0) return std::nullopt;
   api::CheckpointRef ref;
   ref.step = static_cast<int64_t>(*step);
-  ref.epoch = static_cast<int32_t>(sample(s, "torus_worker_last_checkpoint_epoch").value_or(0));
+  ref.epoch = static_cast<int32_t>(sample(s, metrics::name::kWorkerLastCheckpointEpoch).value_or(0));
   ref.path = launch::checkpoint_path(checkpoint_dir, run, ref.step);
-  const double written = sample(s, "torus_worker_last_checkpoint_timestamp_seconds").value_or(0);
+  const double written = sample(s, metrics::name::kWorkerLastCheckpointTimestampSeconds).value_or(0);
   ref.time =
       format_time(TimePoint(std::chrono::duration_cast<TimePoint::duration>(std::chrono::duration<double>(written))));
   return ref;
 }
 
 std::optional<int64_t> resumed_step_from_metrics(const std::map<std::string, double>& s, int attempt) {
-  const std::string family = "torus_worker_resumed_step{";
+  const std::string family = std::string(metrics::name::kWorkerResumedStep) + "{";
   for (auto it = s.lower_bound(family); it != s.end() && it->first.starts_with(family); ++it) {
     if (label_of(it->first, "attempt") != std::to_string(attempt) || !(it->second >= 0)) continue;
     return static_cast<int64_t>(it->second);
@@ -123,7 +124,7 @@ std::optional<api::ResumePoint> resumed_from_metrics(const std::map<std::string,
   api::ResumePoint point;
   point.attempt = attempt;
   point.step = *step;
-  const std::string family = "torus_worker_resumed_from_info{";
+  const std::string family = std::string(metrics::name::kWorkerResumedFromInfo) + "{";
   for (auto it = s.lower_bound(family); it != s.end() && it->first.starts_with(family); ++it) {
     if (label_of(it->first, "attempt") != std::to_string(attempt)) continue;
     point.run = label_of(it->first, "run");

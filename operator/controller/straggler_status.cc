@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/metrics/metric_names.h"
 #include "operator/controller/progress.h"
 
 namespace torus::controller {
@@ -30,7 +31,7 @@ std::string slowdown_text(const process::Straggler& s) {
 }  // namespace
 
 std::optional<RankArrival> rank_arrival_from_metrics(const std::map<std::string, double>& samples, int attempt) {
-  const std::string family = "torus_worker_goodput_seconds_total{";
+  const std::string family = std::string(metrics::name::kWorkerGoodputSecondsTotal) + "{";
   RankArrival a;
   bool found = false;
   for (auto it = samples.lower_bound(family); it != samples.end() && it->first.starts_with(family); ++it) {
@@ -41,7 +42,7 @@ std::optional<RankArrival> rank_arrival_from_metrics(const std::map<std::string,
     found = true;
   }
   // The steps of the same process (its series all carry its attempt): the step histogram's count.
-  const auto steps = samples.find("torus_worker_step_seconds_count");
+  const auto steps = samples.find(std::string(metrics::name::kWorkerStepSeconds) + "_count");
   if (!found || steps == samples.end() || !std::isfinite(steps->second)) return std::nullopt;
   a.steps = static_cast<int64_t>(steps->second);
   return a;

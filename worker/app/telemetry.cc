@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/launch/checkpoint_layout.h"
+#include "common/metrics/metric_names.h"
 #include "common/metrics/rates.h"
 #include "common/process/worker_events.h"
 #include "common/util/main_guard.h"
@@ -52,7 +53,7 @@ std::optional<uint16_t> Telemetry::metrics_port() const {
 
 void Telemetry::run_info(const RunInfo& info) {
   registry_
-      .gauge("torus_worker_run_info",
+      .gauge(metrics::name::kWorkerRunInfo,
              "What this rank runs: the trainer's precision and activation dtype, the backend, "
              "the all-reduce algorithm (always 1).",
              {"job", "namespace", "rank", "attempt", "precision", "activations", "backend", "algorithm"})
@@ -87,7 +88,7 @@ void Telemetry::started(const train::Resumed& resumed, train::LeftToTrain left, 
   metrics_->resumed_step.set(static_cast<double>(resumed.step));
   // The run whose checkpoint this attempt started from, and why: the operator's status.resumedFrom.
   registry_
-      .gauge("torus_worker_resumed_from_info",
+      .gauge(metrics::name::kWorkerResumedFromInfo,
              "Where this attempt started: the run whose checkpoint it resumed (empty: none) and why "
              "(Fresh, ThisRun, ResumeFrom) (always 1).",
              {"job", "namespace", "rank", "attempt", "run", "reason"})
@@ -143,7 +144,7 @@ void Telemetry::sample_collectives() {
     const double bytes = static_cast<double>(s.bytes - last.bytes);
     const double seconds = s.seconds - last.seconds;
     last = s;
-    if (s.level == "global") {
+    if (s.level == metrics::name::kLevelWholeAllReduce) {
       global_bytes += static_cast<double>(s.bytes);
       global_seconds += s.seconds;
       if (s.bytes > best_bytes) {
@@ -197,18 +198,18 @@ void Telemetry::on_step(const ProgressEvent& e) {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_event_ < options_.event_interval) return;
   last_event_ = now;
-  process::emit_event(process::ProgressEvent{
-      .rank = options_.rank,
-      .epoch = static_cast<int>(e.epoch) + 1,  // the trainer counts from 0; a person from 1
-      .epochs = static_cast<int>(options_.epochs),
-      .step = e.step,
-      .steps_total = options_.total_steps,
-      .loss = e.loss,
-      .lr = e.lr,
-      .images_per_s = images_per_second_,
-      .busbw_gbps = busbw_gbps_,
-      .eta_s = metrics::eta_seconds(e.step, options_.total_steps, step_seconds_ema_),
-      .ledger = ledger_});
+  process::emit_event(
+      process::ProgressEvent{.rank = options_.rank,
+                             .epoch = static_cast<int>(e.epoch) + 1,  // the trainer counts from 0; a person from 1
+                             .epochs = static_cast<int>(options_.epochs),
+                             .step = e.step,
+                             .steps_total = options_.total_steps,
+                             .loss = e.loss,
+                             .lr = e.lr,
+                             .images_per_s = images_per_second_,
+                             .busbw_gbps = busbw_gbps_,
+                             .eta_s = metrics::eta_seconds(e.step, options_.total_steps, step_seconds_ema_),
+                             .ledger = ledger_});
 }
 
 void Telemetry::on_evaluation(const ProgressEvent& e) {
@@ -220,11 +221,11 @@ void Telemetry::on_evaluation(const ProgressEvent& e) {
   last_accuracy_ = e.accuracy;
   metrics_->validation_accuracy.set(e.accuracy);
   process::EvaluatedEvent event{.rank = options_.rank,
-                                 .epoch = static_cast<int>(e.epoch) + 1,  // the epoch just evaluated, from 1
-                                 .accuracy = e.accuracy,
-                                 .top5 = e.top5,
-                                 .loss = e.loss,
-                                 .elapsed_s = e.elapsed_seconds};
+                                .epoch = static_cast<int>(e.epoch) + 1,  // the epoch just evaluated, from 1
+                                .accuracy = e.accuracy,
+                                .top5 = e.top5,
+                                .loss = e.loss,
+                                .elapsed_s = e.elapsed_seconds};
   // The epoch's own figures, from the trainer (its mean step loss, the gang's rate over the whole epoch): the
   // console's epoch row is exact, not a sample of the progress events.
   if (epoch_summary_ && epoch_summary_->epoch == e.epoch) {
@@ -249,20 +250,21 @@ void Telemetry::aborted() {
 
 void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::string& algorithm) {
   process::FinishedEvent event{.rank = options_.rank,
-                                .steps = r.steps,
-                                .epochs = static_cast<int>(r.epochs_completed),
-                                .elapsed_s = r.seconds,
-                                .images_per_s = images_per_second_,
-                                .busbw_gbps = busbw_gbps,
-                                .reached_target = r.reached_target};
-  if (r.left_at_start != train::LeftToTrain::kSome) event.left_to_train = std::string(train::to_string(r.left_at_start));
+                               .steps = r.steps,
+                               .epochs = static_cast<int>(r.epochs_completed),
+                               .elapsed_s = r.seconds,
+                               .images_per_s = images_per_second_,
+                               .busbw_gbps = busbw_gbps,
+                               .reached_target = r.reached_target};
+  if (r.left_at_start != train::LeftToTrain::kSome)
+    event.left_to_train = std::string(train::to_string(r.left_at_start));
   if (r.last_eval.samples > 0) event.accuracy = r.last_eval.top1;  // no evaluation ran: no accuracy to report
   if (!algorithm.empty()) event.allreduce_algorithm = algorithm;
   // What the algorithm carried over the whole run (read now: the last periodic sample may be a second old).
   uint64_t calls = 0, bytes = 0;
   if (sampler_ && !algorithm.empty()) {
     for (const CollectiveSample& s : sampler_()) {
-      if (s.level != "global" || s.algorithm != algorithm) continue;
+      if (s.level != metrics::name::kLevelWholeAllReduce || s.algorithm != algorithm) continue;
       calls += s.calls;
       bytes += s.bytes;
     }

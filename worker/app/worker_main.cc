@@ -284,15 +284,15 @@ RunResult train_job(const RunOptions& run, Backend& backend, const RankWiring& w
   startup.restore_s = seconds_since(restore_start);
   if (resumed.reason != launch::ResumeReason::kThisRun && config.checkpoint.resume_step) {
     // Every rank got rank 0's "none found": they all stop alike, and the launcher reports CheckpointLost.
-    throw CheckpointLost("no checkpoint in " + launch::run_checkpoint_dir(config.checkpoint.dir, config.checkpoint.run) +
+    throw CheckpointLost("no checkpoint in " +
+                         launch::run_checkpoint_dir(config.checkpoint.dir, config.checkpoint.run) +
                          ", but one of step " + std::to_string(*config.checkpoint.resume_step) +
                          " was written: it was deleted, or the folder is on storage this pod does not mount; "
                          "refusing to train again from step 0");
   }
   const train::LeftToTrain left = trainer.left_to_train();
   if (run.rank == 0) {
-    for (const std::string& line : describe_start(config, resumed, left, trainer.last_evaluation()))
-      TLOG(Info) << line;
+    for (const std::string& line : describe_start(config, resumed, left, trainer.last_evaluation())) TLOG(Info) << line;
   }
   if (wiring.telemetry != nullptr) {
     wiring.telemetry->run_info({std::string(api::to_string(trainer.precision().precision)),
@@ -351,13 +351,10 @@ int run_worker(const WorkerOptions& options, const BackendFactory& backends) {
                       .comm_init_seconds = comm_init_seconds};
     telemetry.set_collective_sampler([&w, nccl_traffic] {
       std::vector<CollectiveSample> out;
-      for (const auto& [key, s] : w->comm().stats()) {
-        const auto slash = key.find('/');
-        out.push_back({slash == std::string::npos ? key : key.substr(0, slash),
-                       slash == std::string::npos ? "global" : key.substr(slash + 1), s.calls, s.bytes, s.seconds});
-      }
+      for (const auto& [key, s] : w->comm().stats())
+        out.push_back({key.algorithm, key.level, s.calls, s.bytes, s.seconds});
       if (const comm::LevelStats nccl = nccl_traffic->totals(); nccl.calls > 0) {
-        out.push_back({"nccl", "global", nccl.calls, nccl.bytes, nccl.seconds});
+        out.push_back({"nccl", comm::kWholeAllReduce, nccl.calls, nccl.bytes, nccl.seconds});
       }
       return out;
     });

@@ -48,18 +48,18 @@ std::string TopologyCommunicator::algorithm_for(size_t bytes) const {
   return std::string(api::to_string(resolve(algorithm_, bytes)));
 }
 
-std::map<std::string, LevelStats> TopologyCommunicator::stats() const {
+std::map<TrafficKey, LevelStats> TopologyCommunicator::stats() const {
   std::lock_guard lock(stats_mu_);
   return stats_;
 }
 
 template <typename Fn>
-void TopologyCommunicator::timed(const std::string& level, size_t bytes, Fn&& fn) {
+void TopologyCommunicator::timed(const TrafficKey& key, size_t bytes, Fn&& fn) {
   const auto start = Clock::now();
   fn();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::lock_guard lock(stats_mu_);
-  LevelStats& s = stats_[level];
+  LevelStats& s = stats_[key];
   s.calls += 1;
   s.bytes += bytes;
   s.seconds += seconds;
@@ -72,7 +72,7 @@ void TopologyCommunicator::all_reduce_now(BufferView buf, ReduceOp op) {
 void TopologyCommunicator::all_reduce_with(AllReduceAlgorithm algorithm, BufferView buf, ReduceOp op) {
   const AllReduceAlgorithm a = resolve(algorithm, buf.bytes());
   if (buf.count == 0 || size() == 1) return;
-  timed(std::string(api::to_string(a)), buf.bytes(), [&] {
+  timed({std::string(api::to_string(a))}, buf.bytes(), [&] {
     switch (a) {
       case AllReduceAlgorithm::kAuto:
       case AllReduceAlgorithm::kRing:
@@ -92,13 +92,13 @@ void TopologyCommunicator::run_ring(BufferView buf, ReduceOp op) { ring().all_re
 void TopologyCommunicator::run_two_level(const std::string& name, Communicator& inner, Communicator& outer, BufferView buf,
                                          ReduceOp op) {
   // A level of one rank adds nothing: one node (shared memory only) or one rank per node (backend only).
-  if (outer.size() == 1) return timed(name + "/inner_all_reduce", buf.bytes(), [&] { inner.all_reduce_now(buf, op); });
-  if (inner.size() == 1) return timed(name + "/outer_all_reduce", buf.bytes(), [&] { outer.all_reduce_now(buf, op); });
-  timed(name + "/inner_reduce_scatter", buf.bytes(), [&] { inner.reduce_scatter_now(buf, op); });
+  if (outer.size() == 1) return timed({name, "inner_all_reduce"}, buf.bytes(), [&] { inner.all_reduce_now(buf, op); });
+  if (inner.size() == 1) return timed({name, "outer_all_reduce"}, buf.bytes(), [&] { outer.all_reduce_now(buf, op); });
+  timed({name, "inner_reduce_scatter"}, buf.bytes(), [&] { inner.reduce_scatter_now(buf, op); });
   const Range mine = chunk_range(buf.count, inner.size(), inner.rank());
   const BufferView slice = buf.slice(mine.begin, mine.end);
-  timed(name + "/outer_all_reduce", slice.bytes(), [&] { outer.all_reduce_now(slice, op); });
-  timed(name + "/inner_all_gather", buf.bytes(), [&] { inner.all_gather_now(buf); });
+  timed({name, "outer_all_reduce"}, slice.bytes(), [&] { outer.all_reduce_now(slice, op); });
+  timed({name, "inner_all_gather"}, buf.bytes(), [&] { inner.all_gather_now(buf); });
 }
 
 Communicator& TopologyCommunicator::ring() {

@@ -42,8 +42,8 @@ class TopologyCommunicator : public Communicator {
   void abort() noexcept override;
 
   const Planner& planner() const { return planner_; }
-  // Time and volume per algorithm and per level ("hierarchical/inter_all_reduce", ...), for metrics.
-  std::map<std::string, LevelStats> stats() const;
+  // Time and volume per algorithm and per level ({"hierarchical", "outer_all_reduce"}, ...), for metrics.
+  std::map<TrafficKey, LevelStats> stats() const;
 
  private:
   AllReduceAlgorithm resolve(AllReduceAlgorithm requested, size_t bytes) const;
@@ -56,7 +56,7 @@ class TopologyCommunicator : public Communicator {
   std::unique_ptr<Communicator> make_group(const std::string& name, const std::vector<int>& members, bool host_local,
                                            int color);
   template <typename Fn>
-  void timed(const std::string& level, size_t bytes, Fn&& fn);
+  void timed(const TrafficKey& key, size_t bytes, Fn&& fn);
 
   Planner planner_;
   std::shared_ptr<Store> store_;
@@ -70,7 +70,7 @@ class TopologyCommunicator : public Communicator {
   std::unique_ptr<Communicator> row_;
   std::unique_ptr<Communicator> column_;
   mutable std::mutex stats_mu_;
-  std::map<std::string, LevelStats> stats_;
+  std::map<TrafficKey, LevelStats> stats_;
 };
 
 }  // namespace torus::comm
