@@ -101,7 +101,10 @@ void default_run_policy(RunPolicy& r, const GangSpec& g) {
   set_default(r.clean_pod_policy, CleanPodPolicy::kRunning);
   set_default(r.suspend, false);
   set_default(r.managed_by, kDefaultManagedBy);
-  if (g.workers) set_default(r.scheduling_policy.min_available, *g.workers);
+  // The minMember of the PodGroup the operator makes: only where it makes one (a gang scheduler, no group of yours).
+  const SchedulingPolicy& s = r.scheduling_policy;
+  if (g.workers && !s.scheduler_name.empty() && s.pod_group.empty())
+    set_default(r.scheduling_policy.min_available, *g.workers);
   if (!r.topology.key.empty()) set_default(r.topology.placement, TopologyPlacement::kPreferred);
 }
 

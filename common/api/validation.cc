@@ -312,7 +312,8 @@ void check_checkpoint(Checker& c, const CheckpointSpec& k, RestartPolicy restart
   }
   if (!k.volume_claim_template.is_null()) check_claim_template(c, k);
   if (!k.resume_from.empty()) {
-    if (k.dir.empty()) c.add(p + ".dir", "is required when checkpoint.resumeFrom is set: the runs' checkpoints are there");
+    if (k.dir.empty())
+      c.add(p + ".dir", "is required when checkpoint.resumeFrom is set: the runs' checkpoints are there");
     const std::string problem = launch::run_id_problem(k.resume_from);
     if (k.resume_from != launch::kResumeLatest && !problem.empty()) {
       c.add(p + ".resumeFrom", "expected \"latest\" or a run id (" + problem + "), got \"" + k.resume_from + "\"");
@@ -378,6 +379,48 @@ void check_all_reduce(Checker& c, const AllReduceSpec& a, const AllReduceSpec& g
   }
 }
 
+// minAvailable and queue act through the PodGroup the operator makes for a gang scheduler (children.cc); where
+// none reads them (no scheduler, the user's own group, a scheduler without queues) the job is refused, not run as
+// if they were honoured. `given`: as written (minAvailable defaults to the workers).
+void check_scheduling(Checker& c, const SchedulingPolicy& given) {
+  const std::string p = "spec.runPolicy.schedulingPolicy";
+  const bool own_group = !given.pod_group.empty();
+  if (given.min_available && (given.scheduler_name.empty() || own_group)) {
+    c.add(p + ".minAvailable",
+          own_group ? "podGroup names your own PodGroup, whose minMember is yours to set: unset minAvailable"
+                    : "is the minMember of the PodGroup the operator makes for a gang scheduler, and no "
+                      "schedulerName names one (the default scheduler places pods one by one and reads no "
+                      "minimum): set schedulerName, or unset minAvailable");
+  }
+  // Volcano's PodGroup is the one with a queue; the coscheduling plugin's has none.
+  if (!given.queue.empty() && (given.scheduler_name != "volcano" || own_group)) {
+    c.add(p + ".queue",
+          own_group ? "podGroup names your own PodGroup: set its queue there, and unset queue"
+                    : "only Volcano's PodGroup has a queue (schedulerName: volcano), and schedulerName is " +
+                          (given.scheduler_name.empty() ? std::string("unset") : "\"" + given.scheduler_name + "\"") +
+                          ": nothing would read it");
+  }
+}
+
+// A GPU worker pod gets one GPU per process (children.cc): a request of another count is refused rather than
+// replaced.
+void check_gpu_request(Checker& c, const GangSpec& g) {
+  if (g.device != Device::kGpu || !g.resources.is_object()) return;
+  const std::string gpus = std::to_string(g.processes_per_worker.value_or(1));
+  for (const char* kind : {"requests", "limits"}) {
+    const auto part = g.resources.find(kind);
+    if (part == g.resources.end() || !part->is_object() || !part->contains("nvidia.com/gpu")) continue;
+    const nlohmann::json& v = (*part)["nvidia.com/gpu"];
+    const std::string asked = v.is_string() ? v.get<std::string>() : v.dump();
+    if (asked != gpus) {
+      c.add(std::string("spec.gang.resources.") + kind + ".nvidia.com/gpu",
+            "a GPU worker pod gets one GPU per process (gang.processesPerWorker " + gpus +
+                "): set processesPerWorker to the GPUs a pod should have, or leave the GPUs out of resources, got " +
+                asked);
+    }
+  }
+}
+
 void check_run_policy(Checker& c, const RunPolicy& r, const GangSpec& g) {
   const std::string p = "spec.runPolicy";
   c.int_range(r.backoff_limit, p + ".backoffLimit", 0);
@@ -434,11 +477,11 @@ void check_cross(Checker& c, const TrainingJobSpec& s) {
   }
   // GPU gradients are averaged by NCCL over one communicator (ncclAllReduce picks its own ring or tree): the host
   // algorithms and their grid do not act there, so a job asking for them is refused rather than silently ignored.
-  if (s.all_reduce.algorithm && s.gang.device == Device::kGpu && *s.all_reduce.algorithm != AllReduceAlgorithm::kAuto &&
-      *s.all_reduce.algorithm != AllReduceAlgorithm::kRing) {
-    c.add("spec.allReduce.algorithm", "GPU workers average gradients with NCCL, which runs its own ring or tree; " +
-                                          std::string(to_string(*s.all_reduce.algorithm)) +
-                                          " acts on gang.device cpu only: use auto or ring");
+  if (s.all_reduce.algorithm && s.gang.device == Device::kGpu && *s.all_reduce.algorithm != AllReduceAlgorithm::kAuto) {
+    c.add("spec.allReduce.algorithm",
+          "GPU workers average gradients with NCCL, which picks its own ring or tree per "
+          "message (it takes no algorithm from the job); " +
+              std::string(to_string(*s.all_reduce.algorithm)) + " acts on gang.device cpu only: use auto");
   }
   if (s.gang.threads_per_process && s.gang.device == Device::kGpu) {
     c.add("spec.gang.threadsPerProcess", "sets the CPU engine's math threads; a GPU rank computes on its device: unset "
@@ -485,6 +528,8 @@ FieldErrors validate(const TrainingJob& job) {
                  d.spec.run_policy.restart_policy.value_or(RestartPolicy::kNever));
   check_all_reduce(c, d.spec.all_reduce, job.spec.all_reduce, world);
   check_run_policy(c, d.spec.run_policy, d.spec.gang);
+  check_scheduling(c, job.spec.run_policy.scheduling_policy);
+  check_gpu_request(c, d.spec.gang);
   check_cross(c, d.spec);
   return errors;
 }

@@ -18,6 +18,7 @@
 
 #include "common/api/codec.h"
 #include "common/api/defaults.h"
+#include "common/api/field_scope.h"
 #include "common/api/resolve.h"
 #include "common/api/validation.h"
 #include "common/api/yaml.h"
@@ -245,25 +246,6 @@ void apply_set(nlohmann::json& document, const std::string& assignment, api::Fie
   }
 }
 
-std::vector<std::string> operator_only_fields(const api::TrainingJobSpec& spec) {
-  std::vector<std::string> out;
-  auto note = [&out](bool set, const char* path) {
-    if (set) out.emplace_back(path);
-  };
-  note(!spec.gang.image.empty(), "spec.gang.image");
-  note(!spec.gang.resources.is_null(), "spec.gang.resources");
-  note(!spec.gang.pod_template.is_null(), "spec.gang.template");
-  const api::RunPolicy& r = spec.run_policy;
-  note(r.running_deadline_seconds.has_value(), "spec.runPolicy.runningDeadlineSeconds");
-  note(r.ttl_seconds_after_finished.has_value(), "spec.runPolicy.ttlSecondsAfterFinished");
-  note(r.clean_pod_policy.has_value(), "spec.runPolicy.cleanPodPolicy");
-  note(r.scheduling_policy != api::SchedulingPolicy{}, "spec.runPolicy.schedulingPolicy");
-  note(r.topology != api::TopologySpec{}, "spec.runPolicy.topology");
-  note(spec.metrics_port.has_value(), "spec.metricsPort");
-  note(spec.rendezvous_port.has_value(), "spec.rendezvousPort");
-  return out;
-}
-
 LoadedJob load_local_job(const LocalRunOptions& options) {
   LoadedJob out;
   std::ifstream in(options.job_file);
@@ -302,7 +284,7 @@ LoadedJob load_local_job(const LocalRunOptions& options) {
                               "managed by " + std::string(api::kDefaultManagedBy) + " (or unset): --set " +
                               "spec.runPolicy.managedBy=" + std::string(api::kDefaultManagedBy) + " to run it here"});
   }
-  out.not_applied = operator_only_fields(decoded.job.spec);
+  out.not_applied = api::operator_only_fields_set(document);
   if (out.errors.empty()) out.job = api::with_defaults(decoded.job);
   return out;
 }

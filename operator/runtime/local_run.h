@@ -40,14 +40,9 @@ void apply_set(nlohmann::json& document, const std::string& assignment, api::Fie
 struct LoadedJob {
   api::TrainingJob job;
   api::FieldErrors errors;
-  std::vector<std::string> not_applied;  // operator_only_fields of the job as written
+  std::vector<std::string> not_applied;  // the operator-only fields the job as written sets (api/field_scope.h)
 };
 LoadedJob load_local_job(const LocalRunOptions& options);
-
-// The fields `spec` (as written, before defaults) sets that only the operator applies: pod image, resources and
-// template, ports, scheduling and topology, the deadline before Running, TTL and pod clean-up. `torus run` says once
-// that it does not apply them.
-std::vector<std::string> operator_only_fields(const api::TrainingJobSpec& spec);
 
 // What the ranks of one local attempt share.
 struct LocalGang {

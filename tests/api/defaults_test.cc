@@ -39,13 +39,16 @@ TEST(Defaults, FillWhatIsUnsetAndNothingElse) {
   EXPECT_EQ(s.all_reduce.bucket_size_mb, 25.0);
   EXPECT_EQ(s.run_policy.restart_policy, RestartPolicy::kNever);
   EXPECT_EQ(s.run_policy.managed_by, kDefaultManagedBy);
-  EXPECT_EQ(s.run_policy.scheduling_policy.min_available, 2);
+  EXPECT_FALSE(s.run_policy.scheduling_policy.min_available.has_value()) << "no gang scheduler: no PodGroup to size";
   EXPECT_EQ(s.metrics_port, kDefaultMetricsPort);
   EXPECT_EQ(s.rendezvous_port, kDefaultRendezvousPort);
   EXPECT_TRUE(s.training.checkpoint.dir.empty());
   EXPECT_FALSE(s.training.checkpoint.every_epochs.has_value());
   // Idempotent.
   EXPECT_EQ(with_defaults(job), job);
+  // With a gang scheduler the operator makes a PodGroup: its minMember defaults to every worker.
+  job.spec.run_policy.scheduling_policy.scheduler_name = "volcano";
+  EXPECT_EQ(with_defaults(job).spec.run_policy.scheduling_policy.min_available, 2);
 }
 
 TEST(Defaults, DependOnTheDataSetAndTheNetwork) {

@@ -143,8 +143,32 @@ const Case kCases[] = {
       "gang.device cpu, got fp16"}},
     {"host_algorithm_on_gpu",
      R"({"spec": {"gang": {"device": "gpu"}, "allReduce": {"algorithm": "hierarchical"}}})",
-     {"spec.allReduce.algorithm: GPU workers average gradients with NCCL, which runs its own ring or tree; "
-      "hierarchical acts on gang.device cpu only: use auto or ring"}},
+     {"spec.allReduce.algorithm: GPU workers average gradients with NCCL, which picks its own ring or tree per "
+      "message (it takes no algorithm from the job); hierarchical acts on gang.device cpu only: use auto"}},
+    {"ring_on_gpu",  // it used to pass, and NCCL ignored it
+     R"({"spec": {"gang": {"device": "gpu"}, "allReduce": {"algorithm": "ring"}}})",
+     {"spec.allReduce.algorithm: GPU workers average gradients with NCCL, which picks its own ring or tree per "
+      "message (it takes no algorithm from the job); ring acts on gang.device cpu only: use auto"}},
+    {"gpu_request_of_another_count",
+     R"({"spec": {"gang": {"device": "gpu", "resources": {"limits": {"nvidia.com/gpu": 4}}}}})",
+     {"spec.gang.resources.limits.nvidia.com/gpu: a GPU worker pod gets one GPU per process "
+      "(gang.processesPerWorker 2): set processesPerWorker to the GPUs a pod should have, or leave the GPUs out of "
+      "resources, got 4"}},
+    {"min_available_without_a_gang_scheduler",
+     R"({"spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": 2}}}})",
+     {"spec.runPolicy.schedulingPolicy.minAvailable: is the minMember of the PodGroup the operator makes for a gang "
+      "scheduler, and no schedulerName names one (the default scheduler places pods one by one and reads no "
+      "minimum): set schedulerName, or unset minAvailable"}},
+    {"min_available_and_queue_of_the_users_own_group",
+     R"({"spec": {"runPolicy": {"schedulingPolicy": {"schedulerName": "volcano", "podGroup": "shared", )"
+     R"("minAvailable": 2, "queue": "q"}}}})",
+     {"spec.runPolicy.schedulingPolicy.minAvailable: podGroup names your own PodGroup, whose minMember is yours to "
+      "set: unset minAvailable",
+      "spec.runPolicy.schedulingPolicy.queue: podGroup names your own PodGroup: set its queue there, and unset queue"}},
+    {"queue_without_volcano",
+     R"({"spec": {"runPolicy": {"schedulingPolicy": {"schedulerName": "scheduler-plugins-scheduler", "queue": "q"}}}})",
+     {"spec.runPolicy.schedulingPolicy.queue: only Volcano's PodGroup has a queue (schedulerName: volcano), and "
+      "schedulerName is \"scheduler-plugins-scheduler\": nothing would read it"}},
     {"threads_on_gpu",
      R"({"spec": {"gang": {"device": "gpu", "threadsPerProcess": 4}}})",
      {"spec.gang.threadsPerProcess: sets the CPU engine's math threads; a GPU rank computes on its device: unset it "
@@ -157,7 +181,7 @@ const Case kCases[] = {
      {"spec.allReduce.grid: torus2d needs at least 2 x 2 ranks (x along the fast dimension, y rows), got 1 x 4; use "
       "ring or hierarchical"}},
     {"min_available",
-     R"({"spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": 3}}}})",
+     R"({"spec": {"runPolicy": {"schedulingPolicy": {"schedulerName": "volcano", "minAvailable": 3}}}})",
      {"spec.runPolicy.schedulingPolicy.minAvailable: must not exceed gang.workers (2), got 3"}},
     {"rendezvous_on_a_local_ranks_metrics_port",
      R"({"spec": {"metricsPort": 9000, "rendezvousPort": 9001}})",

@@ -320,5 +320,35 @@ TEST(Conformance, BadCombinationsAreRefusedBeforeAnythingStarts) {
   EXPECT_FALSE(has(out, "torus run: job refused")) << "a worker was started:\n" << out.text();
 }
 
+// No field is ignored without a word: what nothing would read is refused by name before anything starts (the job
+// is validated the same way by the operator), and what only the operator applies is named once by torus run.
+TEST(Conformance, FieldsNothingWouldReadAreRefusedAndOperatorOnlyOnesAreNamed) {
+  const test::TempDir tmp("conformance-refused");
+  const fs::path job = write_job(tmp.path(), "refused", "");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refusals = {
+      {{"spec.runPolicy.schedulingPolicy.queue=team-a"},
+       "spec.runPolicy.schedulingPolicy.queue: only Volcano's PodGroup has a queue"},
+      {{"spec.runPolicy.schedulingPolicy.minAvailable=2"},
+       "spec.runPolicy.schedulingPolicy.minAvailable: is the minMember of the PodGroup the operator makes"},
+      {{"spec.gang={workers: 2, device: gpu}", "spec.allReduce.algorithm=ring"},
+       "spec.allReduce.algorithm: GPU workers average gradients with NCCL"},
+      {{"spec.gang={workers: 2, device: gpu, resources: {limits: {nvidia.com/gpu: 3}}}"},
+       "spec.gang.resources.limits.nvidia.com/gpu: a GPU worker pod gets one GPU per process"},
+  };
+  for (const auto& [sets, said] : refusals) {
+    const RunOutput out = run(job, sets);
+    EXPECT_EQ(out.exit_code, 1) << sets.front() << "\n" << out.text();
+    EXPECT_TRUE(has(out, said)) << sets.front() << "\n" << out.text();
+    EXPECT_FALSE(has(out, "torus run: job")) << "a process was started:\n" << out.text();
+  }
+  const RunOutput named = run(job, {"spec.training.checkpoint={dir: " + (tmp.path() / "ckpt").string() +
+                                    ", volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}"});
+  EXPECT_EQ(named.exit_code, 0) << named.text();
+  EXPECT_TRUE(has(named,
+                  "torus run: not applied here (the operator applies them to pods): "
+                  "spec.training.checkpoint.volumeClaimTemplate"))
+      << named.text();
+}
+
 }  // namespace
 }  // namespace torus

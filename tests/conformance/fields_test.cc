@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/api/field_scope.h"
+
 namespace torus::conformance {
 namespace {
 
@@ -151,6 +153,17 @@ TEST(ConformanceTable, TheDocsSayWhereEveryFieldActs) {
     EXPECT_NE(text.str().find("| `" + path + "` |"), std::string::npos)
         << r.path << ": no row in docs/trainingjob.md's \"Where each field acts\" table";
   }
+}
+
+// `torus run` names the operator-only fields a job sets from api::kOperatorOnlyFields (common/api/field_scope.h);
+// this table says which fields only the operator applies. They must agree (managedBy aside: torus run reads it to
+// refuse a job another controller runs), or torus run would stay silent about a field it ignores.
+TEST(ConformanceTable, TorusRunsListOfFieldsItDoesNotApplyIsTheTablesOperatorOnlyRows) {
+  std::set<std::string> table, api;
+  for (const FieldRow& row : kFields)
+    if (row.launchers == Launchers::kOperator && row.path != "spec.runPolicy.managedBy") table.emplace(row.path);
+  for (std::string_view path : torus::api::kOperatorOnlyFields) api.emplace(path);
+  EXPECT_EQ(api, table);
 }
 
 }  // namespace

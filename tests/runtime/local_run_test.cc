@@ -104,11 +104,18 @@ TEST(LoadLocalJob, OperatorOnlyFieldsAreListed) {
   const LoadedJob plain = load_local_job(o);
   ASSERT_TRUE(plain.errors.empty()) << plain.errors.front().to_string();
   EXPECT_TRUE(plain.not_applied.empty());
-  o.sets = {"spec.gang.image=registry.example/torus:1", "spec.runPolicy.ttlSecondsAfterFinished=60",
-            "spec.runPolicy.schedulingPolicy={queue: team-a}", "spec.metricsPort=9090"};
-  EXPECT_EQ(load_local_job(o).not_applied,
-            (std::vector<std::string>{"spec.gang.image", "spec.runPolicy.ttlSecondsAfterFinished",
-                                      "spec.runPolicy.schedulingPolicy", "spec.metricsPort"}));
+  o.sets = {
+      "spec.gang.image=registry.example/torus:1", "spec.runPolicy.ttlSecondsAfterFinished=60",
+      "spec.runPolicy.schedulingPolicy={schedulerName: volcano, queue: team-a}", "spec.metricsPort=9090",
+      "spec.training.checkpoint={dir: /ckpt, volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}"};
+  const LoadedJob named = load_local_job(o);
+  EXPECT_TRUE(named.errors.empty()) << named.errors.front().to_string();
+  // Each field by its path (api::kOperatorOnlyFields' order), the claim template included (it was missed).
+  EXPECT_EQ(named.not_applied,
+            (std::vector<std::string>{"spec.gang.image", "spec.training.checkpoint.volumeClaimTemplate",
+                                      "spec.runPolicy.ttlSecondsAfterFinished",
+                                      "spec.runPolicy.schedulingPolicy.schedulerName",
+                                      "spec.runPolicy.schedulingPolicy.queue", "spec.metricsPort"}));
 }
 
 TEST(RunLocal, SaysOnceWhichOperatorOnlyFieldsItDoesNotApply) {
