@@ -13,6 +13,7 @@
 #include "operator/controller/gang_policy.h"
 #include "operator/controller/job_view.h"
 #include "operator/controller/topology_blocks.h"
+#include "operator/controller/worker_state.h"
 
 namespace torus::controller {
 
@@ -133,12 +134,5 @@ struct Plan {
 };
 
 Plan plan(const PlanInput& input);
-
-// The gang's view of one pod's main container (exposed for tests and the local runner's parity checks).
-WorkerState worker_state(const json& pod);
-
-// The pod's DisruptionTarget condition when its status is True (Kubernetes adds it before it evicts, preempts or
-// drains the pod), with the pod's node; nullopt otherwise.
-std::optional<Disruption> disruption_of(const json& pod);
 
 }  // namespace torus::controller

@@ -475,25 +475,6 @@ TEST(Planner, AVanishedPodWithoutItsConditionThisAttemptCountsAsKilled) {
   }
 }
 
-TEST(Planner, TheWorkerStateCarriesTheDisruptionAndTheExitTime) {
-  const WorkerState w = worker_state(PodBuilder("mnist", 1)
-                                         .running("node-4")
-                                         .disrupted(8, "PreemptionByScheduler", "preempted")
-                                         .exited(143)
-                                         .finished_at(9)
-                                         .build());
-  ASSERT_TRUE(w.disruption);
-  EXPECT_EQ(w.disruption->reason, "PreemptionByScheduler");
-  EXPECT_EQ(w.disruption->message, "preempted");
-  EXPECT_EQ(w.disruption->node, "node-4");
-  EXPECT_EQ(w.disruption->since, at(8));
-  EXPECT_EQ(w.finished_at, at(9));
-  json not_true = PodBuilder("mnist", 1).running().disrupted(8).build();
-  not_true["status"]["conditions"][1]["status"] = "False";
-  EXPECT_FALSE(worker_state(not_true).disruption);
-  EXPECT_FALSE(disruption_of(PodBuilder("mnist", 1).running().build()));
-}
-
 // The survivor's last words say the step the failed attempt reached: status.goodput's last step becomes it, so the
 // next attempt's lost work counts from there, not from the last progress reading (issue 31.1).
 TEST(Planner, ARestartTakesTheStepTheSurvivorsReachedFromTheirLastWords) {
@@ -643,38 +624,6 @@ TEST(Planner, SteadyStateWritesNothing) {
   EXPECT_FALSE(second.status) << second.status->dump();
   EXPECT_TRUE(second.creates.empty());
   EXPECT_TRUE(second.deletes.empty());
-}
-
-TEST(Planner, WorkerStateReadsExitCodeAndReason) {
-  WorkerState w = worker_state(PodBuilder("j", 0).exited(137, "OOMKilled").build());
-  EXPECT_EQ(w.phase, PodPhase::kFailed);
-  EXPECT_EQ(w.exit_code, 137);
-  EXPECT_EQ(w.detail, "OOMKilled");
-}
-
-// A pending worker of another scheduler that nothing scheduled (no node, no PodScheduled condition: a cluster
-// without that scheduler) names the scheduler it waits for; the default scheduler's says nothing of the kind.
-TEST(Planner, WorkerStateNamesTheSchedulerAnUnscheduledWorkerWaitsFor) {
-  json pod = PodBuilder("j", 0).build();
-  pod["spec"]["schedulerName"] = "volcano";
-  pod["spec"].erase("nodeName");
-  pod["status"] = {{"phase", "Pending"}};
-  EXPECT_EQ(worker_state(pod).detail, "waiting for scheduler \"volcano\"");
-  pod["spec"]["schedulerName"] = "default-scheduler";
-  EXPECT_EQ(worker_state(pod).detail, "");
-}
-
-// A worker's termination message (the worker writes its reason to /dev/termination-log) is quoted: a collective
-// timeout's names the rank, pod and node that never arrived (issue 31.3).
-TEST(Planner, WorkerStateQuotesTheTerminationMessage) {
-  json pod = PodBuilder("j", 0).exited(43, "Error").build();
-  pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] =
-      "CollectiveTimeout: collective all_reduce #3 on rank 0 did not finish within 2000 ms; ranks that never arrived: "
-      "1 (pod j-worker-1, node n2)\nsecond line";
-  const WorkerState w = worker_state(pod);
-  EXPECT_EQ(w.detail,
-            "Error: CollectiveTimeout: collective all_reduce #3 on rank 0 did not finish within 2000 ms; ranks that "
-            "never arrived: 1 (pod j-worker-1, node n2)");
 }
 
 }  // namespace
