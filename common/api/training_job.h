@@ -410,7 +410,7 @@ struct ResumePoint {
   std::string path;    // the checkpoint file, when step > 0
   std::string run;     // the run that wrote it: this job's uid, or the run resumeFrom named
   std::string reason;  // launch::ResumeReason: Fresh, ThisRun, ResumeFrom
-  std::string time;  // when the operator read it; empty: not read yet for this attempt
+  std::string time;    // when the operator read it; empty: not read yet for this attempt
   bool operator==(const ResumePoint&) const = default;
 };
 

@@ -45,5 +45,4 @@ struct RankLedger {
   bool operator==(const RankLedger&) const = default;
 };
 
-
 }  // namespace torus::process

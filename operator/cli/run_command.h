@@ -25,7 +25,8 @@ inline constexpr const char* kRunUsage =
     "\n"
     "Each run is new: it trains from step 0 and keeps its checkpoints in DIR/<run id> (the run id is printed first\n"
     "and in the RESULT line), so it never resumes another run unless --resume (or resumeFrom) asks.\n"
-    "Ctrl-C asks the workers to checkpoint and stop (run again with --resume to continue); a second Ctrl-C kills them.\n"
+    "Ctrl-C asks the workers to checkpoint and stop (run again with --resume to continue); a second Ctrl-C kills "
+    "them.\n"
     "The last line printed is machine-readable: RESULT phase=... accuracy=... time_to_target_s=... "
     "images_per_s=... busbw_gbps=... restarts=... run=... start_step=...\n"
     "Exit code: 0 Succeeded, 1 Failed or invalid job, 130 interrupted.\n";

@@ -29,7 +29,8 @@ void Controller::record_resume(json& status, const api::ResumePoint& read, std::
   api::ResumePoint point = read;
   point.time = format_time(Clock::now());
   status["resumedFrom"] = api::status_to_json(api::TrainingJobStatus{.resumed_from = point})["resumedFrom"];
-  if (const auto message = resume_event_message(point)) events.push_back({EventType::kNormal, "ResumedFromStep", *message});
+  if (const auto message = resume_event_message(point))
+    events.push_back({EventType::kNormal, "ResumedFromStep", *message});
 }
 
 void Controller::record_straggler(const json& job, json& status, const std::optional<RankArrival>& rank0,

@@ -131,7 +131,8 @@ GangOutcome interrupted(Attempt& attempt, GangListener& listener, int attempt_nu
   }
   attempt.stop();
   return GangOutcome{api::Phase::kSuspended, controller::Reason::kNone,
-                     "interrupted: workers were asked to checkpoint and stop; run again with --resume to continue", attempt_number + 1};
+                     "interrupted: workers were asked to checkpoint and stop; run again with --resume to continue",
+                     attempt_number + 1};
 }
 
 }  // namespace

@@ -270,10 +270,11 @@ std::vector<std::string> RunReport::summary(const GangOutcome& outcome, double w
                     std::to_string(allreduce_bytes_ / allreduce_calls_) + " bytes per call");
   }
   if (start_) lines.push_back(start_line(run_, start_->from.reason, start_->step, start_->from.run, start_->from.path));
-  if (!left_to_train_.empty()) lines.push_back("nothing left to train: " + left_to_train_ + " (see rank 0's log above)");
-  lines.push_back("restarts: " + std::to_string(std::max(outcome.attempts - 1, 0)) +
-                  (resumed_step_ && outcome.attempts > 1 ? ", the last resumed at step " + std::to_string(*resumed_step_)
-                                                         : ""));
+  if (!left_to_train_.empty())
+    lines.push_back("nothing left to train: " + left_to_train_ + " (see rank 0's log above)");
+  lines.push_back(
+      "restarts: " + std::to_string(std::max(outcome.attempts - 1, 0)) +
+      (resumed_step_ && outcome.attempts > 1 ? ", the last resumed at step " + std::to_string(*resumed_step_) : ""));
   lines.push_back("wall time: " + format_duration(wall_seconds));
   lines.push_back(goodput_line(ledger));
   const std::optional<Straggler> straggler = stragglers_ ? stragglers_->worst() : std::nullopt;

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "operator/runtime/goodput.h"
-#include "operator/runtime/local_gang.h"
 #include "common/process/straggler.h"
 #include "common/process/worker_events.h"
+#include "operator/runtime/goodput.h"
+#include "operator/runtime/local_gang.h"
 
 namespace torus::runtime {
 

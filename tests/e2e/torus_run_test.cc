@@ -86,8 +86,8 @@ TEST(TorusRun, AlwaysFailingWorkerExhaustsTheBackoffLimit) {
 
 // What each rank of a run did, from the logs `torus run` keeps per rank (rank-N.log in --log-dir).
 struct RankLog {
-  int steps = -1;           // "finished: E epochs, S steps"
-  std::string train_loss;   // "epoch 1/1 done: train loss L": the mean over the rank's own shard
+  int steps = -1;          // "finished: E epochs, S steps"
+  std::string train_loss;  // "epoch 1/1 done: train loss L": the mean over the rank's own shard
 };
 
 std::map<int, RankLog> rank_logs(const fs::path& dir) {
@@ -175,19 +175,19 @@ TEST(TorusRun, TwoRunsInARowBothTrainFromStepZeroAndResumeContinuesARun) {
   const std::string steps = firsts[1].field("start_step");
   std::smatch m;
   const std::string second_log = firsts[1].text();
-  ASSERT_TRUE(std::regex_search(second_log, m, std::regex("checkpoint: " + ckpt.string() + "/" + second +
-                                                           "/ckpt-([0-9]+)\\.torus")))
+  ASSERT_TRUE(std::regex_search(second_log, m,
+                                std::regex("checkpoint: " + ckpt.string() + "/" + second + "/ckpt-([0-9]+)\\.torus")))
       << second_log;
   const std::string epoch_end = m[1];
 
   // --resume: the newest checkpoint (the second run's), one epoch more.
-  const RunOutput resumed = example({"--resume", "--set", "spec.training.epochs=2", "--set",
-                                     "spec.training.targetAccuracy=0.99"});
+  const RunOutput resumed =
+      example({"--resume", "--set", "spec.training.epochs=2", "--set", "spec.training.targetAccuracy=0.99"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.text();
   EXPECT_EQ(resumed.field("start_step"), epoch_end) << resumed.text();
   EXPECT_EQ(resumed.field("resumed_run"), second) << resumed.text();
-  EXPECT_NE(resumed.text().find("resuming at step " + epoch_end + " from " + ckpt.string() + "/" + second +
-                                "/ckpt-" + epoch_end + ".torus: run " + second + "'s checkpoint"),
+  EXPECT_NE(resumed.text().find("resuming at step " + epoch_end + " from " + ckpt.string() + "/" + second + "/ckpt-" +
+                                epoch_end + ".torus: run " + second + "'s checkpoint"),
             std::string::npos)
       << resumed.text();
   EXPECT_NE(resumed.text().find("epoch 2/2"), std::string::npos) << "it trained the second epoch:\n" << resumed.text();

@@ -166,9 +166,9 @@ TEST_F(DisruptionE2E, ADrainedWorkersGangRestartsAsADisruptionAndTheJobWithNoBac
   const std::string logs = logs_of("drain");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(logs, m, std::regex("stopped on request at step ([0-9]+)"))) << logs;
-  EXPECT_NE(logs.find("checkpoint written: /var/lib/torus/checkpoints/" + uid_of("drain") + "/ckpt-" + m[1].str() +
-                      ".torus"),
-            std::string::npos)
+  EXPECT_NE(
+      logs.find("checkpoint written: /var/lib/torus/checkpoints/" + uid_of("drain") + "/ckpt-" + m[1].str() + ".torus"),
+      std::string::npos)
       << logs;
   EXPECT_NE(logs.find("resuming at step " + m[1].str()), std::string::npos) << logs;
   for (const json& pod : pods_of("drain")) {

@@ -103,9 +103,9 @@ TEST_F(PreemptionE2E, ADeletedWorkerCheckpointsItsStepAndTheGangResumesThereWith
   ASSERT_TRUE(std::regex_search(rank1, m, std::regex("stopped on request at step ([0-9]+)"))) << all_logs(first);
   const int64_t stopped = std::stoll(m[1]);
   EXPECT_NE(rank0.find("stopped on request at step " + m[1].str() + " "), std::string::npos) << rank0;
-  EXPECT_NE(rank0.find("checkpoint written: /var/lib/torus/checkpoints/" + uid_of("pre") + "/ckpt-" + m[1].str() +
-                       ".torus"),
-            std::string::npos)
+  EXPECT_NE(
+      rank0.find("checkpoint written: /var/lib/torus/checkpoints/" + uid_of("pre") + "/ckpt-" + m[1].str() + ".torus"),
+      std::string::npos)
       << rank0;
   EXPECT_GE(stopped, reached) << "the step it had reached, not an earlier one";
 

@@ -93,7 +93,8 @@ TEST(Progress, TheResumeEventSaysWhoseCheckpointAndWhy) {
   EXPECT_EQ(resume_event_message({0, 234, "/ckpt/old/ckpt-234.torus", "old", "ResumeFrom", ""}),
             "attempt 0 resumed from step 234 (/ckpt/old/ckpt-234.torus): run old's checkpoint, as "
             "spec.training.checkpoint.resumeFrom asks");
-  EXPECT_EQ(resume_event_message({2, 0, "", "", "Fresh", ""}), "attempt 2 started at step 0: no checkpoint had been written");
+  EXPECT_EQ(resume_event_message({2, 0, "", "", "Fresh", ""}),
+            "attempt 2 started at step 0: no checkpoint had been written");
   EXPECT_EQ(resume_event_message({0, 0, "", "", "Fresh", ""}), std::nullopt) << "a new job starting fresh: no event";
 }
 

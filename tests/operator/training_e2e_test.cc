@@ -490,8 +490,8 @@ TEST_F(TrainingE2E, ANewJobTrainsFromStepZeroUnlessResumeFromNamesAnotherRun) {
       eventually([] { return status_of("kappa").value("lastCheckpoint", json::object()).value("step", 0) > 0; }, 120s))
       << status_of("kappa").dump() << "\n"
       << logs_of("kappa");
-  EXPECT_EQ(status_of("kappa")["lastCheckpoint"].value("path", "").rfind("/var/lib/torus/checkpoints/" + first + "/", 0),
-            0u)
+  EXPECT_EQ(
+      status_of("kappa")["lastCheckpoint"].value("path", "").rfind("/var/lib/torus/checkpoints/" + first + "/", 0), 0u)
       << status_of("kappa").dump();
   ASSERT_NO_FATAL_FAILURE(delete_job("kappa"));
 
@@ -513,8 +513,8 @@ TEST_F(TrainingE2E, ANewJobTrainsFromStepZeroUnlessResumeFromNamesAnotherRun) {
   EXPECT_EQ(from.value("reason", ""), "ResumeFrom") << from.dump();
   EXPECT_EQ(from.value("run", ""), first) << from.dump();
   EXPECT_GT(from.value("step", 0), 0) << from.dump();
-  const std::string path = "/var/lib/torus/checkpoints/" + first + "/ckpt-" + std::to_string(from.value("step", 0)) +
-                           ".torus";
+  const std::string path =
+      "/var/lib/torus/checkpoints/" + first + "/ckpt-" + std::to_string(from.value("step", 0)) + ".torus";
   EXPECT_EQ(from.value("path", ""), path) << from.dump();
   std::vector<std::string> events;
   EXPECT_TRUE(eventually([&] { return !(events = events_of("lambda", "ResumedFromStep")).empty(); }, 30s));

@@ -188,12 +188,10 @@ TEST(EventParity, EveryReaderGetsWhatTheWorkerWrote) {
   // checkpoint: the path, on the console.
   EXPECT_TRUE(has(console_text, "checkpoint: " + kCheckpointPath)) << console_text;
   // evaluated: the epoch row (1-based), its own loss and images/s, validation loss and accuracy.
-  EXPECT_TRUE(has(console_text, epoch_row({.epoch = 1,
-                                           .train_loss = 0.7,
-                                           .images_per_s = 1200,
-                                           .val_loss = 0.5,
-                                           .accuracy = 0.625,
-                                           .seconds = 3.0})))
+  EXPECT_TRUE(has(
+      console_text,
+      epoch_row(
+          {.epoch = 1, .train_loss = 0.7, .images_per_s = 1200, .val_loss = 0.5, .accuracy = 0.625, .seconds = 3.0})))
       << console_text;
   // finished: accuracy, throughput, bus bandwidth, the algorithm, and the start step.
   const std::string& result = summary.back();

@@ -31,7 +31,7 @@ class GoodputLedgerTest : public ::testing::Test {
     return t0_ + std::chrono::duration_cast<LedgerClock::duration>(std::chrono::duration<double>(s));
   }
   static process::RankLedger ledger(double startup, double comm_init, double restore, double training, double data,
-                               double comm, double eval, double ckpt, int64_t steps, double step_s) {
+                                    double comm, double eval, double ckpt, int64_t steps, double step_s) {
     process::RankLedger l;
     l[TimePart::kStartup] = startup;
     l[TimePart::kRestore] = restore;
@@ -53,20 +53,15 @@ class GoodputLedgerTest : public ::testing::Test {
 TEST_F(GoodputLedgerTest, AFailedAttemptKeepsItsCheckpointedPartsAndLosesTheRest) {
   GoodputLedger g;
   g.on_attempt_start(0, at(0));
-  g.on_event(0, started(0, ledger(0.8, 0.3, 0, 0, 0, 0, 0, 0, 0, 0)),
-             at(1));
-  g.on_event(0,
-             checkpoint(40, ledger(0.8, 0.3, 0, 1.5, 0.1, 0.4, 0, 0.1, 40, 2.0)),
-             at(5));
+  g.on_event(0, started(0, ledger(0.8, 0.3, 0, 0, 0, 0, 0, 0, 0, 0)), at(1));
+  g.on_event(0, checkpoint(40, ledger(0.8, 0.3, 0, 1.5, 0.1, 0.4, 0, 0.1, 40, 2.0)), at(5));
   g.on_event(1, progress(60), at(6));
-  g.on_event(0, progress(60, ledger(0.8, 0.3, 0, 2.2, 0.2, 0.6, 0, 0.1, 60, 3.0)),
-             at(6));
+  g.on_event(0, progress(60, ledger(0.8, 0.3, 0, 2.2, 0.2, 0.6, 0, 0.1, 60, 3.0)), at(6));
   g.on_failure(at(6.5));
   g.on_failure(at(7));                                            // the other ranks' exits change nothing
-  g.on_event(0, progress(90), at(6.6));  // nor what a dying gang still reports
+  g.on_event(0, progress(90), at(6.6));                           // nor what a dying gang still reports
   g.on_attempt_start(1, at(7));
-  g.on_event(0, started(40, ledger(0.9, 0.2, 0.05, 0, 0, 0, 0, 0, 0, 0)),
-             at(8));
+  g.on_event(0, started(40, ledger(0.9, 0.2, 0.05, 0, 0, 0, 0, 0, 0, 0)), at(8));
   g.on_event(0, finished(ledger(0.9, 0.2, 0.05, 10, 0.5, 1, 0.4, 0.1, 100, 11.5)), at(20));
   const JobGoodput t = g.totals(at(20.5));
   EXPECT_DOUBLE_EQ(t.wall_s, 20.5);
@@ -88,11 +83,8 @@ TEST_F(GoodputLedgerTest, ASurvivorsLastWordsGiveTheLostStepsExactly) {
   GoodputLedger g;
   g.on_attempt_start(0, at(0));
   g.on_event(0, started(0), at(1));
-  g.on_event(0,
-             checkpoint(40, ledger(0.8, 0.3, 0, 1.5, 0.1, 0.4, 0, 0.1, 40, 2.0)),
-             at(5));
-  g.on_event(0, progress(60, ledger(0.8, 0.3, 0, 2.2, 0.2, 0.6, 0, 0.1, 60, 3.0)),
-             at(6));
+  g.on_event(0, checkpoint(40, ledger(0.8, 0.3, 0, 1.5, 0.1, 0.4, 0, 0.1, 40, 2.0)), at(5));
+  g.on_event(0, progress(60, ledger(0.8, 0.3, 0, 2.2, 0.2, 0.6, 0, 0.1, 60, 3.0)), at(6));
   g.on_failure(at(6.5));  // the extrapolation would say 70
   g.on_event(0, process::AbortedEvent{.rank = 0, .step = 63}, at(6.6));
   const JobGoodput t = g.totals(at(7));
@@ -124,8 +116,7 @@ TEST_F(GoodputLedgerTest, AFailureBeforeTrainingLosesNoWorkAndTimeToTargetSpansT
 TEST_F(GoodputLedgerTest, TheSummaryAndResultLineCarryTheLedger) {
   RunReport r;
   r.on_attempt_start(0, at(0));
-  r.on_event(0, started(0, ledger(1, 0.25, 0, 0, 0, 0, 0, 0, 0, 0)),
-             at(1));
+  r.on_event(0, started(0, ledger(1, 0.25, 0, 0, 0, 0, 0, 0, 0, 0)), at(1));
   r.on_event(0, finished(ledger(1, 0.25, 0, 8, 0, 0.5, 0.25, 0, 80, 8.8)), at(10));
   const auto lines = r.summary({api::Phase::kSucceeded, controller::Reason::kNone, "", 1}, 10, at(10));
   const std::string& result = lines.back();

@@ -83,10 +83,12 @@ TEST(EpochRows, TheEvaluationsOwnEpochFiguresWin) {
   RunReport r;
   r.on_attempt_start(0);
   r.on_event(0, process::ProgressEvent{.epoch = 1, .loss = 2.0, .images_per_s = 100});
-  r.on_event(0, process::EvaluatedEvent{
-                    .epoch = 1, .accuracy = 0.7, .loss = 0.8, .elapsed_s = 1.0, .train_loss = 1.25, .images_per_s = 5000.0});
-  r.on_event(0, process::EvaluatedEvent{
-                    .epoch = 2, .accuracy = 0.8, .loss = 0.6, .elapsed_s = 1.4, .train_loss = 0.75, .images_per_s = 6000.0});
+  r.on_event(
+      0, process::EvaluatedEvent{
+             .epoch = 1, .accuracy = 0.7, .loss = 0.8, .elapsed_s = 1.0, .train_loss = 1.25, .images_per_s = 5000.0});
+  r.on_event(
+      0, process::EvaluatedEvent{
+             .epoch = 2, .accuracy = 0.8, .loss = 0.6, .elapsed_s = 1.4, .train_loss = 0.75, .images_per_s = 6000.0});
   const auto& rows = r.epochs();
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_DOUBLE_EQ(*rows[0].train_loss, 1.25);
@@ -255,7 +257,8 @@ TEST(Console, ARanksOwnTagIsNotRepeated) {
   EXPECT_EQ(console_line(0, "2026-01-01T00:00:00.000Z I [rank 0] worker/x.cc:1] starts"),
             "[rank 0] 2026-01-01T00:00:00.000Z I worker/x.cc:1] starts");
   EXPECT_EQ(console_line(1, "plain line"), "[rank 1] plain line");
-  EXPECT_EQ(console_line(1, "W [rank 10] x.cc:1] not this rank's tag"), "[rank 1] W [rank 10] x.cc:1] not this rank's tag");
+  EXPECT_EQ(console_line(1, "W [rank 10] x.cc:1] not this rank's tag"),
+            "[rank 1] W [rank 10] x.cc:1] not this rank's tag");
   ConsoleRig rig(/*terminal=*/false, /*all_ranks=*/true);
   rig.log(1, "2026-01-01T00:00:00.000Z W [rank 1] x.cc:1] slow disk");
   EXPECT_NE(rig.text().find("[rank 1] 2026-01-01T00:00:00.000Z W x.cc:1] slow disk\n"), std::string::npos)

@@ -49,11 +49,11 @@ std::vector<std::string> describe_start(const train::TrainConfig& config, const 
                          std::to_string(config.epochs) + " epochs done";
   switch (resumed.reason) {
     case ResumeReason::kFresh:
-      lines.push_back((run.empty() ? std::string("this run") : "run " + run) + " starts from step 0" +
-                      (config.checkpoint.dir.empty() ? " (checkpoints off)"
-                                                     : " (no checkpoint of its own in " +
-                                                           launch::run_checkpoint_dir(config.checkpoint.dir, run) +
-                                                           ")"));
+      lines.push_back(
+          (run.empty() ? std::string("this run") : "run " + run) + " starts from step 0" +
+          (config.checkpoint.dir.empty()
+               ? " (checkpoints off)"
+               : " (no checkpoint of its own in " + launch::run_checkpoint_dir(config.checkpoint.dir, run) + ")"));
       if (!resumed.other_runs.empty()) lines.push_back(other_runs_line(config, resumed));
       break;
     case ResumeReason::kThisRun:
@@ -63,8 +63,8 @@ std::vector<std::string> describe_start(const train::TrainConfig& config, const 
     case ResumeReason::kResumeFrom:
       lines.push_back("resuming at step " + std::to_string(resumed.step) + " from " + resumed.path + ": " +
                       run_name(resumed.from_run) + "'s checkpoint (" + at +
-                      "), as spec.training.checkpoint.resumeFrom: " + config.checkpoint.resume_from + " asks; this is " +
-                      run_name(run) + ", which writes its own checkpoints to " +
+                      "), as spec.training.checkpoint.resumeFrom: " + config.checkpoint.resume_from +
+                      " asks; this is " + run_name(run) + ", which writes its own checkpoints to " +
                       launch::run_checkpoint_dir(config.checkpoint.dir, run));
       break;
   }

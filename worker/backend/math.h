@@ -57,7 +57,6 @@ TORUS_HD inline int64_t classes_above(const float* z, int64_t k, int label) {
   return above;
 }
 
-
 // --- plain data the backend interface and the CUDA kernels share (kernel_math.h runs the formulas on them) -----
 // Dynamic loss scaling (fp16): the knobs and the state of the state machine (kernel_math.h: loss_scale_update).
 struct LossScaleConfig {
@@ -76,8 +75,8 @@ struct LossScaleState {
   int32_t skipped = 0;     // steps skipped since the start
 };
 
-// Fused SGD: a tensor of the parameter arena: its elements [offset, offset + elements) and its weight decay (0 for BN and
-// biases). Gradients and momentum mirror the arena, so one offset addresses all three.
+// Fused SGD: a tensor of the parameter arena: its elements [offset, offset + elements) and its weight decay (0 for BN
+// and biases). Gradients and momentum mirror the arena, so one offset addresses all three.
 struct SgdSegment {
   int64_t offset = 0, elements = 0;
   float weight_decay = 0;

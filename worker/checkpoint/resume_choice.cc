@@ -24,7 +24,8 @@ std::optional<RunCheckpoints> newest_in(const fs::path& folder, const std::strin
 
 std::string names_of(const std::vector<RunCheckpoints>& runs) {
   std::string out;
-  for (const RunCheckpoints& r : runs) out += (out.empty() ? "" : ", ") + (r.run.empty() ? "(the folder itself)" : r.run);
+  for (const RunCheckpoints& r : runs)
+    out += (out.empty() ? "" : ", ") + (r.run.empty() ? "(the folder itself)" : r.run);
   return out.empty() ? "none" : out;
 }
 
@@ -36,8 +37,8 @@ std::optional<FoundCheckpoint> newest_valid(const std::string& dir, const std::s
 }
 
 // Another run's checkpoint, as resumeFrom names it.
-ResumeChoice from_resume_from(const std::string& dir, const std::string& run, const std::string& resume_from,
-                              int keep, const std::vector<RunCheckpoints>& others) {
+ResumeChoice from_resume_from(const std::string& dir, const std::string& run, const std::string& resume_from, int keep,
+                              const std::vector<RunCheckpoints>& others) {
   const std::string field = "spec.training.checkpoint.resumeFrom";
   ResumeChoice c;
   c.reason = launch::ResumeReason::kResumeFrom;
@@ -49,15 +50,15 @@ ResumeChoice from_resume_from(const std::string& dir, const std::string& run, co
         return c;
       }
     }
-    throw InvalidArgument(field + ": latest, but " + dir + " holds no valid checkpoint of another run (runs there: " +
-                          names_of(others) + ")");
+    throw InvalidArgument(field + ": latest, but " + dir +
+                          " holds no valid checkpoint of another run (runs there: " + names_of(others) + ")");
   }
   if (resume_from == run)
     throw InvalidArgument(field + ": " + resume_from + " is this run, which has no checkpoint in " + dir);
   auto found = newest_valid(dir, resume_from, keep);
   if (!found) {
-    throw InvalidArgument(field + ": no valid checkpoint of run " + resume_from + " in " + dir + " (runs there: " +
-                          names_of(others) + ")");
+    throw InvalidArgument(field + ": no valid checkpoint of run " + resume_from + " in " + dir +
+                          " (runs there: " + names_of(others) + ")");
   }
   c.from_run = resume_from;
   c.found = std::move(found);

@@ -49,8 +49,8 @@ struct EvalResult {
 // What a run has left to train when it starts: a resumed run may have finished already.
 enum class LeftToTrain : uint8_t {
   kSome,
-  kNoneAllEpochsDone,   // its checkpoint is at the end of the last epoch
-  kNoneTargetReached,   // its checkpoint's evaluation reached training.targetAccuracy
+  kNoneAllEpochsDone,  // its checkpoint is at the end of the last epoch
+  kNoneTargetReached,  // its checkpoint's evaluation reached training.targetAccuracy
 };
 std::string_view to_string(LeftToTrain left);  // "some", "all epochs done", "target reached"
 

@@ -63,8 +63,8 @@ std::string checkpoint_line(const CheckpointConfig& c) {
   if (c.every_epochs > 0) when = "every " + std::to_string(c.every_epochs) + " epoch(s)";
   if (c.every_steps > 0) when += (when.empty() ? "" : " and ") + ("every " + std::to_string(c.every_steps) + " steps");
   if (when.empty()) when = "on stop requests only";
-  std::string line = "checkpoints: " + launch::run_checkpoint_dir(c.dir, c.run) + ", " + when + ", keep " +
-                     std::to_string(c.keep);
+  std::string line =
+      "checkpoints: " + launch::run_checkpoint_dir(c.dir, c.run) + ", " + when + ", keep " + std::to_string(c.keep);
   if (!c.resume_from.empty()) line += "; without its own, the run starts from resumeFrom " + c.resume_from;
   return line;
 }

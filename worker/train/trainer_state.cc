@@ -132,8 +132,11 @@ void Trainer::save_checkpoint(const std::string& path) const {
                          {"parameters", names}};
   if (last_eval_.samples > 0) {
     // So a run resumed from the end of its training can say how it ended, and whether the target was reached.
-    meta["evaluation"] = {{"after_epochs", epoch_},   {"top1", last_eval_.top1}, {"top5", last_eval_.top5},
-                          {"loss", last_eval_.loss}, {"samples", last_eval_.samples}};
+    meta["evaluation"] = {{"after_epochs", epoch_},
+                          {"top1", last_eval_.top1},
+                          {"top5", last_eval_.top5},
+                          {"loss", last_eval_.loss},
+                          {"samples", last_eval_.samples}};
   }
   if (precision_.loss_scaling == LossScaling::kDynamic) {
     // A resumed fp16 run continues with the scale it had instead of re-learning it through skipped steps.

@@ -93,8 +93,8 @@ Trainer::Stop Trainer::finish_step(const StepWork& work, EpochTally& tally) {
     tally.loss_sum += e.loss;
     deliver(e);
     if (config_.log_every_steps > 0 && step_ % config_.log_every_steps == 0) {
-      TLOG(Info) << "epoch " << epoch_ + 1 << "/" << config_.epochs << " step " << step_ << " loss " << e.loss << " lr " << e.lr << " "
-                 << static_cast<int64_t>(e.images_per_second) << " img/s";
+      TLOG(Info) << "epoch " << epoch_ + 1 << "/" << config_.epochs << " step " << step_ << " loss " << e.loss << " lr "
+                 << e.lr << " " << static_cast<int64_t>(e.images_per_second) << " img/s";
     }
   } else {
     pending_.push_back(e);  // flush_losses() completes and emits it
