@@ -344,6 +344,7 @@ void describe(V& v, S& x) {
   v("progress", x.progress);
   v("lastCheckpoint", x.last_checkpoint);
   v("resumedFrom", x.resumed_from);
+  v("run", x.run);
   v("ranks", x.ranks);
   v("goodput", x.goodput);
 }

@@ -437,6 +437,9 @@ struct TrainingJobStatus {
   Progress progress;
   CheckpointRef last_checkpoint;
   ResumePoint resumed_from;
+  // The run the job's attempts train as (their checkpoints are in training.checkpoint.dir/<run>): empty, the job's
+  // uid; after an edit of the model or the seed, which its checkpoints no longer fit, a new one (<uid>-g<generation>).
+  std::string run;
   std::vector<RankPlacement> ranks;
   Goodput goodput;
   bool operator==(const TrainingJobStatus&) const = default;

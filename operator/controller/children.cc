@@ -169,7 +169,7 @@ launch::RankEnv pod_rank_env(const api::TrainingJob& job, int index, int attempt
   e.metrics_port = job.spec.metrics_port.value_or(api::kDefaultMetricsPort);
   // The job is the run (common/launch/checkpoint_layout.h): its attempts resume its own checkpoints, a new job of the
   // same name does not.
-  e.run_id = job.metadata.uid;
+  e.run_id = run_of(job);
   // A checkpoint was written (status.lastCheckpoint): the attempt must resume from it, never silently from step 0.
   if (!job.status.last_checkpoint.path.empty()) e.resume_step = job.status.last_checkpoint.step;
   // The worker looks its node (TORUS_NODE_NAME) up in the map: pods cannot read their node's labels.

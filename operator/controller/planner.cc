@@ -445,18 +445,19 @@ bool built_from_another_spec(const Pass& p, const Objects& pods) {
   });
 }
 
+// The spec the ConfigMap holds: the running attempt's (null when it does not read).
+json spec_of(const json& config_map) {
+  const json doc = json::parse(config_map.value("data", json::object()).value(str(kJobFileName), ""), nullptr, false);
+  return doc.is_object() && doc.contains("spec") ? doc["spec"] : json();
+}
+
 // "spec.gang.workers: 2 -> 3, ...", from the spec the ConfigMap holds (the cache may lag: this only words events).
 std::string describe_edit(const Pass& p, const json* config_map) {
-  if (config_map) {
-    const json doc =
-        json::parse(config_map->value("data", json::object()).value(str(kJobFileName), ""), nullptr, false);
-    if (doc.is_object() && doc.contains("spec")) {
-      std::string text;
-      for (const auto& change : changed_fields(doc["spec"], api::to_json(p.job)["spec"])) {
-        text += (text.empty() ? "" : ", ") + change;
-      }
-      if (!text.empty()) return text;
-    }
+  if (config_map && !spec_of(*config_map).is_null()) {
+    std::string text;
+    for (const auto& change : changed_fields(spec_of(*config_map), api::to_json(p.job)["spec"]))
+      text += (text.empty() ? "" : ", ") + change;
+    if (!text.empty()) return text;
   }
   return "the spec changed (generation " + std::to_string(p.job.metadata.generation.value_or(0)) + ")";
 }
@@ -469,8 +470,9 @@ void restart_for_edit(Pass& p, const Objects& current, const json* config_map) {
   p.status.attempt += 1;
   p.status.phase = Phase::kRestarting;
   p.status.ranks.clear();
-  const std::string message = what + "; restarting the gang as attempt " + std::to_string(p.attempt()) +
-                              " from the last checkpoint (an edit, not a failure: restarts and backoffLimit unchanged)";
+  const std::string from = start_after_edit(p.status, p.job, config_map ? spec_of(*config_map) : json());
+  const std::string message = what + "; restarting the gang as attempt " + std::to_string(p.attempt()) + from +
+                              " (an edit, not a failure: restarts and backoffLimit unchanged)";
   p.set(api::condition::kRestarting, ConditionStatus::kTrue, "SpecChanged", message);
   p.clear(api::condition::kRunning, "SpecChanged");
   p.event(EventType::kNormal, "SpecChanged", message);

@@ -57,7 +57,8 @@ std::optional<RankZeroReading> ProgressPoller::read(const std::string& key, cons
   const std::string dir = spec.value("training", json::object()).value("checkpoint", json::object()).value("dir", "");
   const int attempt = job.value("status", json::object()).value("attempt", 0);
   // The job's uid is its run (the pods' TORUS_RUN_ID): its checkpoints are in that folder of dir.
-  const std::string run = job.value("metadata", json::object()).value("uid", "");
+  const json& status = job.value("status", json::object());
+  const std::string run = status.value("run", job.value("metadata", json::object()).value("uid", ""));
   return RankZeroReading{*progress, checkpoint_from_metrics(*samples, dir, run),
                          resumed_from_metrics(*samples, attempt, dir), goodput_from_metrics(*samples, attempt),
                          rank_arrival_from_metrics(*samples, attempt)};

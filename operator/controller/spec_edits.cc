@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <set>
 
+#include "common/api/codec.h"
+
 namespace torus::controller {
 namespace {
 
@@ -45,6 +47,27 @@ std::string attempt_spec_hash(const json& spec) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
+}
+
+bool edit_starts_a_new_run(const json& before, const json& after) {
+  auto identity = [](const json& spec) {
+    const json training = spec.value("training", json::object());
+    return json{{"model", spec.value("model", json::object())}, {"seed", training.value("seed", json())}};
+  };
+  return identity(before) != identity(after);
+}
+
+std::string start_after_edit(api::TrainingJobStatus& status, const api::TrainingJob& job, const json& before) {
+  if (before.is_null() || !edit_starts_a_new_run(before, api::to_json(job)["spec"])) return " from the last checkpoint";
+  status.run = new_run_for_edit(job);
+  status.last_checkpoint = {};  // the old run's: the new run's pods must not be told to find it
+  return " as a new run " + status.run + " from step 0 (the model or the seed changed: the checkpoints do not fit)";
+}
+
+std::string run_of(const api::TrainingJob& job) { return job.status.run.empty() ? job.metadata.uid : job.status.run; }
+
+std::string new_run_for_edit(const api::TrainingJob& job) {
+  return job.metadata.uid + "-g" + std::to_string(job.metadata.generation.value_or(0));
 }
 
 std::vector<std::string> changed_fields(const json& before, const json& after, size_t limit) {

@@ -123,6 +123,43 @@ INSTANTIATE_TEST_SUITE_P(BothDirections, GangShapeEdit, ::testing::Values(EditCa
                            return std::string(param_info.param.name);
                          });
 
+// An edit of the model or the seed on a running job: the checkpoints of its run no longer fit, so the next attempt
+// is a new run from step 0 (status.run, its pods' TORUS_RUN_ID; the old run's lastCheckpoint is dropped, so no pod is
+// told to find it), said in the event; a shape edit stays the same run.
+TEST(SpecEdits, AModelOrSeedEditStartsANewRunThatSaysSo) {
+  for (const char* field : {"seed", "widths"}) {
+    SCOPED_TRACE(field);
+    json before = JobBuilder().phase("Running").condition("Running", "True", 3).build();
+    before["metadata"]["uid"] = "u-1";
+    before["status"]["lastCheckpoint"] = {{"path", "/ckpt/u-1/ckpt-40.torus"}, {"step", 40}};
+    std::vector<json> pods = {pod_of(before, 0, 0), pod_of(before, 1, 0)};
+    json edited = before;
+    if (std::string(field) == "seed") edited["spec"]["training"]["seed"] = 7;
+    if (std::string(field) == "widths") edited["spec"]["model"]["widths"] = {8, 16, 32, 64};
+    edited["metadata"]["generation"] = 2;
+    const json old_config_map = config_map_of(before, 0);
+    Plan teardown = plan(input(edited, pods, old_config_map, 10));
+    ASSERT_TRUE(teardown.status);
+    EXPECT_EQ((*teardown.status).value("run", ""), "u-1-g2");
+    EXPECT_FALSE(teardown.status->contains("lastCheckpoint")) << teardown.status->dump();
+    ASSERT_FALSE(teardown.events.empty());
+    EXPECT_NE(teardown.events.back().message.find("restarting the gang as attempt 1 as a new run u-1-g2 from step 0 "
+                                                  "(the model or the seed changed: the checkpoints do not fit)"),
+              std::string::npos)
+        << teardown.events.back().message;
+    json restarting = edited;
+    restarting["status"] = *teardown.status;
+    Plan next = plan(input(restarting, {}, old_config_map, 12));
+    for (const auto& create : next.creates) {
+      if (create.kind != ChildKind::kPod) continue;
+      EXPECT_EQ(env_of(create.object)["TORUS_RUN_ID"], "u-1-g2");
+      EXPECT_EQ(env_of(create.object).count("TORUS_RESUME_STEP"), 0u) << "the new run has no checkpoint to find";
+    }
+  }
+  EXPECT_FALSE(edit_starts_a_new_run(json{{"gang", {{"workers", 2}}}, {"training", {{"seed", 1}}}},
+                                     json{{"gang", {{"workers", 3}}}, {"training", {{"seed", 1}}}}));
+}
+
 // Fields the planner reads on every pass apply at once: no attempt, no pod deleted, the generation is observed.
 TEST(SpecEdits, LiveFieldEditsApplyAtOnce) {
   const json running = JobBuilder().phase("Running").condition("Running", "True", 3).build();

@@ -525,6 +525,53 @@ TEST_F(TrainingE2E, ANewJobTrainsFromStepZeroUnlessResumeFromNamesAnotherRun) {
   EXPECT_EQ(kubectl({"delete", "-f", claim}).code, 0);
 }
 
+// An edit of the seed on a running job: the job's checkpoints do not fit the new run (its data order and initial
+// weights), so the next attempt is a new run from step 0 that says so, not an attempt that cannot restore.
+TEST_F(TrainingE2E, ASeedEditStartsANewRunFromStepZero) {
+  ASSERT_NO_FATAL_FAILURE(apply("mu", 2, 1, 10000));
+  ASSERT_TRUE(
+      eventually([] { return status_of("mu").value("lastCheckpoint", json::object()).value("step", 0) > 0; }, 120s))
+      << status_of("mu").dump() << "\n"
+      << logs_of("mu");
+  const std::string uid = uid_of("mu");
+  const CmdResult r =
+      kubectl({"patch", "trainingjob", "mu", "--type=merge", "-p", R"({"spec":{"training":{"seed":7}}})"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  json status;
+  ASSERT_TRUE(eventually(
+      [&] {
+        status = status_of("mu");
+        const json resumed = status.value("resumedFrom", json::object());
+        return resumed.value("attempt", -1) == 1 && !resumed.value("time", "").empty();
+      },
+      120s))
+      << status.dump() << "\n"
+      << logs_of("mu");
+  EXPECT_EQ(status.value("run", ""), uid + "-g2") << status.dump();
+  EXPECT_EQ(status["resumedFrom"].value("reason", ""), "Fresh") << status.dump();
+  EXPECT_EQ(status["resumedFrom"].value("step", -1), 0) << status.dump();
+  EXPECT_EQ(status.value("phase", ""), "Running") << status.dump();
+  std::vector<std::string> edits;
+  EXPECT_TRUE(eventually([&] { return !(edits = events_of("mu", "SpecChanged")).empty(); }, 30s));
+  ASSERT_FALSE(edits.empty());
+  EXPECT_NE(edits[0].find("spec.training.seed: 0 -> 7; restarting the gang as attempt 1 as a new run " + uid +
+                          "-g2 from step 0"),
+            std::string::npos)
+      << edits[0];
+  // Its own checkpoints, in its own folder.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return status_of("mu")
+                   .value("lastCheckpoint", json::object())
+                   .value("path", "")
+                   .rfind("/var/lib/torus/checkpoints/" + uid + "-g2/", 0) == 0;
+      },
+      120s))
+      << status_of("mu").dump();
+  EXPECT_NE(logs_of("mu").find("run " + uid + "-g2 starts from step 0"), std::string::npos) << logs_of("mu");
+  ASSERT_NO_FATAL_FAILURE(delete_job("mu"));
+}
+
 // A checkpoint deleted behind the operator's back: the next attempt fails CheckpointLost instead of training again
 // from step 0.
 TEST_F(TrainingE2E, ACheckpointDeletedBehindTheOperatorsBackIsCheckpointLost) {
