@@ -197,6 +197,14 @@ def add_binaries(root, binaries, extra_libs):
         os.chmod(dest, 0o644)
 
 
+def add_file(root, source, dest):
+    """A file of the image's own (a test's program), executable, at `dest`."""
+    path = os.path.join(root, dest.lstrip("/"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    shutil.copyfile(source, path)
+    os.chmod(path, 0o755)
+
+
 # ---- PyPI wheels: NVIDIA's redistributable CUDA libraries (the GPU variant) ---------------------------------------
 
 # Beside the --extra-lib-dir libraries, on the image's LD_LIBRARY_PATH. The driver's libraries (libcuda.so.1,
@@ -408,11 +416,11 @@ def needed_packages(binaries, extra_dirs, ldd_env, carried):
     return packages, extra_libs
 
 
-def key_values(pairs, option):
+def key_values(pairs, option, separator="="):
     for pair in pairs or []:
-        if "=" not in pair or pair.startswith("="):
-            raise ImageError(f"{option} {pair!r}: expected KEY=VALUE")
-    return [pair.split("=", 1) for pair in pairs or []]
+        if separator not in pair or pair.startswith(separator):
+            raise ImageError(f"{option} {pair!r}: expected KEY{separator}VALUE")
+    return [pair.split(separator, 1) for pair in pairs or []]
 
 
 def build(args):
@@ -430,10 +438,13 @@ def build(args):
         carried = unpack_wheels(wheels, cuda)
         ldd_env = {**os.environ, "LD_LIBRARY_PATH": os.path.join(cuda, WHEEL_LIB_DIR)} if wheels else None
         packages, extra_libs = needed_packages(args.binary, extra_dirs, ldd_env, carried)
+        packages.update(args.package or [])
         versions = package_versions(packages)
         copy_packages(versions, base)
         add_system_files(base, versions, wheels)
         add_binaries(app, args.binary, extra_libs)
+        for source, dest in key_values(args.file, "--file", ":"):
+            add_file(app, source, dest)
         layers = [(f"scripts/images.py: {len(versions)} Debian bookworm packages", layer_tar(base, epoch))]
         if wheels:  # a layer of its own: a new torus-worker reuses it (a node pulls its gigabyte once)
             layers.append((f"scripts/images.py: {len(wheels)} PyPI wheels ({', '.join(w.name for w in wheels)})",
@@ -466,6 +477,8 @@ def main():
     parser.add_argument("--extra-lib-dir", action="append")
     parser.add_argument("--wheel", action="append", help="FILE.whl:LIB[,LIB...]: libraries (shell patterns) to take "
                         "from a wheel into /usr/local/lib/torus, with its licences")
+    parser.add_argument("--package", action="append", help="a Debian package carried whole (a test image's python)")
+    parser.add_argument("--file", action="append", help="SOURCE:DEST, a file put in the image, executable")
     parser.add_argument("--env", action="append", help="KEY=VALUE added to the image config's Env")
     parser.add_argument("--label", action="append", help="KEY=VALUE added to the image config's Labels")
     parser.add_argument("--work", required=True, help="a folder for the staging roots")

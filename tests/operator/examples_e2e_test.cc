@@ -1,7 +1,11 @@
-// Issue 27.6: every example, scaled down, applied to the stand-in whose process kubelet runs each pod in its own
-// filesystem. torus-worker is replaced by a probe that says, from inside the pod, whether the job's data.path and
-// checkpoint.dir exist, and on worker 0 (rank 0 alone keeps checkpoints) leaves a file in checkpoint.dir and dies as
-// a killed worker would (137): the next attempt's worker 0 must find the file there.
+// Issue 27.6: every example, scaled down, applied to the stand-in whose process kubelet runs each pod from its image
+// (issue 37). The examples' models (ResNet-50 on 8 GPUs) cannot train here, so their pods run a probe image in place
+// of the worker image: Debian's python3.11 and, as /usr/local/bin/torus-worker (the command the operator gives), a
+// probe that says, from inside the pod, whether the job's data.path and checkpoint.dir exist, and on worker 0 (rank 0
+// alone keeps checkpoints) leaves a file in checkpoint.dir and dies as a killed worker would (137): the next attempt's
+// worker 0 must find the file there. It runs as the worker would: as 65532 under the operator's restricted security
+// context, so it writes the claim only because fsGroup made it writable. GPU nodes carry the GPU taint, as a GPU
+// cluster's do (issue 38.5): the imagenet example's pods must tolerate it to land there.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -15,7 +19,7 @@ namespace torus::controller::e2e {
 namespace {
 
 // Runs as the container's command: /usr/bin/python3 is in every pod's root (the system folders, read-only).
-constexpr const char* kProbe = R"(#!/usr/bin/python3
+constexpr const char* kProbe = R"(#!/usr/bin/python3.11
 import json, os, sys
 job = json.load(open(os.environ["TORUS_JOB_FILE"]))
 data = job["spec"]["data"].get("path", "")
@@ -30,6 +34,23 @@ if ckpt and worker == "0":
         sys.exit(137)
 )";
 
+constexpr const char* kProbeImage = "registry.test/torus-probe:1";
+
+// The probe image (scripts/images.py, as the product's images are made), built into `dir`; its archive.
+std::string probe_image(const fs::path& dir) {
+  std::ofstream(dir / "probe") << kProbe;
+  const std::string archive = (dir / "probe.oci.tar").string();
+  const CmdResult built = run_command(
+      {"/usr/bin/python3", std::string(TORUS_SOURCE_DIR) + "/scripts/images.py", "--name", "registry.test/torus-probe",
+       "--tag", "1", "--binary", "/usr/bin/python3.11", "--package", "python3.11-minimal", "--package",
+       "libpython3.11-minimal", "--package", "libpython3.11-stdlib", "--file",
+       (dir / "probe").string() + ":/usr/local/bin/torus-worker", "--entrypoint", "/usr/local/bin/torus-worker",
+       "--work", (dir / "image-staging").string(), "--out", archive},
+      120s);
+  if (built.code != 0) throw std::runtime_error("the probe image: " + built.out);
+  return archive;
+}
+
 class ExamplesE2E : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -38,14 +59,11 @@ class ExamplesE2E : public ::testing::Test {
       if (!fs::exists(kBin + bin)) GTEST_SKIP() << bin << " not built";
     tmp_ = std::make_unique<test::TempDir>("torus-examples-e2e");
     dir_ = tmp_->path();
-    fs::create_directories(dir_ / "bin");
-    const fs::path probe = dir_ / "bin" / "probe";
-    std::ofstream(probe) << kProbe;
-    fs::permissions(probe, fs::perms::owner_all);
     kubeconfig_ = (dir_ / "kubeconfig").string();
     standin_ = start_standin(dir_, kubeconfig_,
-                             {"--nodes", "4", "--racks", "2", "--run-pods", (dir_ / "pods").string(), "--pod-command",
-                              "torus-worker=" + probe.string()});
+                             {"--nodes", "4", "--racks", "2", "--gpu-nodes", "2", "--gpu-node-taint",
+                              "nvidia.com/gpu=present:NoSchedule", "--run-pods", (dir_ / "pods").string(),
+                              "--load-image", probe_image(dir_)});
     // The imagenet example gang-schedules with Volcano: this cluster has it (the stand-in's scheduler serves the
     // name), as a cluster running that example would.
     const fs::path serve = dir_ / "serve-volcano.json";
@@ -78,6 +96,7 @@ class ExamplesE2E : public ::testing::Test {
     doc.erase("status");
     json& spec = doc["spec"];
     spec["gang"]["workers"] = std::min(spec["gang"].value("workers", 1), 2);
+    spec["gang"]["image"] = kProbeImage;
     if (spec["runPolicy"].contains("topology")) spec["runPolicy"]["topology"]["key"] = "topology.torus.dev/rack";
     if (spec["runPolicy"].contains("schedulingPolicy")) spec["runPolicy"]["schedulingPolicy"].erase("minAvailable");
     if (spec["gang"].contains("template")) spec["gang"]["template"]["spec"].erase("nodeSelector");
