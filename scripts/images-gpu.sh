@@ -5,8 +5,10 @@
 # shellcheck shell=bash
 
 # The tag: the chart's appVersion and the CUDA major the worker needs from the node's driver (CUDA 13: driver 580
-# or newer), so a later CUDA's image gets a tag of its own.
-TORUS_GPU_TAG_SUFFIX="-cuda13"
+# or newer), so a later CUDA's image gets a tag of its own. Read from the operator's own default (one writer: the
+# operator gives a GPU job without an image this very tag).
+TORUS_GPU_TAG_SUFFIX="$(sed -n 's/.*kGpuImageTagSuffix = "\(.*\)";.*/\1/p' "$TORUS_ROOT/common/api/defaults.h")"
+[[ -n "$TORUS_GPU_TAG_SUFFIX" ]] || { echo "torus: no kGpuImageTagSuffix in common/api/defaults.h" >&2; exit 1; }
 
 # The wheels: the versions of the CUDA 13.0 toolkit the worker is compiled with (nvcc 13.0.88; /usr/local/cuda was
 # installed from these very wheels, its dist-info/ names them), so the code runs on the libraries it was built for.

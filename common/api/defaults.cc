@@ -15,7 +15,7 @@ void set_default(std::string& field, std::string_view value) {
 void default_gang(GangSpec& g) {
   set_default(g.processes_per_worker, 1);
   set_default(g.device, Device::kCpu);
-  set_default(g.image, kDefaultWorkerImage);
+  if (g.image.empty()) g.image = default_worker_image(*g.device);
 }
 
 int32_t default_image_size(Dataset d) {
@@ -122,6 +122,12 @@ void apply_defaults(TrainingJobSpec& spec) {
 }
 
 void apply_defaults(TrainingJob& job) { apply_defaults(job.spec); }
+
+std::string default_worker_image(Device device, std::string_view cpu_image) {
+  std::string image(cpu_image);
+  if (device == Device::kGpu) image += kGpuImageTagSuffix;
+  return image;
+}
 
 TrainingJob with_defaults(TrainingJob job) {
   apply_defaults(job);

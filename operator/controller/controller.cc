@@ -1,6 +1,7 @@
 #include "operator/controller/controller.h"
 
 #include "common/api/codec.h"
+#include "common/api/defaults.h"
 #include "common/log/log.h"
 #include "common/util/random.h"
 #include "operator/controller/labels.h"
@@ -327,7 +328,9 @@ std::optional<std::chrono::seconds> Controller::reconcile(const std::string& key
   PlanInput input = observe(*caches, *job, ns, name);
   if (!options_.default_worker_image.empty()) {
     json& image = input.job["spec"]["gang"]["image"];
-    if (!image.is_string() || image.get<std::string>().empty()) image = options_.default_worker_image;
+    const bool gpu = input.job["spec"]["gang"].value("device", "") == "gpu";
+    if (!image.is_string() || image.get<std::string>().empty())
+      image = api::default_worker_image(gpu ? api::Device::kGpu : api::Device::kCpu, options_.default_worker_image);
   }
   input.view = views_.get(key, input.job);
   bool needs_secret = input.secrets.empty();

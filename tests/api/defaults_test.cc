@@ -14,6 +14,22 @@ namespace {
 using nlohmann::json;
 using testing::kBase;
 
+// A job that names no image runs the worker image of its device: the GPU one is the CPU one's tag with the CUDA
+// suffix (scripts/images-gpu.sh builds it; tests/packaging checks the script uses the same suffix).
+TEST(Defaults, AJobWithoutAnImageRunsItsDevicesWorkerImage) {
+  for (const auto& [device, image] :
+       {std::pair{Device::kCpu, std::string("ghcr.io/torus-dev/torus-worker:0.1.0")},
+        std::pair{Device::kGpu, std::string("ghcr.io/torus-dev/torus-worker:0.1.0-cuda13")}}) {
+    TrainingJob job = decode_json(kBase).job;
+    job.spec.gang.image.clear();
+    job.spec.gang.device = device;
+    apply_defaults(job);
+    EXPECT_EQ(job.spec.gang.image, image);
+  }
+  EXPECT_EQ(default_worker_image(Device::kGpu, "registry.example/torus-worker:2"),
+            "registry.example/torus-worker:2-cuda13");
+}
+
 TEST(Defaults, FillWhatIsUnsetAndNothingElse) {
   TrainingJob job = decode_json(kBase).job;
   job.spec.training.optimizer.nesterov = true;
