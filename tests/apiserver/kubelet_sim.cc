@@ -1,45 +1,16 @@
 #include "tests/apiserver/kubelet_sim.h"
 
 #include <algorithm>
-#include <random>
 
 #include "common/log/log.h"
 #include "tests/apiserver/api_error.h"
+#include "tests/apiserver/pod_status.h"
 
 namespace torus::standin {
 
 namespace {
 
 std::string pod_key(const json& pod) { return object_key(namespace_of(pod), name_of(pod)); }
-
-// Every address the simulation hands out is loopback (the whole 127.0.0.0/8 is local on Linux), so a client that
-// connects to a node or pod IP, as the operator does to scrape rank 0, stays on this machine; distinct addresses
-// still let pods bind the same ports. Node i is 127.1.x.y, its pods 127.(2 + i / 256).(i % 256).2-251.
-std::string node_ip(int i) { return "127.1." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1); }
-std::string pod_subnet(int i) { return "127." + std::to_string(2 + i / 256) + "." + std::to_string(i % 256); }
-
-bool has_condition(const json& pod, const std::string& type, const std::string& status, const std::string& reason) {
-  for (const json& c : pod.value("status", json::object()).value("conditions", json::array())) {
-    if (c.value("type", "") == type && c.value("status", "") == status && c.value("reason", "") == reason) return true;
-  }
-  return false;
-}
-
-json condition(const std::string& type, const std::string& status, const std::string& reason = "",
-               const std::string& message = "") {
-  json c = {{"type", type}, {"status", status}, {"lastProbeTime", nullptr}, {"lastTransitionTime", now_rfc3339()}};
-  if (!reason.empty()) c["reason"] = reason;
-  if (!message.empty()) c["message"] = message;
-  return c;
-}
-
-std::string container_id() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  char text[40];
-  std::snprintf(text, sizeof(text), "%016llx%016llx", static_cast<unsigned long long>(rng()),
-                static_cast<unsigned long long>(rng()));
-  return std::string("containerd://") + text;
-}
 
 std::string required(const json& request, const char* field) {
   if (!request.contains(field) || !request[field].is_string() || request[field].get<std::string>().empty()) {
@@ -107,16 +78,16 @@ void KubeletSim::create_nodes() {
     if (gpus && options_.pool.gpus_per_node > 0 && !options_.pool.gpu_taint.is_null()) {
       spec["taints"] = json::array({options_.pool.gpu_taint});
     }
-    json object = {
-        {"metadata", {{"name", node.name}, {"labels", node.labels}}},
-        {"spec", spec},
-        {"status",
-         {{"capacity", capacity},
-          {"allocatable", capacity},
-          {"addresses",
-           json::array({{{"type", "InternalIP"}, {"address", ip}}, {{"type", "Hostname"}, {"address", node.name}}})},
-          {"conditions", json::array({condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")})},
-          {"nodeInfo", {{"kubeletVersion", "v1.32.0-torus-sim"}, {"architecture", "amd64"}}}}}};
+    json object = {{"metadata", {{"name", node.name}, {"labels", node.labels}}},
+                   {"spec", spec},
+                   {"status",
+                    {{"capacity", capacity},
+                     {"allocatable", capacity},
+                     {"addresses", json::array({{{"type", "InternalIP"}, {"address", ip}},
+                                                {{"type", "Hostname"}, {"address", node.name}}})},
+                     {"conditions",
+                      json::array({pod_condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")})},
+                     {"nodeInfo", {{"kubeletVersion", "v1.32.0-torus-sim"}, {"architecture", "amd64"}}}}}};
     try {
       store_.create(node_type, "", object);
     } catch (const ApiError& e) {
@@ -312,7 +283,7 @@ void KubeletSim::mark_unschedulable(const json& pod, const std::string& message)
   if (has_condition(pod, "PodScheduled", "False", "Unschedulable")) return;
   update_status(namespace_of(pod), name_of(pod), [&](json& p) {
     if (!p["spec"].value("nodeName", "").empty()) return false;
-    json conditions = json::array({condition("PodScheduled", "False", "Unschedulable", message)});
+    json conditions = json::array({pod_condition("PodScheduled", "False", "Unschedulable", message)});
     p["status"]["conditions"] = conditions;
     p["status"]["phase"] = "Pending";
     return true;
@@ -325,49 +296,7 @@ void KubeletSim::make_sandbox(json& pod) {
   for (const Node& n : nodes_) {
     if (n.name == node) index = n.index;
   }
-  static std::atomic<int> next_ip{2};
-  int host = next_ip++ % 250 + 2;
-  json& status = pod["status"];
-  std::string now = now_rfc3339();
-  status["phase"] = "Running";
-  status["hostIP"] = node_ip(index);
-  status["podIP"] = pod_subnet(index) + "." + std::to_string(host);
-  status["podIPs"] = json::array({{{"ip", status["podIP"]}}});
-  status["startTime"] = now;
-  if (processes_) {  // the containers start later: each waits until its image and volumes are there
-    status["phase"] = "Pending";
-    status["conditions"] =
-        json::array({condition("PodReadyToStartContainers", "True"), condition("Initialized", "True"),
-                     condition("Ready", "False", "ContainersNotReady"),
-                     condition("ContainersReady", "False", "ContainersNotReady"), condition("PodScheduled", "True")});
-    json waiting = json::array();
-    for (const json& c : pod["spec"].value("containers", json::array())) {
-      waiting.push_back({{"name", c.value("name", "")},
-                         {"image", c.value("image", "")},
-                         {"imageID", ""},
-                         {"ready", false},
-                         {"started", false},
-                         {"restartCount", 0},
-                         {"state", {{"waiting", {{"reason", "ContainerCreating"}}}}}});
-    }
-    status["containerStatuses"] = waiting;
-    return;
-  }
-  status["conditions"] = json::array({condition("PodReadyToStartContainers", "True"), condition("Initialized", "True"),
-                                      condition("Ready", "True"), condition("ContainersReady", "True"),
-                                      condition("PodScheduled", "True")});
-  json statuses = json::array();
-  for (const json& c : pod["spec"].value("containers", json::array())) {
-    statuses.push_back({{"name", c.value("name", "")},
-                        {"image", c.value("image", "")},
-                        {"imageID", "sha256:" + std::string(64, '0')},
-                        {"containerID", container_id()},
-                        {"ready", true},
-                        {"started", true},
-                        {"restartCount", 0},
-                        {"state", {{"running", {{"startedAt", now}}}}}});
-  }
-  status["containerStatuses"] = statuses;
+  standin::make_sandbox(pod, index, processes_ ? Containers::kStartLater : Containers::kRunAtOnce);
 }
 
 void KubeletSim::start(const std::string& ns, const std::string& name) {
@@ -385,35 +314,8 @@ void KubeletSim::start(const std::string& ns, const std::string& name) {
 
 void KubeletSim::on_progress(const ProcessKubelet::Progress& progress) {
   try {
-    update_status(progress.ns, progress.pod, [&](json& pod) {
-      json& status = pod["status"];
-      if (pod["metadata"].contains("deletionTimestamp") || status.value("phase", "") != "Pending") return false;
-      const std::string now = now_rfc3339();
-      for (json& c : status["containerStatuses"]) {
-        const std::string name = c.value("name", "");
-        if (progress.waiting) {
-          if (!progress.waiting->container.empty() && progress.waiting->container != name) continue;
-          c["state"] = {{"waiting", {{"reason", progress.waiting->reason}}}};
-          if (!progress.waiting->message.empty()) c["state"]["waiting"]["message"] = progress.waiting->message;
-          continue;
-        }
-        const std::string id = progress.image_ids.count(name) ? progress.image_ids.at(name) : "";
-        c["imageID"] = id.empty() ? "sha256:" + std::string(64, '0') : id;
-        c["containerID"] = container_id();
-        c["ready"] = c["started"] = true;
-        c["state"] = {{"running", {{"startedAt", now}}}};
-      }
-      if (progress.waiting) return true;
-      status["phase"] = "Running";
-      for (json& cond : status["conditions"]) {
-        if (cond["type"] == "Ready" || cond["type"] == "ContainersReady") {
-          cond["status"] = "True";
-          cond.erase("reason");
-          cond["lastTransitionTime"] = now;
-        }
-      }
-      return true;
-    });
+    update_status(progress.ns, progress.pod,
+                  [&](json& pod) { return apply_progress(pod, progress.waiting, progress.image_ids); });
   } catch (const ApiError& e) {  // the process kubelet's thread: the pod changed meanwhile, logged
     TLOG(Warn) << "kubelet: " << progress.ns << "/" << progress.pod << ": " << e.what();
   }
