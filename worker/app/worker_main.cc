@@ -86,9 +86,10 @@ class InjectedSignal final : public TrainObserver {
  public:
   InjectedSignal(const char* tunable, int signal, const char* signal_name, int rank, int step)
       : tunable_(tunable), signal_(signal), signal_name_(signal_name), rank_(rank), step_(step) {}
-  static std::unique_ptr<InjectedSignal> from_tunables(const launch::RankEnv& env, const char* tunable, int signal,
+  static std::unique_ptr<InjectedSignal> from_tunables(const RunOptions& run, const char* tunable, int signal,
                                                        const char* signal_name) {
-    const auto spec = tunables::process_snapshot().text(tunable);
+    const launch::RankEnv& env = run.launch;
+    const auto spec = run.developer.text(tunable);
     if (!spec || env.attempt != 0) return nullptr;
     const auto colon = spec->find(':');
     int rank = -1, step = -1;
@@ -316,8 +317,8 @@ int run_worker(const WorkerOptions& options, const BackendFactory& backends) {
   const RunOptions run = run_options(job.spec, rank_env, tunables::process_snapshot());
   LogObserver log_observer;
   Telemetry telemetry(run.telemetry);
-  const auto injected_kill = InjectedSignal::from_tunables(rank_env, "TORUS_TEST_SIGKILL_AT_STEP", SIGKILL, "SIGKILL");
-  const auto injected_stop = InjectedSignal::from_tunables(rank_env, "TORUS_TEST_SIGSTOP_AT_STEP", SIGSTOP, "SIGSTOP");
+  const auto injected_kill = InjectedSignal::from_tunables(run, "TORUS_TEST_SIGKILL_AT_STEP", SIGKILL, "SIGKILL");
+  const auto injected_stop = InjectedSignal::from_tunables(run, "TORUS_TEST_SIGSTOP_AT_STEP", SIGSTOP, "SIGSTOP");
   FanOut observers({&log_observer, &telemetry, injected_kill.get(), injected_stop.get()});
   RunResult r;
   if (run.world_size == 1) {
