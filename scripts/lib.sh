@@ -157,22 +157,26 @@ PY
 }
 
 # Extra arguments for torus_build's first configure (torus_use_prefix and torus_build_demo fill it); a later one
-# of the same variable wins over the defaults. TORUS_SHOW_CONFIGURE=1 prints the configure's output.
+# of the same variable wins over the defaults. TORUS_SHOW_CONFIGURE=1 prints the configure's whole output.
 TORUS_CMAKE_ARGS=()
 TORUS_SHOW_CONFIGURE=0
 
-# torus_build [TARGET...]: configures $TORUS_BUILD once and builds the named targets (all of them when none is
-# named). Ninja prints each step as [done/total], so a long cold build shows its progress.
+# torus_build [TARGET...]: configures $TORUS_BUILD (once with TORUS_CMAKE_ARGS; later runs refresh it from its cache)
+# and builds the named targets (all of them when none is named). The configure's output is kept in
+# $TORUS_BUILD/configure.log and its "Torus:" lines, which say what the build leaves out (no CUDA compiler: no GPU
+# tests), are printed. Ninja prints each step as [done/total], so a long cold build shows its progress.
 torus_build() {
+  local configure=(cmake -S "$TORUS_ROOT" -B "$TORUS_BUILD")
   if [ ! -f "$TORUS_BUILD/build.ninja" ]; then
     echo "torus: configuring $TORUS_BUILD"
-    local configure=(cmake -S "$TORUS_ROOT" -B "$TORUS_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-      "${TORUS_CMAKE_ARGS[@]}")
-    if [[ "$TORUS_SHOW_CONFIGURE" == 1 ]]; then
-      "${configure[@]}"  # a prefix build shows where each library was found
-    else
-      "${configure[@]}" >/dev/null
-    fi
+    configure+=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${TORUS_CMAKE_ARGS[@]}")
+  fi
+  mkdir -p "$TORUS_BUILD"
+  if [[ "$TORUS_SHOW_CONFIGURE" == 1 ]]; then
+    "${configure[@]}" | tee "$TORUS_BUILD/configure.log"  # a prefix build shows where each library was found
+  else
+    "${configure[@]}" >"$TORUS_BUILD/configure.log" || { cat "$TORUS_BUILD/configure.log"; return 1; }
+    grep '^-- Torus:' "$TORUS_BUILD/configure.log" || true
   fi
   local targets=()
   (($#)) && targets=(--target "$@")
@@ -206,8 +210,62 @@ torus_demo_lane() (
   echo "torus: the demo build (build-demo/) reads examples/fashion-mnist.yaml"
 )
 
-# The sanitizer lane (issue 15): the CPU code and its unit tests built with AddressSanitizer and
-# UndefinedBehaviorSanitizer in build-asan/ (no CUDA, no end-to-end tests: those start many processes and would
+# What the test command ran, kept while the lanes run and told at its end (scripts/test_summary.py): a line per lane
+# in $TORUS_RESULTS/lanes (its exit status and seconds, or "off" and the switch), each CTest lane's JUnit report
+# ($TORUS_RESULTS/NAME.xml: GoogleTest's skip messages are in it), the tests a lane leaves out on purpose
+# (NAME.excluded) and build/'s configure output.
+TORUS_RESULTS="${TORUS_RESULTS:-$TORUS_BUILD/test-results}"
+
+torus_results_start() {
+  rm -rf "$TORUS_RESULTS" && mkdir -p "$TORUS_RESULTS"
+}
+
+# torus_run_lane NAME FOLDER COMMAND...: runs one lane with errexit of its own (a failing step ends the lane, not the
+# test command), records its exit status and time; the next lane runs either way. Returns 0.
+torus_run_lane() {
+  local name="$1" folder="$2" start=$SECONDS status=0
+  shift 2
+  echo "torus: lane $name ($folder)"
+  set +e
+  (set -e; TORUS_JUNIT="$TORUS_RESULTS/$name.xml" TORUS_EXCLUDED="$TORUS_RESULTS/$name.excluded" "$@")
+  status=$?
+  set -e
+  echo "$name $status $((SECONDS - start)) $folder" >>"$TORUS_RESULTS/lanes"
+}
+
+# torus_lane_off NAME SWITCH: a lane the caller switched off, named in the summary.
+torus_lane_off() {
+  echo "torus: lane $1 switched off ($2)"
+  echo "$1 off $2" >>"$TORUS_RESULTS/lanes"
+}
+
+# Whether every lane that ran passed (the test command's exit status).
+torus_lanes_passed() {
+  [[ -f "$TORUS_RESULTS/lanes" ]] && ! awk '$2 != "0" && $2 != "off" {bad = 1} END {exit !bad}' "$TORUS_RESULTS/lanes"
+}
+
+# The summary, last: each lane with its counts, every skipped test with its reason, what was left out or off.
+torus_summary() {
+  cp "$TORUS_BUILD/configure.log" "$TORUS_RESULTS/configure.log" 2>/dev/null || true
+  /usr/bin/python3 "$TORUS_ROOT/scripts/test_summary.py" "$TORUS_RESULTS" || true
+}
+
+# torus_ctest DIR [ARGS...]: CTest over a build folder, its JUnit report in $TORUS_JUNIT.
+torus_ctest() {
+  local dir="$1"
+  shift
+  ctest --test-dir "$dir" --output-on-failure --no-tests=error --output-junit "$TORUS_JUNIT" "$@"
+}
+
+# The suite (build/), one test at a time: several tests train or time collectives on every core, and
+# timing-sensitive tests (deadlines, watchdogs) must not be starved by a neighbour. About 40 minutes on 2 cores.
+# OMP_WAIT_POLICY=passive: oneDNN's OpenMP threads must not spin while co-located ranks wait for each other.
+torus_suite_lane() {
+  OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}" torus_ctest "$TORUS_BUILD" --timeout 1800 "$@"
+}
+
+# The sanitizer lane (issue 15): the CPU code's and the operator's libraries' unit tests built with AddressSanitizer
+# and UndefinedBehaviorSanitizer in build-asan/ (no CUDA, no end-to-end tests: those start many processes and would
 # not fit CI's time under the sanitizers). Any finding aborts the test that made it.
 TORUS_SANITIZED_TESTS=(
   common_util_test common_rank_env_test api_test checkpoint_test data_test metrics_registry_test gpu_math_test
@@ -215,7 +273,19 @@ TORUS_SANITIZED_TESTS=(
   worker_cpu_backend_test worker_staging_test worker_max_pool_test worker_layers_test worker_golden_test worker_optim_test worker_trainer_test
   worker_winograd_test worker_small_conv_test worker_batch_norm_test
   worker_two_ranks_test worker_step_accounting_test worker_device_memory_test worker_run_options_test worker_local_ranks_test
+  # The operator's libraries (issue 40.3): the planner and its status tables, the work queue, rate limits, config and
+  # field filters of the Kubernetes client, the flags, `torus run`'s local runtime.
+  operator_work_queue_test operator_planner_test operator_flags_test operator_goodput_status_test
+  operator_straggler_status_test operator_termination_grace_test runtime_local_gang_test
 )
+# Left out of this lane for CI's time, each named in the summary: the tests against the in-process stand-in (its
+# library alone is about 12 minutes to build instrumented on 2 cores; their threaded code runs in the TSan lane) and
+# the gang policy's table (3 minutes to compile instrumented). All were clean under ASan and UBSan when measured
+# (issue 40.3); add them here when the time allows.
+TORUS_SANITIZER_LEFT_OUT=(operator_kube_test operator_controller_test operator_kube_client_tls_test
+  operator_gang_policy_test)
+TORUS_SANITIZER_LEFT_OUT_WHY="the test binary is not built in this lane, for CI's time (scripts/lib.sh, \
+TORUS_SANITIZER_LEFT_OUT)"
 
 torus_sanitizer_lane() {
   local dir="$TORUS_ROOT/build-asan" only
@@ -224,11 +294,41 @@ torus_sanitizer_lane() {
     -DTORUS_SANITIZE=address,undefined "-DTORUS_ONLY_TESTS=$only" >/dev/null
   # torus-worker too: worker_local_ranks_test starts real instrumented ranks.
   cmake --build "$dir" -j "$(nproc)" --target "${TORUS_SANITIZED_TESTS[@]}" torus-worker
-  # Leaks are checked too; the suppressions name third-party caches that live as long as the process.
+  local binary
+  for binary in "${TORUS_SANITIZER_LEFT_OUT[@]}"; do
+    printf '%s\t%s\n' "$binary" "$TORUS_SANITIZER_LEFT_OUT_WHY"
+  done >"$TORUS_EXCLUDED"
+  # Leaks are checked too; the suppressions name third-party code (caches that live as long as the process, a type
+  # check that cannot see across cpprestsdk's library boundary).
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1" \
   LSAN_OPTIONS="suppressions=$TORUS_ROOT/scripts/lsan.supp:print_suppressions=0" \
-  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    ctest --test-dir "$dir" --output-on-failure --no-tests=error --timeout 900
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$TORUS_ROOT/scripts/ubsan.supp" \
+    torus_ctest "$dir" --timeout 900
+}
+
+# The ThreadSanitizer lane (issue 40.3): the threaded code of the operator (informers, the work queue, leader
+# election, the controller's workers, the progress poller and its straggler reads, all against the in-process
+# stand-in) and of the worker (the communicators' threads, the rendezvous store, the watchdog), built with
+# -fsanitize=thread in build-tsan/; a data race or lock-order inversion fails the test that made it. Lean on purpose:
+# only these tests' targets are built, and no end-to-end test (TSan slows code 5-15x). scripts/tsan.supp names the
+# uninstrumented third-party libraries whose own synchronisation TSan cannot see, each with its reason.
+TORUS_TSAN_TESTS=(operator_work_queue_test operator_kube_test operator_controller_test comm_unit_test
+  comm_collectives_test comm_shm_communicator_test common_util_test)
+# Tests the lane leaves out, with why (the summary names each).
+TORUS_TSAN_EXCLUDED='^WatchdogDeathTest\.AnAbortThatReturnsIsWaitedForAndTheExitFollowsIt$'
+TORUS_TSAN_EXCLUDED_WHY="its forked copy must exit from the watchdog's thread before the aborted collective's waiter \
+resumes, an order TSan's pace reverses (the waiter's hang guard exits 124); it runs in the suite and the ASan lane"
+
+torus_tsan_lane() {
+  local dir="$TORUS_ROOT/build-tsan" only
+  only="$(IFS=';'; echo "${TORUS_TSAN_TESTS[*]}")"
+  cmake -S "$TORUS_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTORUS_WITH_CUDA=OFF \
+    -DTORUS_SANITIZE=thread "-DTORUS_ONLY_TESTS=$only" >/dev/null
+  cmake --build "$dir" -j "$(nproc)" --target "${TORUS_TSAN_TESTS[@]}"
+  ctest --test-dir "$dir" -N -R "$TORUS_TSAN_EXCLUDED" | sed -n 's/^ *Test *#[0-9]*: //p' |
+    while read -r test; do printf '%s\t%s\n' "$test" "$TORUS_TSAN_EXCLUDED_WHY"; done >"$TORUS_EXCLUDED"
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$TORUS_ROOT/scripts/tsan.supp" \
+    torus_ctest "$dir" --timeout 900 -E "$TORUS_TSAN_EXCLUDED"
 }
 
 # oneDNN 3.x from PyPI, as an alternative to Debian's libdnnl-dev 2.6.3 (issue 29.4; docs/building.md, "oneDNN 2.6 or
