@@ -10,51 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/conformance/job_runs.h"
 #include "tests/support/temp_dir.h"
-#include "tests/support/torus_cli.h"
-#include "worker/checkpoint/checkpoint.h"
 #include "worker/data/jpeg_folder.h"
 
 namespace torus {
 namespace {
 
-namespace fs = std::filesystem;
-using std::chrono::seconds;
-using test::run_torus;
-using test::RunOutput;
-
-// 2 ranks of a ResNet-9 a few thousand parameters wide on 8x8 synthetic images: a few seconds on 2 cores.
-// `extra` is appended under `spec:` (two-space indented YAML).
-fs::path write_job(const fs::path& dir, const std::string& name, const std::string& extra,
-                   const std::string& training_extra = "") {
-  const fs::path file = dir / (name + ".yaml");
-  std::ofstream(file) << "apiVersion: torus.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: " << name
-                      << "}\nspec:\n"
-                         "  gang: {workers: 2, threadsPerProcess: 1}\n"
-                         "  model: {arch: resnet9, widths: [8, 8, 16, 16]}\n"
-                         "  data:\n"
-                         "    dataset: synthetic\n"
-                         "    imageSize: 8\n"
-                         "    loaderThreads: 1\n"
-                         "    synthetic: {trainImages: 64, validationImages: 32, numClasses: 4}\n"
-                         "  training:\n"
-                         "    epochs: 1\n"
-                         "    batchSize: 16\n"
-                         "    lrSchedule: {peak: 0.1}\n"
-                      << training_extra << extra;
-  return file;
-}
-
-RunOutput run(const fs::path& job, std::vector<std::string> sets = {}) {
-  std::vector<std::string> args = {"run", job.string()};
-  for (auto& s : sets) {
-    args.push_back("--set");
-    args.push_back(std::move(s));
-  }
-  return run_torus(args, seconds(180));
-}
-
-bool has(const RunOutput& out, const std::string& text) { return out.text().find(text) != std::string::npos; }
+using namespace conformance;
 
 TEST(Conformance, AllReduceAlgorithmIsWhatRuns) {
   const test::TempDir tmp("conformance-algorithm");
@@ -62,16 +25,12 @@ TEST(Conformance, AllReduceAlgorithmIsWhatRuns) {
   const RunOutput ring = run(write_job(tmp.path(), "ring", "  allReduce: {algorithm: ring}\n"));
   ASSERT_EQ(ring.exit_code, 0) << ring.text();
   EXPECT_EQ(ring.field("allreduce_algorithm"), "ring") << ring.text();
-  EXPECT_TRUE(has(ring, "(spec.allReduce.algorithm)")) << "rank 0's effective configuration names the field";
-  // This one also gives its batch per rank instead of globally, and a piecewise-linear schedule.
   const RunOutput hierarchical =
       run(write_job(tmp.path(), "hier", "  allReduce: {algorithm: hierarchical}\n"),
           {"spec.training.batchSize=null", "spec.training.perRankBatchSize=4",
            "spec.training.lrSchedule={points: [{epoch: 0, lr: 0.05}, {epoch: 1, lr: 0.01}]}"});
   ASSERT_EQ(hierarchical.exit_code, 0) << hierarchical.text();
   EXPECT_EQ(hierarchical.field("allreduce_algorithm"), "hierarchical") << hierarchical.text();
-  EXPECT_TRUE(has(hierarchical, "phase 0: epochs [0, 1), per-rank batch 4, image 8")) << hierarchical.text();
-  EXPECT_TRUE(has(hierarchical, "learning rate through (epoch, lr): (0, 0.05) (1, 0.01)")) << hierarchical.text();
 }
 
 TEST(Conformance, Torus2dRunsOnTheJobsGrid) {
@@ -119,10 +78,6 @@ TEST(Conformance, BucketSizesAreTheBytesPerAllReduce) {
   const double small_bytes = std::stod(small.field("allreduce_bytes_per_call"));
   EXPECT_LE(small_bytes, 9216) << small.result_line();
   EXPECT_GT(whole_bytes, 4 * small_bytes) << whole.result_line() << "\n" << small.result_line();
-  // The reducer says what it assigned: the whole gradient in the 1 MiB first bucket, or many small ones.
-  EXPECT_TRUE(has(whole, "gradient all-reduce: 1 bucket(s) over ")) << whole.text();
-  EXPECT_TRUE(has(small, "gradient all-reduce: ")) << small.text();
-  EXPECT_FALSE(has(small, "gradient all-reduce: 1 bucket(s)")) << small.text();
 }
 
 TEST(Conformance, TimeoutSecondsTurnsAPausedPeerIntoACollectiveTimeout) {
