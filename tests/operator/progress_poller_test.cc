@@ -50,7 +50,7 @@ TEST_F(ProgressPollerTest, ReadsRankZerosProgressOncePerPeriod) {
   const auto first = poller.poll("ns/j", job_, &pod_);
   ASSERT_TRUE(first.has_value()) << "the first poll of a job reads at once";
   EXPECT_EQ(first->progress.step, 100);
-  EXPECT_EQ(first->progress.epoch, 1);
+  EXPECT_EQ(first->progress.epoch, 2) << "1.5 epochs done: the second is under way (1-based, as a person reads it)";
   EXPECT_FALSE(first->progress.update_time.empty());
 
   rank0_.global_step.set(250);
