@@ -466,7 +466,8 @@ std::optional<RefusedChild> Controller::create_children(const json& job, const s
         return RefusedChild{c.kind, c.object["metadata"].value("name", ""), e.status(), e.what()};
       if (e.status() == 403) {
         warn_failed_create(job, c, e);
-        return RefusedChild{c.kind, c.object["metadata"].value("name", ""), e.status(), e.what(),
+        return RefusedChild{c.kind, c.object["metadata"].value("name", ""), e.status(),
+                            e.server_message().empty() ? e.what() : e.server_message(),
                             RefusedChild::Refusal::kByAdmission};
       }
       if (e.status() / 100 == 4 && e.status() != 409 && e.status() != 429) warn_failed_create(job, c, e);

@@ -68,13 +68,15 @@ ApiError api_error(const HttpRequest& request, const HttpResponse& response) {
   auto status = json::parse(response.body, nullptr, false);
   std::string reason = "Unknown";
   std::string message = response.body;
+  std::string server_message;
   if (status.is_object()) {
     reason = status.value("reason", reason);
-    message = status.value("message", message);
+    message = server_message = status.value("message", message);
   }
   return ApiError(
       response.status, reason,
-      request.method + " " + request.path + ": " + std::to_string(response.status) + " " + reason + ": " + message);
+      request.method + " " + request.path + ": " + std::to_string(response.status) + " " + reason + ": " + message,
+      server_message);
 }
 
 const char* propagation_name(Propagation p) {

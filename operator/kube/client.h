@@ -55,10 +55,13 @@ extern const Resource kVolcanoPodGroups;
 // The API server answered with an error status (404, 409, 410, 422...). `reason` is the Status reason.
 class ApiError : public Error {
  public:
-  ApiError(int status, std::string reason, const std::string& message)
-      : Error(message), status_(status), reason_(std::move(reason)) {}
+  ApiError(int status, std::string reason, const std::string& message, std::string server_message = "")
+      : Error(message), status_(status), reason_(std::move(reason)), server_message_(std::move(server_message)) {}
   int status() const { return status_; }
   const std::string& reason() const { return reason_; }
+  // The Status's message as the API server wrote it (`pods "x" is forbidden: ...`), without the request; empty
+  // when the answer carried no Status.
+  const std::string& server_message() const { return server_message_; }
   bool not_found() const { return status_ == 404; }
   bool conflict() const { return status_ == 409 && reason_ != "AlreadyExists"; }
   bool already_exists() const { return status_ == 409 && reason_ == "AlreadyExists"; }
@@ -67,6 +70,7 @@ class ApiError : public Error {
  private:
   int status_;
   std::string reason_;
+  std::string server_message_;
 };
 
 struct ClientOptions {

@@ -31,10 +31,11 @@ class PodSecurityE2E : public PodTrainingE2E {
     ASSERT_EQ(labelled.code, 0) << labelled.out;
   }
 
-  void apply(const std::string& name, const std::string& yaml) {
+  // `kubectl apply -f` (or, `verb` "create", `kubectl create -f`: it keeps a null, which apply reads as "remove").
+  void apply(const std::string& name, const std::string& yaml, const std::string& verb = "apply") {
     const std::string file = (dir_ / (name + ".yaml")).string();
     std::ofstream(file) << yaml;
-    const CmdResult r = kubectl({"apply", "-f", file});
+    const CmdResult r = kubectl({verb, "-f", file});
     ASSERT_EQ(r.code, 0) << r.out;
   }
   // `yaml` (pod_job_yaml's) with `lines` as the worker pod's template spec, inserted after the image line.
@@ -102,7 +103,8 @@ TEST_F(PodSecurityE2E, ARestrictedNamespaceRunsTheGangAsNonRootAndASigkilledWork
 TEST_F(PodSecurityE2E, WithoutFsGroupTheNewClaimIsNotTheWorkersAndTheJobQuotesTheRefusal) {
   apply("nofs", with_template(pod_job_yaml("nofs", {.epochs = 2, .checkpoint_every_steps = 2,
                                                     .run_policy = "restartPolicy: ExitCode\nbackoffLimit: 0"}),
-                              "        securityContext: {fsGroup: null}\n"));
+                              "        securityContext: {fsGroup: null}\n"),
+        "create");
   ASSERT_TRUE(eventually([&] { return status_of("nofs").value("phase", "") == "Failed"; }, 120s))
       << status_of("nofs").dump() << "\n"
       << logs_of("nofs");
