@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/util/error.h"
@@ -141,6 +142,9 @@ void hang_under_a_production_watchdog(AbortReturns abort, milliseconds grace) {
     comm.all_reduce(BufferView{nullptr, 0, DType::kF32}).wait(milliseconds(60000));
   } catch (const Error&) {
   }
+  // An abort that works releases the collective too, so the wait above may return while the watchdog is about to
+  // exit: the guard waits on, for the watchdog's exit, rather than racing it.
+  std::this_thread::sleep_for(std::chrono::seconds(60));
   std::fprintf(stderr, "hang guard: the watchdog did not end the process\n");
   std::fflush(stderr);
   std::_Exit(kHungExit);  // the communication thread (and with kNever the abort) still hang: no orderly unwind
