@@ -392,7 +392,8 @@ def write_archive(out, name, tag, layers, config_body, epoch):
             tar.addfile(info, io.BytesIO(files[path]))
     os.replace(tmp, out)
     return {"reference": reference, "digest": sha(manifest_bytes), "compressedBytes": sum(len(b) for b in blobs.values()),
-            "uncompressedBytes": sum(len(d) for _, d in layers)}
+            "uncompressedBytes": sum(len(d) for _, d in layers), "sourceDateEpoch": epoch,
+            "revision": config["config"].get("Labels", {}).get("org.opencontainers.image.revision", "")}
 
 
 def needed_packages(binaries, extra_dirs, ldd_env, carried):

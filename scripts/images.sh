@@ -54,7 +54,7 @@ worker_repo="$(repository workerImage)"
   exit 1
 }
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$TORUS_ROOT" log -1 --format=%ct 2>/dev/null || echo 0)}"
-revision="$(git -C "$TORUS_ROOT" rev-parse HEAD 2>/dev/null || true)"
+revision="${TORUS_IMAGES_REVISION:-$(git -C "$TORUS_ROOT" rev-parse HEAD 2>/dev/null || true)}"
 mkdir -p "$out"
 image() {
   /usr/bin/python3 "$TORUS_ROOT/scripts/images.py" --work "$TORUS_IMAGES_BUILD/staging" --tag "$tag" \

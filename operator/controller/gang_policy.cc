@@ -178,10 +178,13 @@ std::optional<Seconds> earlier(std::optional<Seconds> a, Seconds b) { return a ?
 LastWords parse_last_words(const std::string& message, size_t max_chars) {
   LastWords words;
   words.reason = message.substr(0, std::min(message.find('\n'), max_chars));
+  if (process::parse_event(words.reason)) words.reason.clear();  // a clean exit's message is its result, no reason
   std::istringstream lines(message);
   for (std::string line; std::getline(lines, line);) {
     const auto event = process::parse_event(line);
     if (const auto* aborted = event ? std::get_if<process::AbortedEvent>(&*event) : nullptr) words.step = aborted->step;
+    if (const auto* finished = event ? std::get_if<process::FinishedEvent>(&*event) : nullptr)
+      words.finished = *finished;
   }
   return words;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/api/training_job.h"
+#include "common/process/worker_events.h"
 
 namespace torus::controller {
 
@@ -80,6 +81,7 @@ struct WorkerState {
   // A pending pod whose container the kubelet cannot start yet, and why (its waiting reason and message:
   // ImagePullBackOff, CreateContainerConfigError...; pods_waiting.h).
   std::optional<ContainerWaiting> waiting;
+  std::optional<process::FinishedEvent> finished;  // rank 0's result, from its termination message
 };
 
 // A worker's termination message: the reason's first line (at most `max_chars`: what conditions quote) and the step
@@ -87,6 +89,8 @@ struct WorkerState {
 struct LastWords {
   std::string reason;
   std::optional<int64_t> step;
+  // Rank 0's result when its run ended (the worker's `finished` event, written under its last words).
+  std::optional<process::FinishedEvent> finished;
 };
 LastWords parse_last_words(const std::string& message, size_t max_chars);
 

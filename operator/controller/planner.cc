@@ -334,6 +334,7 @@ void run_gang(Pass& p, const Objects& current) {
       finish(p, Phase::kFailed, api::condition::kFailed, to_string(d.reason), d.message);
       return;
     case Verdict::kSucceed:
+      if (auto last = final_progress(g, p.status.progress, format_time(p.in.now))) p.status.progress = *last;
       finish(p, Phase::kSucceeded, api::condition::kSucceeded, "AllWorkersSucceeded", d.message);
       return;
     case Verdict::kContinue:

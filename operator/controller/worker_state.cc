@@ -28,8 +28,9 @@ WorkerState worker_state(const json& pod) {
       // the pods and nodes they run on, so the restart's event and condition say so.
       if (std::string m = term.value("message", ""); !m.empty()) {
         const LastWords words = parse_last_words(m, kTerminationMessageChars);
-        w.detail += (w.detail.empty() ? "" : ": ") + words.reason;
+        if (!words.reason.empty()) w.detail += (w.detail.empty() ? "" : ": ") + words.reason;
         w.last_step = words.step;
+        w.finished = words.finished;
       }
     }
   }
@@ -67,6 +68,25 @@ std::optional<Disruption> disruption_of(const json& pod) {
     if (c.value("type", "") != "DisruptionTarget" || c.value("status", "") != "True") continue;
     return Disruption{c.value("reason", ""), c.value("message", ""), member(pod, "spec").value("nodeName", ""),
                       parse_time(c.value("lastTransitionTime", ""))};
+  }
+  return std::nullopt;
+}
+
+std::optional<api::Progress> final_progress(const GangObservation& gang, const api::Progress& last,
+                                            const std::string& now) {
+  for (const WorkerState& w : gang.workers) {
+    if (!w.finished || w.finished->rank != 0) continue;
+    const process::FinishedEvent& f = *w.finished;
+    api::Progress p = last;
+    p.step = std::max(p.step, f.steps);
+    p.epoch = std::max(p.epoch, f.epochs);  // this attempt's epochs: a resumed run's last reading may say more
+    if (f.accuracy) p.accuracy = *f.accuracy;
+    if (f.images_per_s > 0) p.images_per_second = f.images_per_s;
+    if (f.busbw_gbps > 0) p.bus_bandwidth_gbps = f.busbw_gbps;
+    if (f.allreduce_algorithm) p.allreduce_algorithm = *f.allreduce_algorithm;
+    p.eta_seconds = 0;
+    p.update_time = now;
+    return p;
   }
   return std::nullopt;
 }

@@ -244,6 +244,12 @@ class OperatorAsTheChartsPod(unittest.TestCase):
         evaluated = re.search(r"evaluation after epoch 1: top-1 ([0-9.]+)%", self.log_of(rank0, "worker"))
         self.assertIsNotNone(evaluated, self.log_of(rank0, "worker")[-3000:])
         self.assertGreater(float(evaluated.group(1)), 80.0)
+        # And the job's status says where it ended (rank 0's result, which a job shorter than the operator's 15 s
+        # progress interval would otherwise never show): the last step of the epoch and that accuracy.
+        progress = json.loads(self.standin.ok("get", "trainingjob", "fashion-mnist", "-n", "default", "-o",
+                                              "json"))["status"]["progress"]
+        self.assertEqual(progress["step"], 60000 // 256, progress)
+        self.assertAlmostEqual(progress["accuracy"] * 100, float(evaluated.group(1)), places=2, msg=progress)
         self.assertEqual(len(workers), 2)
         for worker in workers:
             self.assertEqual(worker["status"]["phase"], "Succeeded")

@@ -103,9 +103,15 @@ TEST(CheckpointStorage, AClaimTemplateMakesAClaimOwnedByTheJobMountedOnWorkerZer
     }
   }
   ASSERT_EQ(pods.size(), 2u);
-  EXPECT_EQ(pods[0]["spec"]["volumes"].back(),
+  const auto named = [](const json& list, const std::string& name) {
+    for (const json& item : list) {
+      if (item.value("name", "") == name) return item;
+    }
+    return json();
+  };
+  EXPECT_EQ(named(pods[0]["spec"]["volumes"], "torus-checkpoint"),
             (json{{"name", "torus-checkpoint"}, {"persistentVolumeClaim", {{"claimName", "mnist-checkpoint"}}}}));
-  EXPECT_EQ(pods[0]["spec"]["containers"][0]["volumeMounts"].back(),
+  EXPECT_EQ(named(pods[0]["spec"]["containers"][0]["volumeMounts"], "torus-checkpoint"),
             (json{{"name", "torus-checkpoint"}, {"mountPath", "/ckpt"}}));
   EXPECT_EQ(pods[1]["spec"]["volumes"].dump().find("torus-checkpoint"), std::string::npos);
   // Worker 0 running: no claim made again.

@@ -29,6 +29,35 @@ TEST(WorkerState, CarriesTheDisruptionAndTheExitTime) {
   EXPECT_FALSE(disruption_of(PodBuilder("mnist", 1).running().build()));
 }
 
+// A job shorter than the operator's progress interval: its Succeeded status still says where it ended, from rank 0's
+// result in its termination message (the worker's `finished` event), over the operator's last reading.
+TEST(WorkerState, ASucceededGangsProgressIsRankZerosResult) {
+  process::FinishedEvent result{.rank = 0, .steps = 234, .epochs = 1, .images_per_s = 3600, .busbw_gbps = 0.2};
+  result.accuracy = 0.881;
+  result.allreduce_algorithm = "shm";
+  json rank0 = PodBuilder("mnist", 0).running().exited(0, "Completed").build();
+  rank0["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = process::format_event(result) + "\n";
+  const json rank1 = PodBuilder("mnist", 1).running().exited(0, "Completed").build();
+  const WorkerState w = worker_state(rank0);
+  ASSERT_TRUE(w.finished);
+  EXPECT_EQ(w.detail, "Completed");  // a result is no reason
+  GangObservation gang;
+  gang.expected_workers = 2;
+  gang.workers = {w, worker_state(rank1)};
+  const api::Progress last{.epoch = 1, .step = 191, .loss = 0.76, .accuracy = 0, .images_per_second = 3624};
+  const auto p = final_progress(gang, last, "2026-11-29T08:00:00Z");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->step, 234);
+  EXPECT_EQ(p->epoch, 1);
+  EXPECT_DOUBLE_EQ(p->accuracy, 0.881);
+  EXPECT_DOUBLE_EQ(p->loss, 0.76);  // the last reading's: the result has no loss
+  EXPECT_DOUBLE_EQ(p->images_per_second, 3600);
+  EXPECT_EQ(p->allreduce_algorithm, "shm");
+  EXPECT_EQ(p->eta_seconds, 0);
+  gang.workers = {worker_state(rank1)};
+  EXPECT_FALSE(final_progress(gang, last, "2026-11-29T08:00:00Z"));
+}
+
 TEST(WorkerState, ReadsExitCodeAndReason) {
   WorkerState w = worker_state(PodBuilder("j", 0).exited(137, "OOMKilled").build());
   EXPECT_EQ(w.phase, PodPhase::kFailed);

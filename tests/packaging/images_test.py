@@ -38,8 +38,12 @@ class Images(unittest.TestCase):
 
     def test_a_second_build_gives_the_same_digests(self):
         first = self.built(os.path.join(BUILD, "out"))
+        # The same commit: the first build's time and revision (a commit made since would change both).
+        with open(os.path.join(BUILD, "out", "images.json")) as f:
+            made = json.load(f)[0]
         with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as tmp:
-            env = {**os.environ, "TORUS_IMAGES_BUILD": BUILD, "TORUS_IMAGES_OUT": out, "TMPDIR": tmp}
+            env = {**os.environ, "TORUS_IMAGES_BUILD": BUILD, "TORUS_IMAGES_OUT": out, "TMPDIR": tmp,
+                   "SOURCE_DATE_EPOCH": str(made["sourceDateEpoch"]), "TORUS_IMAGES_REVISION": made["revision"]}
             result = subprocess.run(["bash", "-c", "umask 077 && exec bash " + str(ROOT / "scripts" / "images.sh")],
                                     env=env, capture_output=True, text=True, timeout=900)
             self.assertEqual(result.returncode, 0, result.stdout + result.stderr)

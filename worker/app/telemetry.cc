@@ -276,6 +276,13 @@ void Telemetry::finished(const RunResult& r, double busbw_gbps, const std::strin
   if (r.reached_target) event.time_to_target_s = r.seconds_to_target;
   event.ledger = ledger_;
   process::emit_event(event);
+  // Rank 0's result also goes to its termination message: a job that ends before the operator's next read of its
+  // /metrics still gets its final step and accuracy in status.progress (the planner reads it from the pod).
+  if (options_.rank == 0) {
+    process::FinishedEvent words = event;
+    words.ledger = {};  // the status takes its ledger from /metrics; the message has 4 KiB
+    append_termination_log(process::format_event(words).c_str());
+  }
 }
 
 }  // namespace torus::worker::app
