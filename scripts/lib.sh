@@ -314,21 +314,14 @@ torus_sanitizer_lane() {
 # uninstrumented third-party libraries whose own synchronisation TSan cannot see, each with its reason.
 TORUS_TSAN_TESTS=(operator_work_queue_test operator_kube_test operator_controller_test comm_unit_test
   comm_collectives_test comm_shm_communicator_test common_util_test)
-# Tests the lane leaves out, with why (the summary names each).
-TORUS_TSAN_EXCLUDED='^WatchdogDeathTest\.AnAbortThatReturnsIsWaitedForAndTheExitFollowsIt$'
-TORUS_TSAN_EXCLUDED_WHY="its forked copy must exit from the watchdog's thread before the aborted collective's waiter \
-resumes, an order TSan's pace reverses (the waiter's hang guard exits 124); it runs in the suite and the ASan lane"
-
 torus_tsan_lane() {
   local dir="$TORUS_ROOT/build-tsan" only
   only="$(IFS=';'; echo "${TORUS_TSAN_TESTS[*]}")"
   cmake -S "$TORUS_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTORUS_WITH_CUDA=OFF \
     -DTORUS_SANITIZE=thread "-DTORUS_ONLY_TESTS=$only" >/dev/null
   cmake --build "$dir" -j "$(nproc)" --target "${TORUS_TSAN_TESTS[@]}"
-  ctest --test-dir "$dir" -N -R "$TORUS_TSAN_EXCLUDED" | sed -n 's/^ *Test *#[0-9]*: //p' |
-    while read -r test; do printf '%s\t%s\n' "$test" "$TORUS_TSAN_EXCLUDED_WHY"; done >"$TORUS_EXCLUDED"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$TORUS_ROOT/scripts/tsan.supp" \
-    torus_ctest "$dir" --timeout 900 -E "$TORUS_TSAN_EXCLUDED"
+    torus_ctest "$dir" --timeout 900
 }
 
 # oneDNN 3.x from PyPI, as an alternative to Debian's libdnnl-dev 2.6.3 (issue 29.4; docs/building.md, "oneDNN 2.6 or
